@@ -1,0 +1,78 @@
+"""gunicorn settings for the extender webhook.
+
+Used by `extender serve` and by plain
+`gunicorn -c config/gunicorn.conf.py 'extender.webhook:create_app()'`.
+Every value can be overridden through the environment (EXTENDER_BIND,
+EXTENDER_WORKERS, EXTENDER_THREADS, EXTENDER_TIMEOUT, EXTENDER_TLS_*), which is
+how `extender serve` passes its options.
+
+Why these defaults (see bench/ and the README's Performance section for numbers):
+- kube-scheduler calls the extender for one pod at a time, so latency, not
+  parallelism, sets its pods/s. A request is CPU-bound Python: threads do not
+  make one request faster, and the GIL serialises them within a worker.
+- worker_class "gthread": the worker's main thread keeps accepting while a
+  request runs, so /healthz and /readyz answer during a slow filter; it also
+  keeps kube-scheduler's keep-alive connection open, avoiding a TCP handshake
+  per call. The sync worker closes every connection after one request.
+- workers = 2: one per core on a 2-core pod. Each worker holds its own cluster
+  state and its own watches (API-server load grows with workers), so more
+  workers than cores only costs memory and watch traffic.
+- threads = 4: enough for probes, /metrics scrapes and a second scheduler
+  profile in flight, without queueing a verb behind a scrape.
+- timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that
+  blocks that long is stuck and is better restarted.
+- gunicorn sets TCP_NODELAY on its listening socket; without it small replies
+  stall ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
+"""
+
+import os
+import shutil
+import ssl
+import tempfile
+
+bind = os.environ.get("EXTENDER_BIND", "127.0.0.1:8888")
+workers = int(os.environ.get("EXTENDER_WORKERS", "2"))
+threads = int(os.environ.get("EXTENDER_THREADS", "4"))
+worker_class = os.environ.get("EXTENDER_WORKER_CLASS", "gthread")
+timeout = int(os.environ.get("EXTENDER_TIMEOUT", "30"))
+graceful_timeout = int(os.environ.get("EXTENDER_GRACEFUL_TIMEOUT", "20"))
+# Longer than kube-scheduler's idle connection timeout, so it is the client that closes.
+keepalive = 120
+# The app logs one structured line per verb call; gunicorn's access log would duplicate it.
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("EXTENDER_LOG_LEVEL", "info").lower()
+# No preload: the app (and its watch threads) must be created inside each worker.
+preload_app = False
+
+# ---- TLS (extender serve --tls-cert/--tls-key/--client-ca) ------------------------
+certfile = os.environ.get("EXTENDER_TLS_CERT") or None
+keyfile = os.environ.get("EXTENDER_TLS_KEY") or None
+ca_certs = os.environ.get("EXTENDER_CLIENT_CA") or None
+if ca_certs:
+    cert_reqs = ssl.CERT_REQUIRED
+
+# ---- Prometheus multiprocess mode ----------------------------------------------------
+# Each worker is a process; counters only add up across them through files in a
+# shared directory, which must be known before any worker imports prometheus_client.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="extender-metrics-")
+
+
+def on_starting(server):
+    """Start from an empty metrics directory: files of a previous run would be summed in."""
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            os.unlink(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def child_exit(server, worker):
+    """Drop a dead worker's live gauges (its counters stay, as Prometheus expects)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

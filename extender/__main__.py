@@ -1,0 +1,5 @@
+"""`python -m extender` runs the `extender` command."""
+
+from extender.cli import main
+
+main()

@@ -1,0 +1,105 @@
+"""`extender serve`: the webhook under gunicorn."""
+
+from __future__ import annotations
+
+import os
+import runpy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from extender.settings import Settings, config_dir
+
+GUNICORN_CONF = "gunicorn.conf.py"
+
+
+def _load_gunicorn_conf() -> dict[str, Any]:
+    """The settings and hooks of config/gunicorn.conf.py, evaluated after our env is in place."""
+    path = config_dir() / GUNICORN_CONF
+    if not path.is_file():
+        raise click.ClickException(
+            f"{path} not found: set EXTENDER_CONFIG_DIR to the directory holding {GUNICORN_CONF}"
+        )
+    namespace = runpy.run_path(str(path))
+    return {k: v for k, v in namespace.items() if not k.startswith("_") and not isinstance(v, type(os))}
+
+
+def run_gunicorn(options: dict[str, Any]) -> None:
+    from gunicorn.app.base import BaseApplication
+
+    class Application(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in options.items():
+                if key in self.cfg.settings and value is not None:
+                    self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            # Runs in each worker after fork, so the watches belong to the worker.
+            from extender.webhook import create_app
+
+            return create_app()
+
+    Application().run()
+
+
+@click.command()
+@click.option("--bind", "bind", default="127.0.0.1:8888", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="gunicorn workers [conf: 2].")
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads per worker [conf: 4].")
+@click.option("--timeout", type=click.IntRange(1, 3600), default=None, help="Worker timeout, seconds [conf: 30].")
+@click.option("--policy", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Policy file (reloaded when it changes). Default: the built-in webhook policy.")
+@click.option("--source", type=click.Choice(["auto", "kube", "snapshot"]), default="auto", show_default=True,
+              help="Cluster state source: the API server, a snapshot file, or auto (kube when configured).")
+@click.option("--snapshot", type=click.Path(exists=True), default=None,
+              help="Snapshot file or directory (default: the embedded config/snapshot.yaml).")
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--context", default=None, help="kubeconfig context.")
+@click.option("--url-prefix", default="", help="Path prefix before the verbs, e.g. /scheduler.")
+@click.option("--filter-verb", default="filter", show_default=True)
+@click.option("--prioritize-verb", default="prioritize", show_default=True)
+@click.option("--bind-verb", default="bind", show_default=True)
+@click.option("--preempt-verb", default="preempt", show_default=True)
+@click.option("--enable-bind/--disable-bind", default=True, show_default=True)
+@click.option("--enable-explain/--disable-explain", default=False, show_default=True,
+              help="Serve POST /explain (shows how the policy decides: keep it off on shared networks).")
+@click.option("--scheduler-name", "scheduler_names", multiple=True, default=("default-scheduler",),
+              show_default=True, help="schedulerNames whose pods /bind accepts (repeatable).")
+@click.option("--allow-namespace", "namespaces_allow", multiple=True, help="Only bind pods of these namespaces.")
+@click.option("--deny-namespace", "namespaces_deny", multiple=True, help="Never bind pods of these namespaces.")
+@click.option("--max-body-bytes", type=click.IntRange(1024), default=Settings.max_body_bytes, show_default=True)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--client-ca", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Require client certificates signed by this CA (mutual TLS).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log-level", default="INFO", show_default=True)
+def serve(bind: str, workers: int | None, threads: int | None, timeout: int | None, tls_cert: str | None,
+          tls_key: str | None, client_ca: str | None, **options: Any) -> None:
+    """Serve the extender verbs (filter, prioritize, bind, preempt) for kube-scheduler."""
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    if client_ca and not tls_cert:
+        raise click.UsageError("--client-ca needs --tls-cert and --tls-key")
+    settings = Settings()
+    values = {k: (tuple(v) if isinstance(v, tuple | list) else (v or "")) for k, v in options.items()}
+    values["enable_bind"] = options["enable_bind"]
+    values["enable_explain"] = options["enable_explain"]
+    values["max_body_bytes"] = options["max_body_bytes"]
+    settings = replace(settings, **values)
+    os.environ.update(settings.to_env())
+    os.environ["EXTENDER_BIND"] = bind
+    for name, value in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout),
+                        ("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
+        if value is not None:
+            os.environ[f"EXTENDER_{name}"] = str(Path(value).resolve()) if name.startswith(("TLS", "CLIENT")) \
+                else str(value)
+    from extender.logs import setup_logging
+
+    setup_logging(settings.log_format, settings.log_level)
+    run_gunicorn(_load_gunicorn_conf())
+
+
+__all__ = ["serve"]

@@ -1,0 +1,1 @@
+"""Cluster state and its adapters: watch sources (kube, snapshot) and binders (kube, memory)."""

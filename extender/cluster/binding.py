@@ -1,0 +1,57 @@
+"""Binders: how a placement becomes real. `MemoryBinder` for snapshots; the kube binder lives in `kube_binding`.
+
+Both check what the API server checks (the pod exists, its UID matches, it is
+not bound, not being deleted, not gated) and raise the same errors, so the
+webhook, the scheduler and simulate behave identically whichever binder they use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from extender.cluster.state import ClusterState
+from extender.errors import ConflictError, NotFoundError
+
+
+class Binder(Protocol):
+    def bind(self, namespace: str, name: str, uid: str, node: str, *,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Bind the pod to the node or raise ClusterError (ConflictError, NotFoundError, ...)."""
+
+
+class MemoryBinder:
+    """Binds pods inside the cluster state itself: the state is the source of truth."""
+
+    kind = "memory"
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._lock = threading.Lock()
+        self.bindings: list[tuple[str, str]] = []
+
+    def bind(self, namespace: str, name: str, uid: str, node: str, *,
+             annotations: Mapping[str, str] | None = None) -> None:
+        key = f"{namespace}/{name}"
+        with self._lock:  # check-then-set must be atomic, as etcd's compare-and-swap is
+            record = self.state.pod(key)
+            if record is None:
+                raise NotFoundError(f'pods "{name}" not found', status=404, reason="NotFound")
+            if uid and record.uid and uid != record.uid:
+                raise ConflictError(
+                    f"pod {key} was recreated (UID mismatch: wanted {uid}, found {record.uid})",
+                    status=409, reason="Conflict",
+                )
+            if record.node_name and not record.assumed:
+                raise ConflictError(
+                    f"pod {key} is already assigned to node {record.node_name}", status=409, reason="Conflict"
+                )
+            if record.deleting:
+                raise ConflictError(f"pod {key} is being deleted, cannot be assigned to a host", status=409,
+                                    reason="Conflict")
+            if record.gated:
+                raise ConflictError(f"pod {key} has non-empty .spec.schedulingGates", status=409,
+                                    reason="Conflict")
+            self.state.confirm(key, node)
+            self.bindings.append((key, node))

@@ -1,0 +1,112 @@
+"""Snapshot files: what `kubectl get nodes,pods -A -o yaml` prints, as one file or a directory.
+
+Accepted shapes: a `List`/`NodeList`/`PodList` with `items`, a single Node or Pod,
+or multi-document YAML of any of those; JSON is YAML. Objects of other kinds are
+ignored, so a full `kubectl get all` dump loads too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from extender.cluster.state import ClusterState
+from extender.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass
+class Snapshot:
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """Pods not yet on a node and not finished: what simulate has to place."""
+        return [
+            p for p in self.pods
+            if not (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+        ]
+
+
+def _objects(document: Any, where: str) -> Iterator[Mapping[str, Any]]:
+    if document is None:
+        return
+    if not isinstance(document, Mapping):
+        raise ClusterError(f"{where}: expected a Kubernetes object or List, got {type(document).__name__}")
+    if "items" in document and isinstance(document.get("items"), list):
+        for item in document["items"]:
+            if isinstance(item, Mapping):
+                yield from _objects(item, where)
+        return
+    yield document
+
+
+def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
+    kind = obj.get("kind")
+    if kind:
+        return str(kind)
+    return {"NodeList": "Node", "PodList": "Pod"}.get(list_kind, "")
+
+
+def _read_file(path: Path, snapshot: Snapshot) -> None:
+    try:
+        documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader
+                                       if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClusterError(f"cannot read snapshot {path}: {exc}") from exc
+    for index, document in enumerate(documents):
+        list_kind = str(document.get("kind", "")) if isinstance(document, Mapping) else ""
+        for obj in _objects(document, f"{path} document {index}"):
+            kind = _kind(obj, list_kind)
+            if kind == "Node":
+                snapshot.nodes.append(dict(obj))
+            elif kind == "Pod":
+                snapshot.pods.append(dict(obj))
+
+
+def read_snapshot(path: str | Path) -> Snapshot:
+    """Read a snapshot file or every YAML/JSON file of a directory (sorted, not recursive)."""
+    root = Path(path)
+    if not root.exists():
+        raise ClusterError(f"snapshot {root} does not exist")
+    files = sorted(p for p in root.iterdir() if p.suffix in SUFFIXES) if root.is_dir() else [root]
+    snapshot = Snapshot()
+    for file in files:
+        _read_file(file, snapshot)
+    if not snapshot.nodes:
+        log.warning("snapshot %s holds no Node objects", root)
+    return snapshot
+
+
+def load_into(state: ClusterState, snapshot: Snapshot) -> None:
+    state.replace_nodes(snapshot.nodes)
+    state.replace_pods(snapshot.pods)
+
+
+class SnapshotSource:
+    """A cluster source backed by a snapshot: loaded once, then changed only by our own binds."""
+
+    kind = "snapshot"
+
+    def __init__(self, state: ClusterState, path: str | Path) -> None:
+        self.state = state
+        self.path = Path(path)
+
+    def start(self) -> None:
+        load_into(self.state, read_snapshot(self.path))
+        log.info(
+            "loaded snapshot %s: %d nodes, %d pods", self.path, self.state.node_count(), self.state.pod_count()
+        )
+
+    def stop(self) -> None:
+        """Nothing runs in the background."""

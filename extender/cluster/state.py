@@ -1,0 +1,327 @@
+"""The cluster state: nodes, the pods on each node with their requests summed, and assumed pods.
+
+One instance per process, shared by the request threads (webhook) or the
+scheduling loop (standalone). Writers (watch threads, binders) hold a lock;
+readers never do: every NodeInfo is immutable and replaced whole, and single
+dict reads are atomic under the GIL, so a request sees each node either before
+or after an update, never in between.
+
+Assumed pods are ours: a bind we issued that the watch has not confirmed yet.
+They count on their node so that the next pod does not land on the same free
+space; they expire after `assume_ttl` seconds if the watch never confirms them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from extender.cluster.records import PodRecord, record_from_dict
+from extender.errors import InvalidObject
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.resources import Resources, add_into, intern, subtract
+
+log = logging.getLogger(__name__)
+
+# Listener events, for the standalone queue's "retry sooner" hints.
+NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-deleted"
+POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
+Listener = Callable[[str, Any], None]
+
+
+@dataclass(slots=True)
+class _Usage:
+    """Mutable per-node totals, only touched under the state's lock."""
+
+    requested: Resources = field(default_factory=dict)
+    score_requested: Resources = field(default_factory=dict)
+    pods: set[str] = field(default_factory=set)
+
+
+class ClusterState:
+    def __init__(self, *, assume_ttl: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.assume_ttl = assume_ttl
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._views: dict[str, NodeView] = {}
+        self._infos: dict[str, NodeInfo] = {}
+        self._usage: dict[str, _Usage] = {}
+        self._pods: dict[str, PodRecord] = {}
+        self._assumed: dict[str, float] = {}  # pod key -> expiry (monotonic seconds)
+        self._listeners: list[Listener] = []
+        self.nodes_synced = False
+        self.pods_synced = False
+        self.last_event = clock()
+        self.rejected_objects = 0
+
+    # ---- reads (lock-free) -------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self.nodes_synced and self.pods_synced
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self._infos.get(name)
+
+    def node_infos(self, names: Iterable[str]) -> tuple[list[NodeInfo], list[str]]:
+        """The infos for `names`, in order, and the names the state does not hold."""
+        infos = self._infos
+        found: list[NodeInfo] = []
+        unknown: list[str] = []
+        for name in names:
+            info = infos.get(name)
+            if info is None:
+                unknown.append(name)
+            else:
+                found.append(info)
+        return found, unknown
+
+    def all_node_infos(self) -> list[NodeInfo]:
+        return list(self._infos.values())
+
+    def node_count(self) -> int:
+        return len(self._infos)
+
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def pod(self, key: str) -> PodRecord | None:
+        return self._pods.get(key)
+
+    def pods_on(self, node: str) -> list[PodRecord]:
+        usage = self._usage.get(node)
+        keys = list(usage.pods) if usage else []
+        return [p for p in (self._pods.get(k) for k in keys) if p is not None]
+
+    def assumed_keys(self) -> list[str]:
+        return list(self._assumed)
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    # ---- nodes -----------------------------------------------------------
+
+    def upsert_node(self, raw: Mapping[str, Any]) -> NodeView:
+        """Add or replace a node; a node with unreadable fields is kept but marked unusable."""
+        view = NodeView.from_dict(raw)
+        if view.error:
+            log.warning("node %s kept as unusable: %s", view.name, view.error)
+        with self._lock:
+            existed = view.name in self._views
+            self._views[view.name] = view
+            self._rebuild(view.name)
+            self.last_event = self._clock()
+        self._notify(NODE_UPDATED if existed else NODE_ADDED, view)
+        return view
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            view = self._views.pop(name, None)
+            self._infos.pop(name, None)
+            self.last_event = self._clock()
+        if view is not None:
+            self._notify(NODE_DELETED, view)
+
+    def replace_nodes(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        """Swap in a full node list (initial list or re-list after 410)."""
+        views: dict[str, NodeView] = {}
+        for raw in raws:
+            try:
+                view = NodeView.from_dict(raw)
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping node from list: %s", exc)
+                continue
+            views[view.name] = view
+        with self._lock:
+            old = set(self._views)
+            self._views = views
+            self._infos = {}
+            for name in views:
+                self._rebuild(name)
+            self.nodes_synced = True
+            self.last_event = self._clock()
+        for name in views.keys() - old:
+            self._notify(NODE_ADDED, views[name])
+
+    # ---- pods ------------------------------------------------------------
+
+    def upsert_pod(self, raw: Mapping[str, Any]) -> PodRecord | None:
+        """Add or replace a pod; a pod that cannot be read is logged and skipped."""
+        try:
+            record = record_from_dict(raw)
+        except InvalidObject as exc:
+            self.rejected_objects += 1
+            log.warning("skipping pod: %s", exc)
+            return None
+        with self._lock:
+            old = self._pods.get(record.key)
+            if record.key in self._assumed:
+                if record.node_name:  # the watch confirmed our bind (or someone else's)
+                    del self._assumed[record.key]
+                elif old is not None and old.assumed and record.uid == old.uid:
+                    record = replace(record, node_name=old.node_name, assumed=True)
+            self._put(record)
+            self.last_event = self._clock()
+        self._notify(POD_UPDATED if old else POD_ADDED, record)
+        return record
+
+    def delete_pod(self, key: str) -> None:
+        with self._lock:
+            old = self._pods.get(key)
+            self._assumed.pop(key, None)
+            self._remove(key)
+            self.last_event = self._clock()
+        if old is not None:
+            self._notify(POD_DELETED, old)
+
+    def replace_pods(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        """Swap in a full pod list, keeping assumptions the new list does not contradict."""
+        records: dict[str, PodRecord] = {}
+        for raw in raws:
+            try:
+                record = record_from_dict(raw)
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping pod from list: %s", exc)
+                continue
+            records[record.key] = record
+        with self._lock:
+            gone = [self._pods[k] for k in self._pods.keys() - records.keys()]
+            for key in list(self._assumed):
+                listed = records.get(key)
+                old = self._pods.get(key)
+                if listed is not None and not listed.node_name and old is not None and old.uid == listed.uid:
+                    records[key] = replace(listed, node_name=old.node_name, assumed=True)
+                else:
+                    del self._assumed[key]
+            self._pods = records
+            self._usage = {}
+            for record in records.values():
+                if record.counts:
+                    usage = self._usage.setdefault(record.node_name, _Usage())
+                    add_into(usage.requested, record.requests)
+                    add_into(usage.score_requested, record.score_requests)
+                    usage.pods.add(record.key)
+            self._infos = {}
+            for name in self._views:
+                self._rebuild(name)
+            self.pods_synced = True
+            self.last_event = self._clock()
+        for record in gone:
+            self._notify(POD_DELETED, record)
+
+    # ---- assumptions -------------------------------------------------------
+
+    def assume(self, key: str, node_name: str, *, uid: str = "", requests: Resources | None = None,
+               score_requests: Resources | None = None, scheduler_name: str = "") -> PodRecord:
+        """Count a pod on `node_name` before the API server confirms the bind."""
+        with self._lock:
+            old = self._pods.get(key)
+            if old is not None and not old.assumed and old.node_name == node_name:
+                # The watch confirmed this bind before the binder got its reply: assuming now
+                # would let expire_assumed() later unbind a pod that really is on the node.
+                return old
+            if old is not None:
+                record = replace(old, node_name=node_name, assumed=True)
+            else:
+                record = PodRecord(
+                    key, uid, node_name, scheduler_name or "default-scheduler", "Pending", False, False,
+                    intern(dict(requests or {})), intern(dict(score_requests or requests or {})), True,
+                )
+            self._put(record)
+            self._assumed[key] = self._clock() + self.assume_ttl
+        return record
+
+    def forget(self, key: str) -> None:
+        """Undo an assumption after a failed bind: the pod is pending again."""
+        with self._lock:
+            if self._assumed.pop(key, None) is None:
+                return
+            old = self._pods.get(key)
+            if old is not None:
+                self._put(replace(old, node_name="", assumed=False))
+
+    def confirm(self, key: str, node_name: str) -> None:
+        """Record a bind as done without waiting for a watch (snapshot mode: we are the server)."""
+        with self._lock:
+            self._assumed.pop(key, None)
+            old = self._pods.get(key)
+            if old is not None:
+                self._put(replace(old, node_name=node_name, assumed=False, view=None))
+
+    def expire_assumed(self) -> list[str]:
+        """Drop assumptions the watch never confirmed within the TTL; returns their keys."""
+        now = self._clock()
+        expired = [key for key, deadline in list(self._assumed.items()) if deadline <= now]
+        for key in expired:
+            log.warning("assumed pod %s expired without confirmation from the watch", key)
+            self.forget(key)
+        return expired
+
+    # ---- internals (caller holds the lock) ----------------------------------
+
+    def _put(self, record: PodRecord) -> None:
+        old = self._pods.get(record.key)
+        if old is not None and old.counts:
+            self._unaccount(old)
+        self._pods[record.key] = record
+        if record.counts:
+            usage = self._usage.setdefault(record.node_name, _Usage())
+            add_into(usage.requested, record.requests)
+            add_into(usage.score_requested, record.score_requests)
+            usage.pods.add(record.key)
+            self._rebuild(record.node_name)
+
+    def _remove(self, key: str) -> None:
+        old = self._pods.pop(key, None)
+        if old is not None and old.counts:
+            self._unaccount(old)
+
+    def _unaccount(self, record: PodRecord) -> None:
+        usage = self._usage.get(record.node_name)
+        if usage is None or record.key not in usage.pods:
+            return
+        usage.pods.discard(record.key)
+        usage.requested = subtract(usage.requested, record.requests)
+        usage.score_requested = subtract(usage.score_requested, record.score_requests)
+        if not usage.pods:
+            del self._usage[record.node_name]
+        self._rebuild(record.node_name)
+
+    def _rebuild(self, name: str) -> None:
+        view = self._views.get(name)
+        if view is None:
+            return
+        usage = self._usage.get(name)
+        if usage is None:
+            self._infos[name] = NodeInfo(view)
+        else:
+            self._infos[name] = NodeInfo(
+                view, intern(dict(usage.requested)), intern(dict(usage.score_requested)), len(usage.pods)
+            )
+
+    def _notify(self, event: str, obj: Any) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event, obj)
+            except Exception:  # a listener must never break the watch that feeds the state
+                log.exception("cluster state listener failed on %s", event)
+
+
+def infos_from_views(views: Sequence[NodeView], state: ClusterState | None) -> list[NodeInfo]:
+    """NodeInfos for nodes sent in a request body, with usage from the state when it knows the node."""
+    result = []
+    for view in views:
+        known = state.node_info(view.name) if state is not None else None
+        if known is None:
+            result.append(NodeInfo(view))
+        elif known.node is view:
+            result.append(known)
+        else:
+            result.append(NodeInfo(view, known.requested, known.score_requested, known.pod_count))
+    return result

@@ -1,0 +1,80 @@
+"""Prometheus metrics for every mode, in one place so names and labels stay consistent.
+
+Under gunicorn each worker is a process; prometheus_client's multiprocess mode
+(PROMETHEUS_MULTIPROC_DIR set before this module is imported) makes the counts
+add up across workers. `extender serve` sets that directory up; `render()`
+picks the right collector either way.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_NODE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+_BYTE_BUCKETS = (1e3, 1e4, 1e5, 1e6, 4e6, 1.6e7, 6.4e7)
+
+# ---- webhook ------------------------------------------------------------------
+REQUESTS = Counter("extender_requests_total", "Extender verb requests, by verb and result.", ["verb", "result"])
+REQUEST_LATENCY = Histogram(
+    "extender_request_duration_seconds", "Handler latency per verb and result.", ["verb", "result"],
+    buckets=_LATENCY_BUCKETS,
+)
+REQUEST_NODES = Histogram("extender_request_nodes", "Nodes per request.", ["verb"], buckets=_NODE_BUCKETS)
+REQUEST_BYTES = Histogram("extender_request_bytes", "Request body size.", ["verb"], buckets=_BYTE_BUCKETS)
+FILTER_REJECTIONS = Counter(
+    "extender_filter_rejections_total", "Nodes refused by a filter plugin.", ["plugin"]
+)
+BIND_OUTCOMES = Counter("extender_bind_total", "Bind outcomes (webhook and standalone).", ["result"])
+
+# ---- cluster state -----------------------------------------------------------------
+CACHE_SYNCED = Gauge(
+    "extender_cache_synced", "1 when the initial node and pod lists are in.", multiprocess_mode="livemin"
+)
+CACHE_LAST_EVENT = Gauge(
+    "extender_cache_last_event_timestamp_seconds", "Unix time of the last watch event applied.",
+    multiprocess_mode="livemax",
+)
+CACHE_OBJECTS = Gauge("extender_cache_objects", "Objects in the cluster state.", ["kind"],
+                      multiprocess_mode="livemax")
+WATCH_RESTARTS = Counter("extender_watch_restarts_total", "Watch reconnects, by resource and cause.",
+                         ["resource", "cause"])
+REJECTED_OBJECTS = Counter("extender_cache_rejected_objects_total", "Objects skipped as unreadable.",
+                           ["kind"])
+
+# ---- policy ---------------------------------------------------------------------
+POLICY_RELOADS = Counter("extender_policy_reloads_total", "Policy reload attempts by outcome.", ["outcome"])
+
+# ---- standalone scheduler --------------------------------------------------------
+SCHEDULE_ATTEMPTS = Counter(
+    "extender_schedule_attempts_total", "Scheduling attempts by result.", ["profile", "result"]
+)
+SCHEDULING_LATENCY = Histogram(
+    "extender_scheduling_duration_seconds", "From dequeue to bind issued.", ["profile"], buckets=_LATENCY_BUCKETS
+)
+QUEUE_DEPTH = Gauge("extender_queue_depth", "Pods waiting, by queue.", ["queue"], multiprocess_mode="livesum")
+BIND_ERRORS = Counter("extender_bind_errors_total", "Failed binds by reason.", ["reason"])
+LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for /metrics, merged across workers in multiprocess mode."""
+    if MULTIPROCESS:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -1,0 +1,39 @@
+"""Typed reads of JSON fields that raise `InvalidObject` naming the field, instead of a TypeError later."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.errors import InvalidObject
+
+
+def as_object(raw: Any, where: str) -> Mapping[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected an object")
+    return raw
+
+
+def as_list(raw: Any, where: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{where}: expected a list")
+    return raw
+
+
+def as_string_map(raw: Any, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected a map of strings")
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in raw.items()}
+
+
+def object_name(meta: Mapping[str, Any]) -> str:
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidObject("metadata.name: required")
+    return name

@@ -1,0 +1,99 @@
+"""The node view and the node's scheduling info (the node plus what is already placed on it).
+
+`NodeView` is parsed once per node object; `NodeInfo` pairs it with the summed
+requests of the node's pods. Both are immutable: the cluster state replaces a
+NodeInfo instead of editing it, so a request thread never sees a half update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.errors import InvalidObject
+from extender.model.fields import as_list as _list
+from extender.model.fields import as_object as _obj
+from extender.model.fields import as_string_map as _map
+from extender.model.fields import object_name
+from extender.model.resources import Resources, parse_resource_list
+
+SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}" if self.value else f"{{{self.key}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What scheduling reads from a node. `error` marks a node that cannot be used, and why."""
+
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    conditions: dict[str, str]
+    allocatable: Resources
+    error: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.conditions.get("Ready") == "True"
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> NodeView:
+        """Build the view. A node whose name is unreadable raises; any other bad field
+        yields a view with `error` set, so one broken node never hides the others."""
+        if not isinstance(raw, Mapping):
+            raise InvalidObject("node: expected an object")
+        meta = _obj(raw.get("metadata"), "metadata")
+        name = object_name(meta)
+        try:
+            spec = _obj(raw.get("spec"), "spec")
+            status = _obj(raw.get("status"), "status")
+            taints = []
+            for i, item in enumerate(_list(spec.get("taints"), "spec.taints")):
+                item = _obj(item, f"spec.taints[{i}]")
+                taints.append(Taint(str(item.get("key", "")), str(item.get("value") or ""), str(item.get("effect", ""))))
+            conditions = {}
+            for i, item in enumerate(_list(status.get("conditions"), "status.conditions")):
+                item = _obj(item, f"status.conditions[{i}]")
+                conditions[str(item.get("type", ""))] = str(item.get("status", ""))
+            return cls(
+                raw=raw,
+                name=name,
+                labels=_map(meta.get("labels"), "metadata.labels"),
+                taints=tuple(taints),
+                unschedulable=bool(spec.get("unschedulable")),
+                conditions=conditions,
+                allocatable=parse_resource_list(status.get("allocatable"), "status.allocatable"),
+            )
+        except InvalidObject as exc:
+            return cls(raw, name, {}, (), True, {}, {}, error=f"node {name} is unusable: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node with the summed requests of the pods on it (assumed pods included)."""
+
+    node: NodeView
+    requested: Resources = field(default_factory=dict)
+    score_requested: Resources = field(default_factory=dict)
+    pod_count: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def free(self, resource: str) -> int:
+        if resource == "pods":
+            return self.node.allocatable.get("pods", 0) - self.pod_count
+        return self.node.allocatable.get(resource, 0) - self.requested.get(resource, 0)

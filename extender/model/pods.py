@@ -1,0 +1,166 @@
+"""The pod view: the few fields the policy reads, parsed once from a v1.Pod dict.
+
+The same constructor serves webhook bodies, watch events and snapshot files, so a
+pod means the same thing in every mode. Malformed fields raise `InvalidObject`
+with the field's path; the view is frozen so it can be shared between threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.errors import InvalidObject
+from extender.model.fields import as_list as _list
+from extender.model.fields import as_object as _obj
+from extender.model.fields import as_string_map as _map
+from extender.model.fields import object_name
+from extender.model.resources import Resources, pod_requests
+from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # "Equal" or "Exists"
+    value: str
+    effect: str  # "" means every effect
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        """k8s `Toleration.ToleratesTaint`: effect, then key (empty + Exists = all), then value."""
+        if self.effect and self.effect != effect:
+            return False
+        if self.key and self.key != key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == value
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    parsed = []
+    for i, item in enumerate(_list(raw, "spec.tolerations")):
+        item = _obj(item, f"spec.tolerations[{i}]")
+        operator = item.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise InvalidObject(f"spec.tolerations[{i}].operator: {operator!r} is not Equal or Exists")
+        parsed.append(
+            Toleration(
+                str(item.get("key") or ""), operator, str(item.get("value") or ""), str(item.get("effect") or "")
+            )
+        )
+    return tuple(parsed)
+
+
+def _node_affinity(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorTerm, ...] | None, tuple[PreferredTerm, ...]]:
+    affinity = _obj(_obj(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    where = "spec.affinity.nodeAffinity"
+    required = None
+    raw_required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if raw_required is not None:
+        terms = _list(
+            _obj(raw_required, f"{where}.requiredDuringSchedulingIgnoredDuringExecution").get("nodeSelectorTerms"),
+            f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        )
+        required = tuple(
+            parse_node_selector_term(
+                term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"
+            )
+            for i, term in enumerate(terms)
+        )
+    preferred = []
+    for i, item in enumerate(_list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), where)):
+        path = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        item = _obj(item, path)
+        weight = item.get("weight", 0)
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 100:
+            raise InvalidObject(f"{path}.weight: expected an integer in 0..100")
+        preferred.append(PreferredTerm(weight, parse_node_selector_term(item.get("preference"), f"{path}.preference")))
+    return required, tuple(preferred)
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """What scheduling needs to know about a pod. `raw` is the original dict, untouched."""
+
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    scheduler_name: str
+    node_name: str
+    phase: str
+    priority: int
+    creation_timestamp: str
+    deleting: bool
+    scheduling_gates: tuple[str, ...]
+    tolerations: tuple[Toleration, ...]
+    node_selector: dict[str, str]
+    required_terms: tuple[NodeSelectorTerm, ...] | None
+    preferred_terms: tuple[PreferredTerm, ...]
+    requests: Resources
+    score_requests: Resources
+    owner: tuple[str, str] | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> PodView:
+        """Build the view; raise InvalidObject naming the first bad field."""
+        if not isinstance(raw, Mapping):
+            raise InvalidObject("pod: expected an object")
+        meta = _obj(raw.get("metadata"), "metadata")
+        spec = _obj(raw.get("spec"), "spec")
+        status = _obj(raw.get("status"), "status")
+        name = object_name(meta)
+        priority = spec.get("priority") or 0
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InvalidObject("spec.priority: expected an integer")
+        owner = None
+        for ref in _list(meta.get("ownerReferences"), "metadata.ownerReferences"):
+            if isinstance(ref, Mapping) and ref.get("controller"):
+                owner = (str(ref.get("kind", "")), str(ref.get("name", "")))
+        gates = tuple(
+            str(_obj(g, f"spec.schedulingGates[{i}]").get("name", ""))
+            for i, g in enumerate(_list(spec.get("schedulingGates"), "spec.schedulingGates"))
+        )
+        required, preferred = _node_affinity(spec)
+        return cls(
+            raw=raw,
+            namespace=str(meta.get("namespace") or "default"),
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            labels=_map(meta.get("labels"), "metadata.labels"),
+            annotations=_map(meta.get("annotations"), "metadata.annotations"),
+            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+            node_name=str(spec.get("nodeName") or ""),
+            phase=str(status.get("phase") or "Pending"),
+            priority=priority,
+            creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            deleting=bool(meta.get("deletionTimestamp")),
+            scheduling_gates=gates,
+            tolerations=_tolerations(spec.get("tolerations")),
+            node_selector=_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+            required_terms=required,
+            preferred_terms=preferred,
+            requests=pod_requests(spec),
+            score_requests=pod_requests(spec, nonzero_defaults=True),
+            owner=owner,
+        )

@@ -1,0 +1,144 @@
+"""Node selector terms and label selectors, parsed once and matched many times.
+
+Parsing validates operators and values up front (an `InvalidObject` naming the
+field), so matching on the hot path is plain tuple and dict work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.errors import InvalidObject
+
+NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `key operator values` expression; `values` is a frozenset, or an int for Gt/Lt."""
+
+    key: str
+    operator: str
+    values: frozenset[str] | int
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return labels.get(self.key) in self.values  # type: ignore[operator]
+        if op == "NotIn":
+            return labels.get(self.key) not in self.values  # type: ignore[operator]
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        value = labels.get(self.key)
+        if value is None:
+            return False
+        try:
+            number = int(value)
+        except ValueError:
+            return False
+        return number > self.values if op == "Gt" else number < self.values  # type: ignore[operator]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Expressions (on labels) and fields (on metadata.name), all of which must match."""
+
+    expressions: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, labels: Mapping[str, str], name: str) -> bool:
+        if not self.expressions and not self.fields:
+            return False  # an empty term matches no objects (k8s NodeSelectorTerm semantics)
+        for requirement in self.expressions:
+            if not requirement.matches(labels):
+                return False
+        if self.fields:
+            fields = {"metadata.name": name}
+            for requirement in self.fields:
+                if not requirement.matches(fields):
+                    return False
+        return True
+
+
+def _requirement(raw: Any, where: str, operators: frozenset[str]) -> Requirement:
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected an object")
+    key = raw.get("key")
+    op = raw.get("operator")
+    values = raw.get("values") or []
+    if not isinstance(key, str) or not key:
+        raise InvalidObject(f"{where}.key: required")
+    if op not in operators:
+        raise InvalidObject(f"{where}.operator: {op!r} is not one of {sorted(operators)}")
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InvalidObject(f"{where}.values: expected a list of strings")
+    if op in ("In", "NotIn") and not values:
+        raise InvalidObject(f"{where}.values: must be non-empty for operator {op}")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise InvalidObject(f"{where}.values: must be empty for operator {op}")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise InvalidObject(f"{where}.values: operator {op} takes exactly one value")
+        try:
+            return Requirement(key, op, int(values[0]))
+        except ValueError:
+            raise InvalidObject(f"{where}.values[0]: {values[0]!r} is not an integer") from None
+    return Requirement(key, op, frozenset(values))
+
+
+def parse_node_selector_term(raw: Any, where: str) -> NodeSelectorTerm:
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected an object")
+    expressions = raw.get("matchExpressions") or []
+    fields = raw.get("matchFields") or []
+    if not isinstance(expressions, list) or not isinstance(fields, list):
+        raise InvalidObject(f"{where}: matchExpressions and matchFields must be lists")
+    parsed_fields = tuple(
+        _requirement(f, f"{where}.matchFields[{i}]", NODE_OPERATORS) for i, f in enumerate(fields)
+    )
+    for i, requirement in enumerate(parsed_fields):
+        if requirement.key != "metadata.name":
+            raise InvalidObject(f"{where}.matchFields[{i}].key: only metadata.name is supported")
+    return NodeSelectorTerm(
+        tuple(
+            _requirement(e, f"{where}.matchExpressions[{i}]", NODE_OPERATORS)
+            for i, e in enumerate(expressions)
+        ),
+        parsed_fields,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed; empty matches everything."""
+
+    requirements: tuple[Requirement, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(requirement.matches(labels) for requirement in self.requirements)
+
+
+def parse_label_selector(raw: Any, where: str) -> LabelSelector:
+    if raw is None:
+        return LabelSelector(())
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected an object")
+    match_labels = raw.get("matchLabels") or {}
+    if not isinstance(match_labels, Mapping):
+        raise InvalidObject(f"{where}.matchLabels: expected a map")
+    requirements = [
+        Requirement(str(key), "In", frozenset({str(value)})) for key, value in match_labels.items()
+    ]
+    expressions = raw.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise InvalidObject(f"{where}.matchExpressions: expected a list")
+    requirements += [
+        _requirement(e, f"{where}.matchExpressions[{i}]", LABEL_OPERATORS)
+        for i, e in enumerate(expressions)
+    ]
+    return LabelSelector(tuple(requirements))

@@ -1,0 +1,86 @@
+"""The per-process runtime: cluster state, its source, a binder and the current policy.
+
+The webhook (one per gunicorn worker), the standalone scheduler and simulate all
+assemble the same pieces here, so "the same policy gives the same answer in all
+three" holds by construction rather than by discipline.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from extender import metrics
+from extender.cluster.binding import Binder, MemoryBinder
+from extender.cluster.snapshot import SnapshotSource
+from extender.cluster.state import ClusterState
+from extender.errors import ExtenderError
+from extender.policy.engine import Engine
+from extender.policy.reloading import PolicyHolder
+from extender.settings import Settings, default_snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    state: ClusterState
+    source: Any  # SnapshotSource or KubeSource: start(), stop(), kind
+    binder: Binder
+    policy: PolicyHolder
+    api_client: Any = None
+    started: bool = field(default=False, init=False)
+
+    @property
+    def engine(self) -> Engine:
+        return self.policy.engine
+
+    def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        self.source.start()
+        self.policy.start_watching()
+
+    def stop(self) -> None:
+        self.policy.stop_watching()
+        self.source.stop()
+
+
+def _record_reload(outcome: str, error: str | None) -> None:
+    metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
+
+
+def make_policy_holder(path: str, mode: str) -> PolicyHolder:
+    return PolicyHolder(path or None, mode=mode, on_reload=_record_reload)
+
+
+def choose_source(settings: Settings) -> str:
+    """`auto` means the real API server when one is configured, else the embedded snapshot."""
+    if settings.source != "auto":
+        return settings.source
+    if settings.snapshot:
+        return "snapshot"
+    from extender.cluster.kube_client import cluster_configured
+
+    return "kube" if settings.kubeconfig or cluster_configured() else "snapshot"
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Assemble (not start) the runtime the settings describe."""
+    state = ClusterState(assume_ttl=settings.assume_ttl)
+    policy = make_policy_holder(settings.policy, settings.policy_mode)
+    kind = choose_source(settings)
+    if kind == "snapshot":
+        path = Path(settings.snapshot) if settings.snapshot else default_snapshot()
+        return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy)
+    if kind == "kube":
+        from extender.cluster.kube_binding import KubeBinder
+        from extender.cluster.kube_client import make_api_client
+        from extender.cluster.kube_source import KubeSource
+
+        api_client = make_api_client(settings.kubeconfig or None, settings.context or None)
+        return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client)
+    raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

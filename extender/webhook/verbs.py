@@ -1,0 +1,160 @@
+"""The four extender verbs as plain functions: parsed body in, reply dict out.
+
+No Flask here, so the verbs are tested and benchmarked without HTTP; `app.py`
+only decodes, times and encodes around them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender import metrics, wire
+from extender.cluster.state import infos_from_views
+from extender.errors import ClusterError, InvalidObject, WireError
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy.decisions import Decision
+from extender.policy.engine import unknown_node_status
+from extender.policy.status import Code
+from extender.runtime import Runtime
+from extender.settings import Settings
+from extender.webhook.bind_guard import refuse_bind
+from extender.webhook.nodeviews import NodeViewCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """A verb's reply plus what the access log and metrics want to know about it."""
+
+    reply: Any
+    result: str
+    pod: str = ""
+    nodes: int = 0
+    note: str = ""
+
+
+def _pod(raw: Any) -> PodView:
+    try:
+        return PodView.from_dict(raw)
+    except InvalidObject as exc:
+        raise WireError(f"invalid Pod: {exc}") from None
+
+
+def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
+                ) -> tuple[list[NodeInfo], list[str]]:
+    """NodeInfos for the request's nodes, and the names the cluster state does not know."""
+    if args.node_names is not None:
+        return runtime.state.node_infos(args.node_names)
+    views = []
+    for index, item in enumerate(args.nodes["items"]):  # type: ignore[index]
+        try:
+            views.append(cache.view(item))
+        except InvalidObject as exc:
+            raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
+    return infos_from_views(views, runtime.state), []
+
+
+def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
+    if args.node_names is not None and not runtime.state.ready:
+        return "the extender's cluster state is not synced yet; retry shortly"
+    return ""
+
+
+def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+    args = wire.load_extender_args(body)
+    pod = _pod(args.pod)
+    not_ready = _require_synced(runtime, args)
+    if not_ready:
+        return Outcome(wire.error_result(not_ready), "not-ready", pod.key)
+    infos, unknown = _candidates(runtime, cache, args)
+    decision = runtime.engine.filter(pod, infos)
+    for name in unknown:
+        decision.failed[name] = unknown_node_status()
+    decision.total += len(unknown)
+    _count_rejections(decision)
+    failed = {n: s.reason for n, s in decision.failed.items() if s.code != Code.UNRESOLVABLE}
+    unresolvable = {n: s.reason for n, s in decision.failed.items() if s.code == Code.UNRESOLVABLE}
+    kept = {info.name for info in decision.feasible}
+    if args.node_names is not None:
+        reply = wire.filter_result(node_names=[n for n in args.node_names if n in kept], failed=failed,
+                                   unresolvable=unresolvable)
+    else:
+        items = [item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
+                 if info.name in kept]
+        reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
+                                   unresolvable=unresolvable)
+    total = len(args.node_names) if args.node_names is not None else len(infos)
+    return Outcome(reply, "ok", pod.key, total, decision.summary() if decision.failed else "")
+
+
+def _count_rejections(decision: Decision) -> None:
+    if not decision.failed:
+        return
+    per_plugin: dict[str, int] = {}
+    for status in decision.failed.values():
+        per_plugin[status.plugin] = per_plugin.get(status.plugin, 0) + 1
+    for plugin, count in per_plugin.items():
+        metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
+
+
+def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+    args = wire.load_extender_args(body)
+    pod = _pod(args.pod)
+    infos, unknown = _candidates(runtime, cache, args)
+    decision = runtime.engine.score(pod, infos)
+    totals = {info.name: total for info, total in zip(decision.scored, decision.totals, strict=True)}
+    names: Sequence[str] = args.node_names if args.node_names is not None else [i.name for i in infos]
+    reply = wire.host_priorities([(name, totals.get(name, 0.0)) for name in names])
+    return Outcome(reply, "ok", pod.key, len(names), f"{len(unknown)} unknown node(s)" if unknown else "")
+
+
+def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
+    args = wire.load_binding_args(body)
+    key = f"{args.pod_namespace}/{args.pod_name}"
+    if not settings.enable_bind:
+        return Outcome(wire.error_result("bind is disabled on this extender"), "disabled", key, 1)
+    refusal = refuse_bind(runtime, settings, args)
+    if refusal is not None:
+        metrics.BIND_OUTCOMES.labels(result=refusal.code).inc()
+        log.warning("refused bind of %s to %s: %s", key, args.node, refusal.message)
+        return Outcome(wire.error_result(refusal.message), "refused", key, 1, refusal.message)
+    try:
+        runtime.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+    except ClusterError as exc:
+        metrics.BIND_OUTCOMES.labels(result="api-error").inc()
+        log.warning("bind of %s to %s failed: %s", key, args.node, exc)
+        return Outcome(wire.error_result(str(exc)), "error", key, 1, str(exc))
+    metrics.BIND_OUTCOMES.labels(result="bound").inc()
+    return Outcome(wire.error_result(""), "ok", key, 1, f"bound to {args.node}")
+
+
+def preempt_verb(runtime: Runtime, body: Any) -> Outcome:
+    """Keep kube-scheduler's candidates, minus nodes our filters refuse for reasons eviction cannot fix."""
+    args = wire.load_preemption_args(body)
+    pod = _pod(args.pod)
+    if args.meta_victims is not None:
+        candidates = {node: {"Pods": [{"UID": p["UID"]} for p in v.get("Pods") or []],
+                             "NumPDBViolations": v.get("NumPDBViolations", 0)}
+                      for node, v in args.meta_victims.items()}
+    else:
+        candidates = {}
+        for node, victims in (args.victims or {}).items():
+            uids = []
+            for index, victim in enumerate(victims.get("Pods") or []):
+                uid = (victim.get("metadata") or {}).get("uid") if isinstance(victim.get("metadata"), dict) else None
+                if not isinstance(uid, str) or not uid:
+                    raise WireError(f"invalid ExtenderPreemptionArgs: NodeNameToVictims.{node}.Pods.{index}: "
+                                    "metadata.uid is required")
+                uids.append({"UID": uid})
+            candidates[node] = {"Pods": uids, "NumPDBViolations": victims.get("NumPDBViolations", 0)}
+    infos, _unknown = runtime.state.node_infos(candidates)
+    decision = runtime.engine.filter(pod, infos)
+    hopeless = {name for name, status in decision.failed.items() if status.code == Code.UNRESOLVABLE}
+    kept = {node: v for node, v in candidates.items() if node not in hopeless}
+    note = f"dropped {sorted(hopeless)}" if hopeless else ""
+    return Outcome(wire.preemption_result(kept), "ok", pod.key, len(candidates), note)

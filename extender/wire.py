@@ -1,0 +1,263 @@
+"""marshmallow schemas for kube-scheduler's extender/v1 types (k8s.io/kube-scheduler/extender/v1).
+
+The Go types carry no json tags, so the wire names are the Go field names, and
+Go's decoder matches keys case-insensitively: `load_*` accepts any case, every
+reply uses the exact Go spelling. Only the envelope is validated here; Pod and
+Node objects stay plain dicts (a deep schema over 5000 nodes would cost more than
+all the policy work), and `model` reads them field by field with its own errors.
+
+The reply builders at the bottom produce exactly what the `*Result` schemas
+dump, without marshmallow's per-item cost on the hot path; tests hold them equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validates_schema
+
+from extender.errors import WireError
+
+MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
+
+
+class GoSchema(Schema):
+    """Reads keys case-insensitively (exact match first, as encoding/json does); ignores unknown keys."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    @pre_load
+    def _fold_case(self, data: Any, **_: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"expected a JSON object, got {_json_type(data)}")
+        canonical = {name.lower(): name for name in self.fields}
+        folded: dict[str, Any] = {}
+        for key, value in data.items():
+            name = key if key in self.fields else canonical.get(str(key).lower())
+            if name is not None and (name not in folded or key == name):
+                folded[name] = value
+        return folded
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+class JsonObject(fields.Field):
+    """Any JSON object, kept as the dict it is (a v1.Pod, a v1.Node)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValidationError(f"expected an object, got {_json_type(value)}")
+        return value
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
+        return value
+
+
+class NodeListField(fields.Field):
+    """A v1.NodeList object, `{"metadata": {}, "items": [...]}`: never a bare array."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValidationError(f"expected a NodeList object with items, got {_json_type(value)}")
+        items = value.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise ValidationError({"items": [f"expected an array, got {_json_type(items)}"]})
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValidationError({"items": {index: [f"expected a Node object, got {_json_type(item)}"]}})
+        return {**value, "items": items}
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
+        return value
+
+
+class MetaPodSchema(GoSchema):
+    UID = fields.String(required=True)
+
+
+class VictimsSchema(GoSchema):
+    Pods = fields.List(JsonObject(), load_default=list, allow_none=True)
+    NumPDBViolations = fields.Integer(load_default=0, strict=True)
+
+
+class MetaVictimsSchema(GoSchema):
+    Pods = fields.List(fields.Nested(MetaPodSchema), load_default=list, allow_none=True)
+    NumPDBViolations = fields.Integer(load_default=0, strict=True)
+
+
+class ExtenderArgsSchema(GoSchema):
+    Pod = JsonObject(required=True)
+    Nodes = NodeListField(allow_none=True, load_default=None)
+    NodeNames = fields.List(fields.String(), allow_none=True, load_default=None)
+
+    @validates_schema
+    def _one_node_source(self, data: Mapping[str, Any], **_: Any) -> None:
+        has_nodes = data.get("Nodes") is not None
+        has_names = data.get("NodeNames") is not None
+        if has_nodes == has_names:
+            which = "both" if has_nodes else "neither"
+            raise ValidationError(f"exactly one of Nodes and NodeNames must be set, got {which}")
+
+
+class ExtenderFilterResultSchema(Schema):
+    Nodes = NodeListField(allow_none=True)
+    NodeNames = fields.List(fields.String(), allow_none=True)
+    FailedNodes = fields.Dict(keys=fields.String(), values=fields.String())
+    FailedAndUnresolvableNodes = fields.Dict(keys=fields.String(), values=fields.String())
+    Error = fields.String()
+
+
+class HostPrioritySchema(GoSchema):
+    Host = fields.String(required=True)
+    Score = fields.Integer(required=True, strict=True)
+
+
+HostPriorityListSchema = HostPrioritySchema(many=True)
+
+
+class ExtenderBindingArgsSchema(GoSchema):
+    PodName = fields.String(required=True)
+    PodNamespace = fields.String(required=True)
+    PodUID = fields.String(required=True)
+    Node = fields.String(required=True)
+
+    @validates_schema
+    def _not_empty(self, data: Mapping[str, Any], **_: Any) -> None:
+        empty = [name for name in ("PodName", "PodNamespace", "Node") if not data.get(name)]
+        if empty:
+            raise ValidationError({name: ["must not be empty"] for name in empty})
+
+
+class ExtenderBindingResultSchema(Schema):
+    Error = fields.String()
+
+
+class ExtenderPreemptionArgsSchema(GoSchema):
+    Pod = JsonObject(required=True)
+    NodeNameToVictims = fields.Dict(keys=fields.String(), values=fields.Nested(VictimsSchema), allow_none=True,
+                                    load_default=None)
+    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsSchema),
+                                        allow_none=True, load_default=None)
+
+
+class ExtenderPreemptionResultSchema(Schema):
+    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsSchema))
+
+
+def _describe(messages: Any, path: str = "") -> list[str]:
+    """Flatten marshmallow's nested error dict into `path: message` lines."""
+    if isinstance(messages, Mapping):
+        lines = []
+        for key, value in messages.items():
+            sub = path if key == "_schema" else (f"{path}.{key}" if path else str(key))
+            lines += _describe(value, sub)
+        return lines
+    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+        return [f"{path}: {m}" if path else m for m in messages]
+    if isinstance(messages, list):
+        return [line for m in messages for line in _describe(m, path)]
+    return [f"{path}: {messages}" if path else str(messages)]
+
+
+def _load(schema: Schema, body: Any, what: str) -> Any:
+    try:
+        return schema.load(body)
+    except ValidationError as exc:
+        detail = "; ".join(sorted(_describe(exc.messages)))
+        raise WireError(f"invalid {what}: {detail}") from None
+
+
+_ARGS = ExtenderArgsSchema()
+_BINDING = ExtenderBindingArgsSchema()
+_PREEMPTION = ExtenderPreemptionArgsSchema()
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    pod: dict[str, Any]
+    nodes: dict[str, Any] | None  # the NodeList object, when nodeCacheCapable is false
+    node_names: list[str] | None  # when nodeCacheCapable is true
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    pod: dict[str, Any]
+    victims: dict[str, dict[str, Any]] | None
+    meta_victims: dict[str, dict[str, Any]] | None
+
+
+def load_extender_args(body: Any) -> ExtenderArgs:
+    data = _load(_ARGS, body, "ExtenderArgs")
+    return ExtenderArgs(data["Pod"], data.get("Nodes"), data.get("NodeNames"))
+
+
+def load_binding_args(body: Any) -> BindingArgs:
+    data = _load(_BINDING, body, "ExtenderBindingArgs")
+    return BindingArgs(data["PodName"], data["PodNamespace"], data["PodUID"], data["Node"])
+
+
+def load_preemption_args(body: Any) -> PreemptionArgs:
+    data = _load(_PREEMPTION, body, "ExtenderPreemptionArgs")
+    victims, meta = data.get("NodeNameToVictims"), data.get("NodeNameToMetaVictims")
+    if victims is None and meta is None:
+        raise WireError("invalid ExtenderPreemptionArgs: one of NodeNameToVictims and NodeNameToMetaVictims "
+                        "must be set")
+    return PreemptionArgs(data["Pod"], victims, meta)
+
+
+# ---- replies: plain dicts in exactly the shape the result schemas dump --------------
+
+
+def filter_result(*, nodes: dict[str, Any] | None = None, node_names: Sequence[str] | None = None,
+                  failed: Mapping[str, str], unresolvable: Mapping[str, str], error: str = "") -> dict[str, Any]:
+    reply: dict[str, Any] = {}
+    if nodes is not None:
+        reply["Nodes"] = nodes
+    if node_names is not None:
+        reply["NodeNames"] = list(node_names)
+    reply["FailedNodes"] = dict(failed)
+    reply["FailedAndUnresolvableNodes"] = dict(unresolvable)
+    reply["Error"] = error
+    return reply
+
+
+def error_result(message: str) -> dict[str, Any]:
+    """The reply for a call that failed as a whole (filter, bind, preempt all accept `Error`)."""
+    return {"Error": message}
+
+
+def to_extender_score(total: float) -> int:
+    """The engine's 0..100 total as kube-scheduler's 0..MaxExtenderPriority integer."""
+    score = int(total * MAX_EXTENDER_PRIORITY / 100 + 0.5)
+    return min(MAX_EXTENDER_PRIORITY, max(0, score))
+
+
+def host_priorities(pairs: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
+    return [{"Host": host, "Score": to_extender_score(total)} for host, total in pairs]
+
+
+def preemption_result(meta_victims: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": p["UID"]} for p in v.get("Pods") or []],
+                   "NumPDBViolations": int(v.get("NumPDBViolations") or 0)}
+            for node, v in meta_victims.items()
+        }
+    }

@@ -1,0 +1,71 @@
+"""Small helpers shared by the test packages (not fixtures: plain functions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+WIRE = FIXTURES / "wire"
+SNAPSHOT = ROOT / "config" / "snapshot.yaml"
+
+
+def wire_body(name: str) -> dict[str, Any]:
+    """A request body captured from kube-scheduler v1.36 (a copy of shared/wire)."""
+    return json.loads((WIRE / name).read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 20.0, expect: int = 200, context: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+                if resp.status == expect:
+                    return
+        except Exception as exc:  # not up yet
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer {expect} within {timeout}s: {last}")
+
+
+def start_server(args: list[str], port: int, env: dict[str, str] | None = None,
+                 ready_path: str = "/readyz", scheme: str = "http", context: Any = None) -> subprocess.Popen[bytes]:
+    """Start `extender serve` (or another subcommand) in a subprocess and wait until it is ready."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", *args], env=full_env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_http(f"{scheme}://127.0.0.1:{port}{ready_path}", context=context)
+    except TimeoutError:
+        process.kill()
+        output = process.communicate(timeout=10)[0].decode(errors="replace")
+        raise TimeoutError(f"server did not start; output:\n{output[-4000:]}") from None
+    return process
+
+
+def stop_server(process: subprocess.Popen[bytes], timeout: float = 20.0) -> str:
+    process.terminate()
+    try:
+        output = process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output = process.communicate()[0]
+    return output.decode(errors="replace")
