@@ -17,11 +17,29 @@ from extender.cluster.binding import Binder, MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError
-from extender.policy.engine import Engine
+from extender.policy.defaults import default_policy
+from extender.policy.engine import Engine, Policy
 from extender.policy.reloading import PolicyHolder
 from extender.settings import Settings, default_snapshot
 
 log = logging.getLogger(__name__)
+
+
+class FixedPolicy:
+    """The built-in default policy, behind the same interface as a file-backed PolicyHolder."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.engine = Engine(policy)
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
+
+    def start_watching(self, interval: float = 2.0) -> None:
+        """Nothing to watch: the default is compiled in."""
+
+    def stop_watching(self, timeout: float | None = 5.0) -> None:
+        """Nothing was started."""
 
 
 @dataclass
@@ -29,7 +47,7 @@ class Runtime:
     state: ClusterState
     source: Any  # SnapshotSource or KubeSource: start(), stop(), kind
     binder: Binder
-    policy: PolicyHolder
+    policy: PolicyHolder | FixedPolicy
     api_client: Any = None
     started: bool = field(default=False, init=False)
 
@@ -53,8 +71,11 @@ def _record_reload(outcome: str, error: str | None) -> None:
     metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
 
 
-def make_policy_holder(path: str, mode: str) -> PolicyHolder:
-    return PolicyHolder(path or None, mode=mode, on_reload=_record_reload)
+def make_policy_holder(path: str, mode: str) -> PolicyHolder | FixedPolicy:
+    """A reloading holder for a policy file, or the built-in default of the mode."""
+    if not path:
+        return FixedPolicy(default_policy(mode))
+    return PolicyHolder(path, on_reload=_record_reload)
 
 
 def choose_source(settings: Settings) -> str:

@@ -80,6 +80,22 @@ class NodeListField(fields.Field):
         return value
 
 
+class NameList(fields.Field):
+    """A JSON array of strings, checked in one pass: fields.List(String) costs ~7 us per name,
+    which is 35 ms for the 5000 names of a large node-cache request."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValidationError(f"expected an array of node names, got {_json_type(value)}")
+        for index, name in enumerate(value):
+            if type(name) is not str:
+                raise ValidationError({index: [f"expected a string, got {_json_type(name)}"]})
+        return value
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
+        return value
+
+
 class MetaPodSchema(GoSchema):
     UID = fields.String(required=True)
 
@@ -97,7 +113,7 @@ class MetaVictimsSchema(GoSchema):
 class ExtenderArgsSchema(GoSchema):
     Pod = JsonObject(required=True)
     Nodes = NodeListField(allow_none=True, load_default=None)
-    NodeNames = fields.List(fields.String(), allow_none=True, load_default=None)
+    NodeNames = NameList(allow_none=True, load_default=None, metadata={"items": {"type": "string"}})
 
     @validates_schema
     def _one_node_source(self, data: Mapping[str, Any], **_: Any) -> None:
@@ -110,7 +126,7 @@ class ExtenderArgsSchema(GoSchema):
 
 class ExtenderFilterResultSchema(Schema):
     Nodes = NodeListField(allow_none=True)
-    NodeNames = fields.List(fields.String(), allow_none=True)
+    NodeNames = NameList(allow_none=True, metadata={"items": {"type": "string"}})
     FailedNodes = fields.Dict(keys=fields.String(), values=fields.String())
     FailedAndUnresolvableNodes = fields.Dict(keys=fields.String(), values=fields.String())
     Error = fields.String()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from extender.cluster.state import ClusterState
@@ -58,12 +59,21 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     return {"NodeList": "Node", "PodList": "Pod"}.get(list_kind, "")
 
 
-def _read_file(path: Path, snapshot: Snapshot) -> None:
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _documents(path: Path) -> list[Any]:
+    """JSON through orjson (a 5000-node dump parses in a second, not a minute); YAML otherwise."""
     try:
-        documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader
-                                       if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader))
-    except (OSError, yaml.YAMLError) as exc:
+        if path.suffix == ".json":
+            return [orjson.loads(path.read_bytes())]
+        return list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER))
+    except (OSError, UnicodeDecodeError, orjson.JSONDecodeError, yaml.YAMLError) as exc:
         raise ClusterError(f"cannot read snapshot {path}: {exc}") from exc
+
+
+def _read_file(path: Path, snapshot: Snapshot) -> None:
+    documents = _documents(path)
     for index, document in enumerate(documents):
         list_kind = str(document.get("kind", "")) if isinstance(document, Mapping) else ""
         for obj in _objects(document, f"{path} document {index}"):

@@ -13,6 +13,7 @@ space; they expire after `assume_ttl` seconds if the watch never confirms them.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -145,6 +146,7 @@ class ClusterState:
                 self._rebuild(name)
             self.nodes_synced = True
             self.last_event = self._clock()
+        _settle_heap()
         for name in views.keys() - old:
             self._notify(NODE_ADDED, views[name])
 
@@ -212,6 +214,7 @@ class ClusterState:
                 self._rebuild(name)
             self.pods_synced = True
             self.last_event = self._clock()
+        _settle_heap()
         for record in gone:
             self._notify(POD_DELETED, record)
 
@@ -311,6 +314,16 @@ class ClusterState:
                 listener(event, obj)
             except Exception:  # a listener must never break the watch that feeds the state
                 log.exception("cluster state listener failed on %s", event)
+
+
+def _settle_heap() -> None:
+    """Move the freshly listed objects out of the cyclic GC's reach.
+
+    A full list leaves millions of long-lived objects; every later gen-2 collection
+    would walk them all in the middle of some request (tens of ms at 5000 nodes).
+    They are freed by reference counting as usual when replaced.
+    """
+    gc.freeze()
 
 
 def infos_from_views(views: Sequence[NodeView], state: ClusterState | None) -> list[NodeInfo]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extender.errors import QuantityError
+from extender.errors import InvalidObject, QuantityError
 from extender.model.quantities import to_units
 
 Resources = dict[str, int]
@@ -73,10 +73,12 @@ def subtract(total: Mapping[str, int], extra: Mapping[str, int]) -> Resources:
 
 def _container_requests(container: Any, where: str, defaults: bool) -> Resources:
     if not isinstance(container, Mapping):
-        raise QuantityError(f"{where}: expected a container object")
-    resources = container.get("resources") or {}
+        raise InvalidObject(f"{where}: expected a container object")
+    resources = container.get("resources")
+    if resources is None:
+        resources = {}
     if not isinstance(resources, Mapping):
-        raise QuantityError(f"{where}.resources: expected an object")
+        raise InvalidObject(f"{where}.resources: expected an object")
     requests = parse_resource_list(resources.get("requests"), f"{where}.resources.requests")
     if resources.get("limits"):
         # The API server defaults each missing request to its limit; snapshots may not have been.
@@ -90,9 +92,11 @@ def _container_requests(container: Any, where: str, defaults: bool) -> Resources
 
 
 def _containers(spec: Mapping[str, Any], field: str) -> Iterable[tuple[int, Any]]:
-    items = spec.get(field) or []
+    items = spec.get(field)
+    if items is None:
+        return enumerate(())
     if not isinstance(items, list):
-        raise QuantityError(f"spec.{field}: expected a list")
+        raise InvalidObject(f"spec.{field}: expected a list")
     return enumerate(items)
 
 

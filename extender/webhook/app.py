@@ -33,6 +33,10 @@ EXTENSION = "extender"
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None, start: bool = True) -> Flask:
     """Build the app. Without arguments, settings come from EXTENDER_* variables."""
     settings = settings or Settings.from_env()
+    if not logging.getLogger().handlers:  # plain `gunicorn -c ...`: nobody configured logging yet
+        from extender.logs import setup_logging
+
+        setup_logging(settings.log_format, settings.log_level)
     runtime = runtime or build_runtime(settings)
     if start:
         runtime.start()
@@ -57,7 +61,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             _verb_view("explain", lambda body: verbs.Outcome(explain_body(runtime, body), "ok")),
             methods=["POST"],
         )
-    _add_status_routes(app, runtime)
+    _add_status_routes(app, runtime, settings)
     _add_error_handlers(app)
     return app
 
@@ -94,7 +98,11 @@ def _verb_view(verb: str, handler: Callable[[Any], verbs.Outcome]) -> Callable[[
     return view
 
 
-def _add_status_routes(app: Flask, runtime: Runtime) -> None:
+def _add_status_routes(app: Flask, runtime: Runtime, settings: Settings) -> None:
+    from extender.webhook.openapi import build_openapi
+
+    spec = build_openapi(settings)
+
     @app.get("/healthz")
     def healthz() -> Response:
         return json_response({"status": "ok"})
@@ -112,11 +120,15 @@ def _add_status_routes(app: Flask, runtime: Runtime) -> None:
         payload, content_type = metrics.render()
         return Response(payload, content_type=content_type)
 
+    @app.get("/openapi.json")
+    def openapi() -> Response:
+        return json_response(spec)
+
     @app.get("/version")
     def version() -> Response:
         return json_response({"version": __version__, "python": platform.python_version(),
-                              "policy": runtime.policy.engine.policy.source,
-                              "policyDigest": runtime.policy.engine.policy.digest})
+                              "policy": runtime.engine.policy.source,
+                              "policyDigest": runtime.engine.policy.digest})
 
 
 def _add_error_handlers(app: Flask) -> None:

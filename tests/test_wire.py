@@ -1,0 +1,72 @@
+"""The wire schemas: Go's names out, any case in, and the fast reply builders equal to the schema dumps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from extender import wire
+from extender.errors import WireError
+from tests.helpers import ROOT, WIRE, wire_body
+
+
+def test_fixtures_are_the_shared_captures() -> None:
+    shared = ROOT.parent / "shared" / "wire"
+    if not shared.is_dir():
+        pytest.skip("shared/wire is not beside this checkout")
+    for path in WIRE.glob("*.json"):
+        assert json.loads(path.read_text()) == json.loads((shared / path.name).read_text()), path.name
+
+
+def test_filter_result_builder_matches_schema_dump() -> None:
+    names = wire.filter_result(node_names=["a", "b"], failed={"c": "Insufficient cpu"}, unresolvable={"d": "x"})
+    assert names == wire.ExtenderFilterResultSchema().dump(names)
+    assert list(names) == ["NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+    nodelist = {"metadata": {}, "items": [{"metadata": {"name": "a"}}]}
+    full = wire.filter_result(nodes=nodelist, failed={}, unresolvable={})
+    assert full == wire.ExtenderFilterResultSchema().dump(full)
+
+
+def test_host_priorities_builder_matches_schema_dump() -> None:
+    reply = wire.host_priorities([("a", 100.0), ("b", 44.9), ("c", 0.0)])
+    assert reply == wire.HostPriorityListSchema.dump(reply)
+    assert reply == [{"Host": "a", "Score": 10}, {"Host": "b", "Score": 4}, {"Host": "c", "Score": 0}]
+
+
+def test_preemption_result_builder_matches_schema_dump() -> None:
+    reply = wire.preemption_result({"n": {"Pods": [{"UID": "u1"}], "NumPDBViolations": 2}})
+    assert reply == wire.ExtenderPreemptionResultSchema().dump(reply)
+
+
+@pytest.mark.parametrize("name", ["filter-request.json", "prioritize-request.json",
+                                  "filter-request-nodecache-false.json"])
+def test_extender_args_load_from_captures(name: str) -> None:
+    args = wire.load_extender_args(wire_body(name))
+    assert args.pod["metadata"]["name"].startswith("pod-cache")
+    assert (args.nodes is None) != (args.node_names is None)
+
+
+def test_exact_key_wins_over_case_folded_duplicate() -> None:
+    body = {"Pod": {}, "nodenames": ["x"], "NodeNames": ["y"]}
+    assert wire.load_extender_args(body).node_names == ["y"]
+
+
+def test_binding_args_any_case() -> None:
+    args = wire.load_binding_args({"podname": "p", "PODNAMESPACE": "ns", "PodUid": "u", "node": "n"})
+    assert args == wire.BindingArgs("p", "ns", "u", "n")
+
+
+def test_binding_args_refuse_empty_names() -> None:
+    with pytest.raises(WireError, match="PodName: must not be empty"):
+        wire.load_binding_args({"PodName": "", "PodNamespace": "ns", "PodUID": "u", "Node": "n"})
+
+
+def test_preemption_args_need_victims() -> None:
+    with pytest.raises(WireError, match="NodeNameToVictims"):
+        wire.load_preemption_args({"Pod": {}})
+
+
+@pytest.mark.parametrize(("total", "score"), [(0, 0), (4.9, 0), (5, 1), (55, 6), (99.9, 10), (100, 10)])
+def test_engine_total_to_extender_score(total: float, score: int) -> None:
+    assert wire.to_extender_score(total) == score
