@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from extender import __version__
+from extender.cli.check import check
 from extender.cli.serve import serve
 
 
@@ -15,3 +16,4 @@ def main() -> None:
 
 
 main.add_command(serve)
+main.add_command(check)

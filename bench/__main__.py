@@ -1,0 +1,93 @@
+"""`make bench` (python -m bench): every benchmark in one run, printed as tables.
+
+Not part of `make test`: these print numbers, they do not assert them. Ratios
+are computed from figures taken in the same run, since the machines are noisy.
+Run one part with `python -m bench engine|state|webhook|standalone|matrix`,
+and `--quick` for a shorter pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Rows = list[dict[str, Any]]
+
+
+def _engine(quick: bool) -> Rows:
+    from bench import bench_engine
+
+    return bench_engine.run((100, 1000) if quick else (100, 1000, 5000))
+
+
+def _state(quick: bool) -> Rows:
+    from bench import bench_cluster_state
+
+    return bench_cluster_state.run()
+
+
+def _webhook(quick: bool) -> Rows:
+    from bench import bench_webhook
+
+    return bench_webhook.run(quick)
+
+
+def _standalone(quick: bool) -> Rows:
+    from bench import bench_standalone
+
+    return bench_standalone.run()
+
+
+def _matrix(quick: bool) -> Rows:
+    from bench import bench_webhook
+
+    return bench_webhook.worker_matrix(seconds=2.0 if quick else 4.0)
+
+
+PARTS: dict[str, Callable[[bool], Rows]] = {
+    "engine": _engine, "state": _state, "webhook": _webhook, "standalone": _standalone,
+}
+EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
+
+
+def print_table(title: str, rows: Rows) -> None:
+    if not rows:
+        return
+    columns: list[str] = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    print(f"\n== {title}")
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Run the benchmarks, print tables.")
+    parser.add_argument("parts", nargs="*", choices=[*PARTS, *EXTRA],
+                        help="which parts (default: all but matrix)")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--json", type=Path, help="also write all rows to this file")
+    options = parser.parse_args(argv)
+    chosen = options.parts or list(PARTS)
+    everything: dict[str, Rows] = {}
+    for name in chosen:
+        started = time.perf_counter()
+        rows = {**PARTS, **EXTRA}[name](options.quick)
+        everything[name] = rows
+        print_table(f"{name} ({time.perf_counter() - started:.0f} s)", rows)
+        sys.stdout.flush()
+    if options.json:
+        options.json.write_text(json.dumps(everything, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+"""Root fixtures: the fake (or envtest) API server is available to every test package."""
+
+pytest_plugins = ["tests.fakeapi.fixtures"]

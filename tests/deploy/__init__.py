@@ -1,0 +1,71 @@
+"""Tests of what ships besides the Python code: deploy/, the Dockerfile, config/ examples.
+
+`render()` runs `kubectl kustomize` once per directory and caches the parsed
+documents; the tests skip (not fail) where kubectl is not installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+CONFIG = ROOT / "config"
+
+#: Every directory `kubectl kustomize` must render, relative to deploy/.
+KUSTOMIZATIONS = ("", "overlays/webhook", "overlays/standalone")
+
+IMAGE = "ghcr.io/example/scheduler-extender:0.1.0"
+
+
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        pytest.skip("kubectl is not installed")
+    return path
+
+
+@functools.cache
+def _render(relative: str) -> tuple[dict[str, Any], ...]:
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(DEPLOY / relative)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"kubectl kustomize deploy/{relative} failed:\n{result.stderr}")
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def render(relative: str = "") -> list[dict[str, Any]]:
+    """The documents `kubectl kustomize deploy/<relative>` renders (fresh copies)."""
+    return copy.deepcopy(list(_render(relative)))
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    """Documents of `kind`; with `name`, those whose name is it or starts with `name-`
+    (generated ConfigMaps carry a hash suffix)."""
+    out = []
+    for doc in docs:
+        if doc.get("kind") != kind:
+            continue
+        doc_name = doc["metadata"]["name"]
+        if name is None or doc_name == name or doc_name.startswith(name + "-"):
+            out.append(doc)
+    return out
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
