@@ -99,9 +99,9 @@ def build_runtime(settings: Settings) -> Runtime:
         return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy)
     if kind == "kube":
         from extender.cluster.kube_binding import KubeBinder
-        from extender.cluster.kube_client import make_api_client
+        from extender.cluster.kube_client import build_api_client
         from extender.cluster.kube_source import KubeSource
 
-        api_client = make_api_client(settings.kubeconfig or None, settings.context or None)
+        api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client)
     raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

@@ -6,7 +6,9 @@ import click
 
 from extender import __version__
 from extender.cli.check import check
+from extender.cli.explain import explain
 from extender.cli.serve import serve
+from extender.cli.simulate import simulate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -17,3 +19,5 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(check)
+main.add_command(explain)
+main.add_command(simulate)

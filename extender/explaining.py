@@ -1,0 +1,251 @@
+"""Explain one pod's decision: a row per node saying why it was kept or refused, and how it scored.
+
+The engine already records everything (`Decision`); this module only reshapes it
+for people (a text table) and for tools (a JSON dict, also served by POST /explain),
+so `extender explain`, the webhook and the standalone scheduler can never disagree
+about why. Rows list the feasible nodes best first, then the refused ones in the
+order they were given. Feasible nodes with equal totals share a rank: the standalone
+scheduler breaks such ties at random (as kube-scheduler's selectHost does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender import wire
+from extender.cluster.state import infos_from_views
+from extender.errors import InvalidObject, WireError
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.policy.decisions import Decision
+from extender.policy.engine import Engine, unknown_node_status
+from extender.policy.status import Code
+
+FEASIBLE = "feasible"
+REFUSED = "refused"
+UNRESOLVABLE = "unresolvable"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreCell:
+    """One scorer's say on one node: raw (plugin's own unit), normalised 0..100, and times its weight."""
+
+    plugin: str
+    raw: float
+    normalized: float
+    weight: int
+
+    @property
+    def weighted(self) -> float:
+        return self.normalized * self.weight
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    node: str
+    verdict: str  # FEASIBLE, REFUSED (preemption might help) or UNRESOLVABLE
+    plugin: str = ""  # the filter that refused the node
+    reason: str = ""  # its short fixed phrase, as counted in the summary
+    detail: str = ""  # the per-node numbers behind the reason
+    scores: tuple[ScoreCell, ...] = ()
+    total: float | None = None  # weighted average, 0..100
+    wire_score: int | None = None  # what /prioritize would send kube-scheduler, 0..10
+    rank: int | None = None  # 1 = best; ties share a rank
+
+
+@dataclass(frozen=True)
+class Explanation:
+    pod: str
+    policy: str
+    summary: str
+    rows: tuple[Row, ...]
+    scorers: tuple[tuple[str, int], ...] = ()  # (plugin, weight), in policy order
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def best(self) -> list[str]:
+        """Every node tied for first place (the scheduler picks one of them)."""
+        return [row.node for row in self.rows if row.rank == 1]
+
+    def row(self, node: str) -> Row:
+        for row in self.rows:
+            if row.node == node:
+                return row
+        raise KeyError(node)
+
+
+def _verdict(code: Code) -> str:
+    return UNRESOLVABLE if code == Code.UNRESOLVABLE else REFUSED
+
+
+def explain_decision(decision: Decision, *, policy: str = "", order: Sequence[str] | None = None,
+                     notes: Sequence[str] = ()) -> Explanation:
+    """Turn a Decision into rows. `order` is the candidate order refused nodes keep (default: as failed)."""
+    index = {info.name: i for i, info in enumerate(decision.scored)}
+    rows: list[Row] = []
+    rank = 0
+    previous: float | None = None
+    for position, (info, total) in enumerate(decision.ranking(), start=1):
+        if total != previous:
+            rank, previous = position, total
+        i = index[info.name]
+        cells = tuple(ScoreCell(line.plugin, line.raw, line.normalized, line.weight)
+                      for line in decision.score_of(i))
+        rows.append(Row(info.name, FEASIBLE, scores=cells, total=total,
+                        wire_score=wire.to_extender_score(total), rank=rank))
+    # Feasible but never scored (engine.filter only): keep them, unranked.
+    scored = set(index)
+    rows += [Row(info.name, FEASIBLE) for info in decision.feasible if info.name not in scored]
+    names = list(order) if order is not None else []
+    listed = set(names)
+    names += [name for name in decision.failed if name not in listed]
+    for name in names:
+        status = decision.failed.get(name)
+        if status is not None:
+            rows.append(Row(name, _verdict(status.code), status.plugin, status.reason, status.detail))
+    return Explanation(
+        pod=decision.pod.key, policy=policy, summary=decision.summary(), rows=tuple(rows),
+        scorers=tuple(decision.weights.items()), notes=tuple(notes),
+    )
+
+
+def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *,
+                unknown: Sequence[str] = (), notes: Sequence[str] = ()) -> Explanation:
+    """Run the engine (filter, then score the feasible nodes) and explain the result.
+
+    `unknown` are candidate names with no node behind them; they are refused as the
+    webhook refuses them, so the explanation matches what /filter would answer.
+    """
+    decision = engine.decide(pod, nodes)
+    for name in unknown:
+        decision.failed[name] = unknown_node_status()
+    decision.total += len(unknown)
+    order = [info.name for info in nodes] + list(unknown)
+    return explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
+
+
+# ---- JSON -------------------------------------------------------------------------------
+
+
+def _number(value: float) -> float | int:
+    """Integers stay integers in JSON; other values keep three decimals (enough to compare)."""
+    return int(value) if float(value).is_integer() else round(float(value), 3)
+
+
+def row_to_dict(row: Row) -> dict[str, Any]:
+    entry: dict[str, Any] = {"node": row.node, "verdict": row.verdict}
+    if row.verdict == FEASIBLE:
+        entry["rank"] = row.rank
+        entry["total"] = None if row.total is None else _number(row.total)
+        entry["wireScore"] = row.wire_score
+        entry["scores"] = [
+            {"plugin": c.plugin, "raw": _number(c.raw), "normalized": _number(c.normalized),
+             "weight": c.weight, "weighted": _number(c.weighted)}
+            for c in row.scores
+        ]
+    else:
+        entry.update({"plugin": row.plugin, "reason": row.reason, "detail": row.detail})
+    return entry
+
+
+def to_json(explanation: Explanation) -> dict[str, Any]:
+    """The JSON form (`-o json`, POST /explain): camelCase keys, like Kubernetes objects."""
+    return {
+        "pod": explanation.pod,
+        "policy": explanation.policy,
+        "summary": explanation.summary,
+        "best": explanation.best,
+        "scorers": [{"plugin": name, "weight": weight} for name, weight in explanation.scorers],
+        "nodes": [row_to_dict(row) for row in explanation.rows],
+        **({"notes": list(explanation.notes)} if explanation.notes else {}),
+    }
+
+
+# ---- text table --------------------------------------------------------------------------
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def _cell(cell: ScoreCell) -> str:
+    """Normalised score, with the raw value when the plugin's own unit differs."""
+    if cell.raw == cell.normalized:
+        return _fmt(cell.normalized)
+    return f"{_fmt(cell.normalized)} (raw {_fmt(cell.raw)})"
+
+
+def _layout(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
+    out = []
+    for line in [header, *lines]:
+        out.append("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+    return out
+
+
+def render_table(explanation: Explanation) -> str:
+    """A kubectl-style table: one line per node, scores per scorer, then why refused nodes were refused."""
+    scorer_names = [name for name, _ in explanation.scorers]
+    header = ["RANK", "NODE", "VERDICT", "TOTAL", "WIRE", *(f"{n} x{w}" for n, w in explanation.scorers),
+              "FILTER", "REASON"]
+    lines = []
+    for row in explanation.rows:
+        cells = {c.plugin: _cell(c) for c in row.scores}
+        lines.append([
+            str(row.rank) if row.rank is not None else "-",
+            row.node,
+            row.verdict,
+            _fmt(row.total) if row.total is not None else "-",
+            str(row.wire_score) if row.wire_score is not None else "-",
+            *(cells.get(name, "-") for name in scorer_names),
+            row.plugin or "-",
+            row.reason or "-",
+        ])
+    text = [f"Pod {explanation.pod}   policy {explanation.policy}", explanation.summary]
+    if explanation.best:
+        text.append(f"Best: {', '.join(explanation.best)}")
+    text.append("")
+    text += _layout(header, lines)
+    details = [row for row in explanation.rows if row.detail]
+    if details:
+        text += ["", "Details:"]
+        text += [f"  {row.node}: {row.plugin}: {row.detail}" for row in details]
+    if explanation.scorers:
+        text += ["", "TOTAL is the weighted average of the scorers' 0..100 scores (column header: x weight); "
+                 "WIRE is the 0..10 score /prioritize sends."]
+    text += [f"Note: {note}" for note in explanation.notes]
+    return "\n".join(text) + "\n"
+
+
+# ---- POST /explain -------------------------------------------------------------------------
+
+
+def explain_body(runtime: Any, body: Any) -> dict[str, Any]:
+    """POST /explain: the filter verb's body (ExtenderArgs) in, the JSON explanation out.
+
+    Nodes come from the request (`Nodes`) with usage from the cluster state, or from
+    the state (`NodeNames`), exactly as /filter gets them, so the answer is what
+    /filter and /prioritize would do with this policy, with every reason and score.
+    """
+    args = wire.load_extender_args(body)
+    try:
+        pod = PodView.from_dict(args.pod)
+    except InvalidObject as exc:
+        raise WireError(f"invalid Pod: {exc}") from None
+    notes = []
+    unknown: list[str] = []
+    if args.node_names is not None:
+        infos, unknown = runtime.state.node_infos(args.node_names)
+        if not runtime.state.ready:
+            notes.append("the extender's cluster state is not synced yet: node usage may be incomplete")
+    else:
+        views = []
+        for index, item in enumerate(args.nodes["items"]):  # type: ignore[index]
+            try:
+                views.append(NodeView.from_dict(item))
+            except InvalidObject as exc:
+                raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
+        infos = infos_from_views(views, runtime.state)
+    return to_json(explain_pod(runtime.engine, pod, infos, unknown=unknown, notes=notes))

@@ -1,0 +1,286 @@
+"""A self-contained HTML report of a simulation: one file, inline CSS and SVG, no scripts.
+
+The report is read in air-gapped clusters and attached to change reviews, so it
+loads nothing from the network. It shows, per policy, how full each node was
+before and after the simulated pods (an SVG bar chart: grey = already there,
+colour = added by the simulation), which pod went where, and why the others could
+not be placed. With two policies the runs sit side by side, followed by the pods
+they place differently.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+
+from extender.model.quantities import format_units
+from extender.simulating import Comparison, NodeUsage, SimulationResult, Unplaced
+
+RESOURCE_LABELS = (("cpu", "CPU"), ("memory", "Memory"), ("pods", "Pods"))
+# One accent per policy; the node chips cycle through a softer palette.
+ACCENTS = ("#4f46e5", "#0d9488")
+NODE_COLOURS = ("#6366f1", "#0ea5e9", "#10b981", "#f59e0b", "#ec4899", "#8b5cf6", "#14b8a6", "#f97316",
+                "#84cc16", "#06b6d4")
+
+_CSS = """
+:root { --ink:#0f172a; --muted:#64748b; --line:#e2e8f0; --card:#fff; --bg:#f1f5f9; --bad:#dc2626; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+  font:14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+main { max-width:1240px; margin:0 auto; padding:28px 24px 48px; }
+header h1 { margin:0; font-size:24px; letter-spacing:-.01em; }
+header p { margin:4px 0 0; color:var(--muted); }
+.runs { display:grid; gap:20px; margin-top:20px; }
+.runs.two { grid-template-columns: 1fr 1fr; }
+.runs.one { max-width: 880px; }
+@media (max-width: 1000px) { .runs.two { grid-template-columns: 1fr; } }
+.card { background:var(--card); border:1px solid var(--line); border-radius:14px; padding:18px 20px;
+  box-shadow:0 1px 2px rgba(15,23,42,.04); min-width:0; }
+.card h2 { margin:0 0 2px; font-size:17px; display:flex; align-items:center; gap:8px; }
+.card h3 { margin:22px 0 8px; font-size:13px; text-transform:uppercase; letter-spacing:.06em; color:var(--muted); }
+.dot { width:11px; height:11px; border-radius:50%; display:inline-block; }
+.source { color:var(--muted); font-size:12px; word-break:break-all; }
+.kpis { display:grid; grid-template-columns:repeat(3, 1fr); gap:10px; margin:14px 0 4px; }
+.kpi { border:1px solid var(--line); border-radius:10px; padding:10px 12px; }
+.kpi b { display:block; font-size:22px; line-height:1.2; }
+.kpi span { color:var(--muted); font-size:12px; }
+.kpi.bad b { color:var(--bad); }
+svg { display:block; width:100%; height:auto; }
+svg.usage { max-width:780px; }
+.legend { display:flex; gap:16px; color:var(--muted); font-size:12px; margin:6px 0 0; }
+.legend i { display:inline-block; width:18px; height:9px; border-radius:3px; margin-right:5px; vertical-align:middle; }
+table { width:100%; border-collapse:collapse; font-size:13px; }
+th { text-align:left; font-weight:600; color:var(--muted); font-size:12px; padding:6px 8px;
+  border-bottom:1px solid var(--line); }
+td { padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+tr:last-child td { border-bottom:none; }
+.chip { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600;
+  color:#fff; white-space:nowrap; }
+.none { color:var(--bad); font-weight:600; }
+.reason { display:inline-block; background:#fef2f2; color:#991b1b; border-radius:6px; padding:1px 7px;
+  margin:2px 4px 2px 0; font-size:12px; }
+.headline { color:var(--muted); font-size:12px; }
+.score { display:flex; align-items:center; gap:8px; }
+.score s { display:inline-block; height:6px; border-radius:3px; text-decoration:none; }
+.empty { color:var(--muted); font-style:italic; }
+.diff td.changed { background:#fffbeb; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size:12px; }
+"""
+
+
+def _node_colours(results: Sequence[SimulationResult]) -> dict[str, str]:
+    names: list[str] = []
+    for result in results:
+        names += [n.node for n in result.nodes if n.node not in names]
+    return {name: NODE_COLOURS[i % len(NODE_COLOURS)] for i, name in enumerate(names)}
+
+
+def _chip(node: str | None, colours: dict[str, str]) -> str:
+    if node is None:
+        return '<span class="none">unschedulable</span>'
+    return f'<span class="chip" style="background:{colours.get(node, "#64748b")}">{escape(node)}</span>'
+
+
+def _amount(resource: str, units: int) -> str:
+    return str(units) if resource == "pods" else format_units(resource, units)
+
+
+# ---- the chart ----------------------------------------------------------------------------
+
+LABEL_W, BAR_W, GAP, ROW_H, TOP = 124, 112, 18, 46, 26
+
+
+MAX_CHART_NODES = 40
+
+
+def chart_nodes(result: SimulationResult) -> list[NodeUsage]:
+    """Every node, for a readable cluster; past MAX_CHART_NODES only the nodes that received pods
+    (most cpu added first, at most MAX_CHART_NODES), or the chart would be metres tall."""
+    if len(result.nodes) <= MAX_CHART_NODES:
+        return list(result.nodes)
+    changed = [n for n in result.nodes if n.after != n.before]
+    changed.sort(key=lambda n: n.before.get("cpu", 0) - n.after.get("cpu", 0))
+    return changed[:MAX_CHART_NODES]
+
+
+def usage_chart(result: SimulationResult, accent: str) -> str:
+    """An SVG with, per node, one bar per resource: grey = before, accent = added by the simulation."""
+    placed = Counter(p.node for p in result.placements)
+    nodes = chart_nodes(result)
+    width = LABEL_W + len(RESOURCE_LABELS) * (BAR_W + GAP)
+    height = TOP + ROW_H * len(nodes) + 6
+    out = [f'<svg class="usage" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="Node utilisation before and after, policy {escape(result.policy)}" '
+           'xmlns="http://www.w3.org/2000/svg" font-family="inherit">']
+    for column, (_, label) in enumerate(RESOURCE_LABELS):
+        x = LABEL_W + column * (BAR_W + GAP)
+        out.append(f'<text x="{x}" y="14" font-size="13" font-weight="600" fill="#64748b">{label}</text>')
+    for row, usage in enumerate(nodes):
+        y = TOP + row * ROW_H
+        out.append(f'<g class="node" data-node="{escape(usage.node)}">')
+        out.append(_node_label(usage, placed.get(usage.node, 0), y))
+        for column, (resource, label) in enumerate(RESOURCE_LABELS):
+            out.append(_bar(usage, resource, label, LABEL_W + column * (BAR_W + GAP), y, accent))
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _hidden(result: SimulationResult) -> str:
+    shown = len(chart_nodes(result))
+    if shown == len(result.nodes):
+        return ""
+    return (f'<p class="source">{shown} of {len(result.nodes)} nodes shown: those the simulation added the '
+            "most cpu to.</p>")
+
+
+def _node_label(usage: NodeUsage, added: int, y: int) -> str:
+    blocked = bool(usage.notes)
+    name_colour = "#94a3b8" if blocked else "#0f172a"
+    parts = [f'<text x="0" y="{y + 13}" font-size="14" font-weight="600" fill="{name_colour}">'
+             f'{escape(usage.node)}</text>']
+    if added:
+        parts.append(f'<text x="{LABEL_W - 10}" y="{y + 13}" font-size="12.5" font-weight="700" '
+                     f'text-anchor="end" fill="#16a34a">+{added}</text>')
+    if blocked:
+        note = ", ".join(usage.notes)
+        short = note if len(note) <= 20 else note[:19] + "\u2026"
+        parts.append(f'<text x="0" y="{y + 30}" font-size="11.5" fill="#dc2626"><title>{escape(note)}</title>'
+                     f'{escape(short)}</text>')
+    return "".join(parts)
+
+
+def _bar(usage: NodeUsage, resource: str, label: str, x: int, y: int, accent: str) -> str:
+    before, after = usage.fraction(resource, "before"), usage.fraction(resource, "after")
+    b = min(before, 1.0) * BAR_W
+    a = max(min(after, 1.0) * BAR_W - b, 0.0)
+    total = _amount(resource, usage.allocatable.get(resource, 0))
+    tip = (f"{usage.node} {label}: {_amount(resource, usage.before.get(resource, 0))} \u2192 "
+           f"{_amount(resource, usage.after.get(resource, 0))} of {total}")
+    text = f"{before:.0%} \u2192 {after:.0%}" if after != before else f"{before:.0%}"
+    weight = "700" if after != before else "400"
+    return (
+        f'<g><title>{escape(tip)}</title>'
+        f'<rect x="{x}" y="{y + 3}" width="{BAR_W}" height="12" rx="6" fill="#e2e8f0"/>'
+        f'<rect class="bar before" data-node="{escape(usage.node)}" data-resource="{resource}" '
+        f'x="{x}" y="{y + 3}" width="{b:.1f}" height="12" rx="6" fill="#94a3b8"/>'
+        f'<rect class="bar after" data-node="{escape(usage.node)}" data-resource="{resource}" '
+        f'x="{x + b:.1f}" y="{y + 3}" width="{a:.1f}" height="12" rx="{6 if b == 0 else 2}" fill="{accent}"/>'
+        f'<text x="{x}" y="{y + 31}" font-size="12.5" font-weight="{weight}" fill="#334155">{text}</text>'
+        "</g>"
+    )
+
+
+# ---- tables -------------------------------------------------------------------------------
+
+
+def _placements(result: SimulationResult, colours: dict[str, str], accent: str) -> str:
+    if not result.placements:
+        return '<p class="empty">No pod was placed.</p>'
+    rows = []
+    for p in result.placements:
+        if p.score is None:
+            score = '<span class="empty" title="the only feasible node: not scored">only fit</span>'
+        else:
+            score = (f'<div class="score"><s style="width:{max(p.score, 0) * 0.6:.0f}px;background:{accent}"></s>'
+                     f"{p.score:.1f}</div>")
+        rows.append(f"<tr><td><code>{escape(p.pod)}</code></td><td>{_chip(p.node, colours)}</td>"
+                    f"<td>{score}</td><td>{p.feasible}</td><td>{p.priority}</td></tr>")
+    return ("<table><tr><th>Pod</th><th>Node</th><th>Score</th><th>Feasible nodes</th><th>Priority</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _reason_html(unplaced: Unplaced) -> str:
+    """'0/6 nodes are available: 3 Insufficient cpu, 1 ...' as a headline and one tag per reason."""
+    head, sep, rest = unplaced.reason.partition(": ")
+    if not sep or "nodes are available" not in head:
+        return f'<span class="reason">{escape(unplaced.reason)}</span>'
+    tags = "".join(f'<span class="reason">{escape(r.strip())}</span>' for r in rest.rstrip(".").split(", "))
+    return f'<div class="headline">{escape(head)}</div>{tags}'
+
+
+def _unschedulable(result: SimulationResult) -> str:
+    if not result.unschedulable:
+        return '<p class="empty">Every pod found a node.</p>'
+    rows = "".join(f"<tr><td><code>{escape(u.pod)}</code></td><td>{_reason_html(u)}</td></tr>"
+                   for u in result.unschedulable)
+    return "<table><tr><th>Pod</th><th>Why not</th></tr>" + rows + "</table>"
+
+
+def _kpis(result: SimulationResult) -> str:
+    total = len(result.placements) + len(result.unschedulable)
+    used = len({p.node for p in result.placements})
+    bad = " bad" if result.unschedulable else ""
+    return (
+        '<div class="kpis">'
+        f'<div class="kpi"><b>{len(result.placements)}/{total}</b><span>pods placed</span></div>'
+        f'<div class="kpi{bad}"><b>{len(result.unschedulable)}</b><span>unschedulable</span></div>'
+        f'<div class="kpi"><b>{used}</b><span>node{"s" if used != 1 else ""} received pods</span></div>'
+        "</div>"
+    )
+
+
+def _run_card(result: SimulationResult, index: int, colours: dict[str, str], label: str) -> str:
+    accent = ACCENTS[index % len(ACCENTS)]
+    legend = (f'<div class="legend"><span><i style="background:#94a3b8"></i>before</span>'
+              f'<span><i style="background:{accent}"></i>added by the simulation</span>'
+              f'<span><b style="color:#16a34a">+n</b> pods placed</span></div>')
+    return (
+        f'<section class="card run" data-policy="{escape(result.policy)}">'
+        f'<h2><span class="dot" style="background:{accent}"></span>{escape(label)}</h2>'
+        f'<div class="source">policy <code>{escape(result.policy)}</code> \u00b7 seed {result.seed}</div>'
+        f"{_kpis(result)}"
+        f"<h3>Requested share of allocatable, per node</h3>{usage_chart(result, accent)}{legend}{_hidden(result)}"
+        f"<h3>Placements</h3>{_placements(result, colours, accent)}"
+        f"<h3>Unschedulable</h3>{_unschedulable(result)}"
+        "</section>"
+    )
+
+
+def _differences(comparison: Comparison, labels: Sequence[str], colours: dict[str, str]) -> str:
+    if not comparison.differences:
+        body = '<p class="empty">Both policies place every pod on the same node.</p>'
+    else:
+        head = "".join(f"<th>{escape(label)}</th>" for label in labels)
+        rows = []
+        for diff in comparison.differences:
+            cells = "".join(f'<td class="changed">{_chip(node, colours)}</td>' for node in diff.nodes)
+            rows.append(f"<tr><td><code>{escape(diff.pod)}</code></td>{cells}</tr>")
+        body = f'<table class="diff"><tr><th>Pod</th>{head}</tr>{"".join(rows)}</table>'
+    count = len(comparison.differences)
+    return (f'<section class="card" style="margin-top:20px"><h2>Placed differently</h2>'
+            f'<div class="source">{count} pod{"s" if count != 1 else ""} land on a different node '
+            f"(or none) depending on the policy</div><h3>Pods</h3>{body}</section>")
+
+
+def render_report(outcome: SimulationResult | Comparison, *, snapshot: str = "",
+                  title: str = "Scheduling simulation") -> str:
+    """The whole page as a string."""
+    results = (outcome,) if isinstance(outcome, SimulationResult) else outcome.results
+    colours = _node_colours(results)
+    labels = [f"Policy {chr(ord('A') + i)}" if len(results) > 1 else "Policy" for i in range(len(results))]
+    pods = len(results[0].pods) if results else 0
+    nodes = len(results[0].nodes) if results else 0
+    subtitle = f"{pods} pending pod{'s' if pods != 1 else ''} over {nodes} node{'s' if nodes != 1 else ''}"
+    if snapshot:
+        subtitle += f" \u00b7 snapshot <code>{escape(snapshot)}</code>"
+    cards = "".join(_run_card(r, i, colours, labels[i]) for i, r in enumerate(results))
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<header><h1>{escape(title)}</h1><p>{subtitle}</p></header>",
+        f'<div class="runs {"two" if len(results) == 2 else "one"}">{cards}</div>',
+    ]
+    if isinstance(outcome, Comparison) and len(results) > 1:
+        parts.append(_differences(outcome, labels, colours))
+    parts.append("</main></body></html>\n")
+    return "".join(parts)
+
+
+def write_report(path: str | Path, outcome: SimulationResult | Comparison, *, snapshot: str = "") -> Path:
+    target = Path(path)
+    target.write_text(render_report(outcome, snapshot=snapshot), encoding="utf-8")
+    return target
