@@ -24,12 +24,26 @@ def as_list(raw: Any, where: str) -> list[Any]:
     return raw
 
 
+def as_str(raw: Any, where: str, default: str = "") -> str:
+    """A string field; scalars are tolerated as their text, objects and lists are refused.
+
+    (str() of a 900-deep nested list raises RecursionError: a bad body must be a 400, not a 500.)
+    """
+    if raw is None:
+        return default
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, Mapping | list):
+        raise InvalidObject(f"{where}: expected a string, got {'an object' if isinstance(raw, Mapping) else 'a list'}")
+    return str(raw)
+
+
 def as_string_map(raw: Any, where: str) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise InvalidObject(f"{where}: expected a map of strings")
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in raw.items()}
+    return {str(k): v if isinstance(v, str) else as_str(v, f"{where}.{k}") for k, v in raw.items()}
 
 
 def object_name(meta: Mapping[str, Any]) -> str:

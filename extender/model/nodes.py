@@ -14,6 +14,7 @@ from typing import Any
 from extender.errors import InvalidObject
 from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
+from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import object_name
 from extender.model.resources import Resources, parse_resource_list
@@ -62,11 +63,14 @@ class NodeView:
             taints = []
             for i, item in enumerate(_list(spec.get("taints"), "spec.taints")):
                 item = _obj(item, f"spec.taints[{i}]")
-                taints.append(Taint(str(item.get("key", "")), str(item.get("value") or ""), str(item.get("effect", ""))))
+                taints.append(Taint(_str(item.get("key"), f"spec.taints[{i}].key"),
+                                    _str(item.get("value"), f"spec.taints[{i}].value"),
+                                    _str(item.get("effect"), f"spec.taints[{i}].effect")))
             conditions = {}
             for i, item in enumerate(_list(status.get("conditions"), "status.conditions")):
                 item = _obj(item, f"status.conditions[{i}]")
-                conditions[str(item.get("type", ""))] = str(item.get("status", ""))
+                conditions[_str(item.get("type"), f"status.conditions[{i}].type")] = _str(
+                    item.get("status"), f"status.conditions[{i}].status")
             return cls(
                 raw=raw,
                 name=name,

@@ -14,6 +14,7 @@ from typing import Any
 from extender.errors import InvalidObject
 from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
+from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import object_name
 from extender.model.resources import Resources, pod_requests
@@ -50,12 +51,14 @@ def _tolerations(raw: Any) -> tuple[Toleration, ...]:
     parsed = []
     for i, item in enumerate(_list(raw, "spec.tolerations")):
         item = _obj(item, f"spec.tolerations[{i}]")
-        operator = item.get("operator") or "Equal"
+        operator = _str(item.get("operator"), f"spec.tolerations[{i}].operator") or "Equal"
         if operator not in ("Equal", "Exists"):
             raise InvalidObject(f"spec.tolerations[{i}].operator: {operator!r} is not Equal or Exists")
         parsed.append(
             Toleration(
-                str(item.get("key") or ""), operator, str(item.get("value") or ""), str(item.get("effect") or "")
+                _str(item.get("key"), f"spec.tolerations[{i}].key"), operator,
+                _str(item.get("value"), f"spec.tolerations[{i}].value"),
+                _str(item.get("effect"), f"spec.tolerations[{i}].effect"),
             )
         )
     return tuple(parsed)
@@ -136,24 +139,25 @@ class PodView:
         owner = None
         for ref in _list(meta.get("ownerReferences"), "metadata.ownerReferences"):
             if isinstance(ref, Mapping) and ref.get("controller"):
-                owner = (str(ref.get("kind", "")), str(ref.get("name", "")))
+                owner = (_str(ref.get("kind"), "metadata.ownerReferences.kind"),
+                         _str(ref.get("name"), "metadata.ownerReferences.name"))
         gates = tuple(
-            str(_obj(g, f"spec.schedulingGates[{i}]").get("name", ""))
+            _str(_obj(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
             for i, g in enumerate(_list(spec.get("schedulingGates"), "spec.schedulingGates"))
         )
         required, preferred = _node_affinity(spec)
         return cls(
             raw=raw,
-            namespace=str(meta.get("namespace") or "default"),
+            namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
             name=name,
-            uid=str(meta.get("uid") or ""),
+            uid=_str(meta.get("uid"), "metadata.uid"),
             labels=_map(meta.get("labels"), "metadata.labels"),
             annotations=_map(meta.get("annotations"), "metadata.annotations"),
-            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-            node_name=str(spec.get("nodeName") or ""),
-            phase=str(status.get("phase") or "Pending"),
+            scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
+            node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+            phase=_str(status.get("phase"), "status.phase") or "Pending",
             priority=priority,
-            creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            creation_timestamp=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             deleting=bool(meta.get("deletionTimestamp")),
             scheduling_gates=gates,
             tolerations=_tolerations(spec.get("tolerations")),

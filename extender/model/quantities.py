@@ -66,6 +66,8 @@ def to_units(resource: str, text: object) -> int:
     Rounds up like `MilliValue()`/`Value()`, so a request is never under-counted.
     Negative values are refused: no request or allocatable may be below zero.
     """
+    if isinstance(text, list | dict):  # unhashable: parse_quantity's cache would raise TypeError
+        raise QuantityError(f"quantity must be a string, got {type(text).__name__}")
     value = parse_quantity(text)  # type: ignore[arg-type]
     if value < 0:
         raise QuantityError(f"quantity {text!r} is negative")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import InvalidObject
+from extender.model.fields import as_str
 
 NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -73,8 +74,9 @@ def _requirement(raw: Any, where: str, operators: frozenset[str]) -> Requirement
     values = raw.get("values") or []
     if not isinstance(key, str) or not key:
         raise InvalidObject(f"{where}.key: required")
-    if op not in operators:
-        raise InvalidObject(f"{where}.operator: {op!r} is not one of {sorted(operators)}")
+    if not isinstance(op, str) or op not in operators:
+        shown = repr(op) if isinstance(op, str | int | float | None) else type(op).__name__
+        raise InvalidObject(f"{where}.operator: {shown} is not one of {sorted(operators)}")
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise InvalidObject(f"{where}.values: expected a list of strings")
     if op in ("In", "NotIn") and not values:
@@ -132,7 +134,8 @@ def parse_label_selector(raw: Any, where: str) -> LabelSelector:
     if not isinstance(match_labels, Mapping):
         raise InvalidObject(f"{where}.matchLabels: expected a map")
     requirements = [
-        Requirement(str(key), "In", frozenset({str(value)})) for key, value in match_labels.items()
+        Requirement(str(key), "In", frozenset({as_str(value, f"{where}.matchLabels.{key}")}))
+        for key, value in match_labels.items()
     ]
     expressions = raw.get("matchExpressions") or []
     if not isinstance(expressions, list):

@@ -9,6 +9,7 @@ the NodeInfos (from a request body, the watched cache or a snapshot).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -63,6 +64,13 @@ def _as_status(result: FilterResult, plugin: str) -> Status:
             raise PluginError(f"filter {plugin} failed: {result.reason or result.detail}")
         return result.stamped(plugin)
     raise PluginError(f"filter {plugin} returned {type(result).__name__}, not a reason or None")
+
+
+def _finite(value: object) -> bool:
+    try:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
 
 
 def default_normalize(scores: Sequence[float]) -> list[float]:
@@ -149,10 +157,15 @@ class Engine:
             normalize: Callable[[Sequence[float]], list[float]] = getattr(
                 plugin, "normalize_scores", default_normalize
             )
-            normalized = normalize(raw)
-            for value in normalized:
-                if not 0 <= value <= MAX_SCORE:
-                    raise PluginError(f"scorer {name} gave {value}, outside 0..{MAX_SCORE}")
+            try:
+                normalized = normalize(raw)
+                out_of_range = [value for value in normalized if not 0 <= value <= MAX_SCORE]
+            except Exception as exc:  # a non-number, or a bug in normalize_scores: the plugin's fault
+                raise PluginError(f"scorer {name} failed to normalize: {exc}") from exc
+            if out_of_range:
+                raise PluginError(f"scorer {name} gave {out_of_range[0]}, outside 0..{MAX_SCORE}")
+            if len(normalized) != count:
+                raise PluginError(f"scorer {name} normalized {count} scores into {len(normalized)}")
             decision.raw_scores[name] = raw
             decision.normalized_scores[name] = normalized
             decision.weights[name] = weight
@@ -179,9 +192,12 @@ class Engine:
             raise
         except Exception as exc:
             raise PluginError(f"scorer {name} failed: {exc}") from exc
-        for value in raw:
-            if value != value or value in (float("inf"), float("-inf")):
-                raise PluginError(f"scorer {name} returned {value}")
+        try:
+            finite = all(map(math.isfinite, raw))  # one C loop: this runs for every node
+        except TypeError:
+            finite = False
+        if not finite:
+            raise PluginError(f"scorer {name} returned {next(v for v in raw if not _finite(v))!r}")
         return raw
 
     def decide(self, pod: PodView, nodes: Sequence[NodeInfo]) -> Decision:

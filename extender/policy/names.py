@@ -1,5 +1,6 @@
 """Built-in plugin names, in one place so that policies, metrics and docs agree."""
 
+SCHEDULING_GATES = "SchedulingGates"
 NODE_READY = "NodeReady"
 RESOURCE_FIT = "ResourceFit"
 TAINT_TOLERATION = "TaintToleration"

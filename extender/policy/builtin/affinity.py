@@ -1,0 +1,151 @@
+"""Node affinity: NodeAffinity (filter) and PreferredNodeAffinity (scorer), as kube-scheduler's NodeAffinity.
+
+The filter requires every `nodeSelector` pair AND one of the required
+`nodeSelectorTerms` (terms ORed, expressions ANDed). PodView parsed and validated
+them already, so the per-node work is dict look-ups. `addedAffinity` in the args
+is kube-scheduler's scheduler-enforced affinity, applied to every pod.
+The scorer sums the weights of matching preferred terms and scales so the best
+node gets 100 (kube-scheduler's DefaultNormalizeScore, integer maths included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.errors import InvalidObject, PolicyError
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView, PreferredTerm
+from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
+from extender.policy.plugins import NodeCheck, NodeScore
+from extender.policy.status import Code, Status
+
+REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+_POD_MISMATCH = Status(Code.UNRESOLVABLE, (REASON_POD,), "", names.NODE_AFFINITY)
+_ENFORCED_MISMATCH = Status(Code.UNRESOLVABLE, (REASON_ENFORCED,), "", names.NODE_AFFINITY)
+
+
+def _matches_any(terms: tuple[NodeSelectorTerm, ...], info: NodeInfo) -> bool:
+    labels = info.node.labels
+    name = info.node.name
+    for term in terms:
+        if term.matches(labels, name):
+            return True
+    return False
+
+
+def _required_terms(raw: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
+    required = arguments.mapping(raw, where)
+    arguments.only_keys(required, ("nodeSelectorTerms",), where)
+    terms = required.get("nodeSelectorTerms")
+    path = f"{where}.nodeSelectorTerms"
+    if not isinstance(terms, list) or not terms:
+        raise PolicyError(f"{path}: expected a non-empty list of node selector terms")
+    try:
+        return tuple(parse_node_selector_term(term, f"{path}[{i}]") for i, term in enumerate(terms))
+    except InvalidObject as exc:
+        raise PolicyError(str(exc)) from None
+
+
+def _preferred_terms(raw: Any, where: str) -> tuple[PreferredTerm, ...]:
+    if not isinstance(raw, list):
+        raise PolicyError(f"{where}: expected a list of weighted terms")
+    parsed = []
+    for i, item in enumerate(raw):
+        path = f"{where}[{i}]"
+        item = arguments.mapping(item, path)
+        arguments.only_keys(item, ("weight", "preference"), path)
+        weight = arguments.integer(item.get("weight"), f"{path}.weight", minimum=1, maximum=100)
+        try:
+            term = parse_node_selector_term(item.get("preference"), f"{path}.preference")
+        except InvalidObject as exc:
+            raise PolicyError(str(exc)) from None
+        parsed.append(PreferredTerm(weight, term))
+    return tuple(parsed)
+
+
+@dataclass(frozen=True)
+class NodeAffinity(PrefilteredFilter):
+    """Args: `addedAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [...]}}`."""
+
+    name: ClassVar[str] = names.NODE_AFFINITY
+    added_terms: tuple[NodeSelectorTerm, ...] | None = None
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> NodeAffinity:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("addedAffinity",))
+        if args.get("addedAffinity") is None:
+            return cls()
+        added = arguments.mapping(args["addedAffinity"], "addedAffinity")
+        # kube-scheduler also takes preferred terms here; ours belong to PreferredNodeAffinity.
+        arguments.only_keys(added, (REQUIRED,), "addedAffinity")
+        if added.get(REQUIRED) is None:
+            return cls()
+        return cls(_required_terms(added[REQUIRED], f"addedAffinity.{REQUIRED}"))
+
+    def prefilter(self, pod: PodView) -> NodeCheck | None:
+        selector = tuple(pod.node_selector.items())
+        required = pod.required_terms
+        added = self.added_terms
+        if not selector and required is None and added is None:
+            return None
+
+        def check(info: NodeInfo) -> Status | None:
+            if added is not None and not _matches_any(added, info):
+                return _ENFORCED_MISMATCH
+            if selector:
+                labels = info.node.labels
+                for key, value in selector:
+                    if labels.get(key) != value:
+                        return _POD_MISMATCH
+            if required is not None and not _matches_any(required, info):
+                return _POD_MISMATCH
+            return None
+
+        return check
+
+
+@dataclass(frozen=True)
+class PreferredNodeAffinity(PrescoredScorer):
+    """Args: `addedAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight, preference}]}`."""
+
+    name: ClassVar[str] = names.PREFERRED_NODE_AFFINITY
+    added_terms: tuple[PreferredTerm, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> PreferredNodeAffinity:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("addedAffinity",))
+        added = arguments.mapping(args.get("addedAffinity"), "addedAffinity")
+        arguments.only_keys(added, (PREFERRED,), "addedAffinity")
+        if added.get(PREFERRED) is None:
+            return cls()
+        return cls(_preferred_terms(added[PREFERRED], f"addedAffinity.{PREFERRED}"))
+
+    def prescore(self, pod: PodView) -> NodeScore | None:
+        terms = tuple((p.weight, p.term) for p in (*pod.preferred_terms, *self.added_terms) if p.weight)
+        if not terms:
+            return None  # kube-scheduler skips the plugin: every node would score 0
+
+        def score(info: NodeInfo) -> float:
+            labels = info.node.labels
+            name = info.node.name
+            total = 0
+            for weight, term in terms:
+                if term.matches(labels, name):
+                    total += weight
+            return total
+
+        return score
+
+    def normalize_scores(self, scores: Sequence[float]) -> list[float]:
+        return default_normalize_int(list(scores))

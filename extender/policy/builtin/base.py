@@ -1,0 +1,53 @@
+"""Shared behaviour of the built-in plugins.
+
+Built-ins do their per-pod work in `prefilter`/`prescore` and return a closure for
+the per-node work. The engine calls those; `filter`/`score` exist so a built-in can
+also be used the simple way (tests, explain, third-party code) with the same answer.
+"""
+
+from __future__ import annotations
+
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
+from extender.policy.status import Status
+
+
+class PrefilteredFilter:
+    """A filter whose whole logic lives in `prefilter(pod)`."""
+
+    def prefilter(self, pod: PodView) -> NodeCheck | Status | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def filter(self, pod: PodView, node: NodeInfo) -> FilterResult:
+        """One node at a time: slower than the engine's path, same answer."""
+        check = self.prefilter(pod)
+        if check is None or isinstance(check, Status):
+            return check
+        return check(node)
+
+
+class PrescoredScorer:
+    """A scorer whose whole logic lives in `prescore(pod)`."""
+
+    def prescore(self, pod: PodView) -> NodeScore | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def score(self, pod: PodView, node: NodeInfo) -> float:
+        fn = self.prescore(pod)
+        return 0 if fn is None else fn(node)
+
+
+def identity(scores: list[float] | tuple[float, ...]) -> list[float]:
+    """For scorers that are already on 0..100 (kube-scheduler: no ScoreExtensions)."""
+    return list(scores)
+
+
+def default_normalize_int(scores: list[float] | tuple[float, ...], *, reverse: bool = False) -> list[float]:
+    """kube-scheduler's `helper.DefaultNormalizeScore`, integer arithmetic included."""
+    top = max(scores, default=0)
+    if top <= 0:
+        return [100] * len(scores) if reverse else [0] * len(scores)
+    if reverse:
+        return [100 - (100 * int(s) // int(top)) for s in scores]
+    return [100 * int(s) // int(top) for s in scores]

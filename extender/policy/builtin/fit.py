@@ -1,0 +1,109 @@
+"""ResourceFit: the pod's effective request must fit in what the node has left.
+
+The same check as kube-scheduler's NodeResourcesFit filter: free = allocatable -
+requested (the NodeInfo already counts assumed pods), the pod count against
+`allocatable.pods`, every requested resource including hugepages and extended
+resources, with the same reasons ("Insufficient cpu", "Too many pods") listed one
+per missing resource. A request larger than the node's whole allocatable is
+unresolvable, as in kube-scheduler >= 1.32: no preemption can make it fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.errors import PolicyError
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.model.quantities import format_units
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.plugins import NodeCheck
+from extender.policy.status import Code, Status
+
+REASON_TOO_MANY_PODS = "Too many pods"
+_FIRST = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+
+
+def is_extended_resource(name: str) -> bool:
+    """k8s `IsExtendedResourceName`: a domain-prefixed name outside kubernetes.io."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _order(name: str) -> tuple[int, str]:
+    # kube-scheduler reports cpu, memory, ephemeral-storage, then the others.
+    return _FIRST.get(name, 3), name
+
+
+@dataclass(frozen=True)
+class ResourceFit(PrefilteredFilter):
+    """Args `ignoredResources` / `ignoredResourceGroups` skip extended resources, as in kube-scheduler."""
+
+    name: ClassVar[str] = names.RESOURCE_FIT
+    ignored_resources: frozenset[str] = frozenset()
+    ignored_resource_groups: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> ResourceFit:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("ignoredResources", "ignoredResourceGroups"))
+        ignored = arguments.string_list(args.get("ignoredResources"), "ignoredResources")
+        groups = arguments.string_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups")
+        for index, group in enumerate(groups):
+            if "/" in group:
+                raise PolicyError(
+                    f"ignoredResourceGroups[{index}]: {group!r} is a group, it must not contain '/'"
+                )
+        return cls(frozenset(ignored), frozenset(groups))
+
+    def _ignored(self, resource: str) -> bool:
+        if not is_extended_resource(resource):
+            return False
+        return resource in self.ignored_resources or resource.split("/", 1)[0] in self.ignored_resource_groups
+
+    def prefilter(self, pod: PodView) -> NodeCheck:
+        wanted = tuple(
+            (resource, amount)
+            for resource, amount in sorted(pod.requests.items(), key=lambda item: _order(item[0]))
+            if amount > 0 and resource != "pods" and not self._ignored(resource)
+        )
+
+        def check(info: NodeInfo) -> Status | None:
+            allocatable = info.node.allocatable
+            if info.pod_count >= allocatable.get("pods", 0):
+                return _refusal(wanted, info)
+            requested = info.requested
+            for resource, amount in wanted:
+                if amount > allocatable.get(resource, 0) - requested.get(resource, 0):
+                    return _refusal(wanted, info)
+            return None
+
+        return check
+
+
+def _refusal(wanted: tuple[tuple[str, int], ...], info: NodeInfo) -> Status:
+    """The slow path, for refused nodes only: every missing resource, with the numbers."""
+    allocatable = info.node.allocatable
+    requested = info.requested
+    reasons: list[str] = []
+    details: list[str] = []
+    code = Code.UNSCHEDULABLE
+    allowed = allocatable.get("pods", 0)
+    if info.pod_count >= allowed:
+        reasons.append(REASON_TOO_MANY_PODS)
+        details.append(f"Too many pods (allowed {allowed}, already {info.pod_count})")
+    for resource, amount in wanted:
+        total = allocatable.get(resource, 0)
+        free = total - requested.get(resource, 0)
+        if amount > free:
+            reason = f"Insufficient {resource}"
+            reasons.append(reason)
+            details.append(
+                f"{reason} (requested {format_units(resource, amount)}, free {format_units(resource, free)})"
+            )
+            if amount > total:
+                code = Code.UNRESOLVABLE
+    return Status(code, tuple(reasons), "; ".join(details), names.RESOURCE_FIT)

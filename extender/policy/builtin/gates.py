@@ -1,0 +1,43 @@
+"""SchedulingGates: a pod with `spec.schedulingGates` is not ready to be placed anywhere.
+
+kube-scheduler keeps gated pods out of its queue (the SchedulingGates PreEnqueue
+plugin) and the API server refuses to bind them. Our loop should never pick them, but
+simulate and explain get pods from files, so the policy refuses them too: the check
+runs once per pod and costs nothing per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.status import Code, Status
+
+NAME = names.SCHEDULING_GATES
+
+
+@dataclass(frozen=True)
+class SchedulingGates:
+    """Refuse every node for a gated pod, with kube-scheduler's wording."""
+
+    name: ClassVar[str] = NAME
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> SchedulingGates:
+        arguments.only_keys(arguments.mapping(args, ""), ())
+        return cls()
+
+    def prefilter(self, pod: PodView) -> Status | None:
+        if not pod.scheduling_gates:
+            return None
+        gates = " ".join(pod.scheduling_gates)
+        # Same text as kube-scheduler's PreEnqueue status; unresolvable: only removing the gate helps.
+        return Status(Code.UNRESOLVABLE, (f"waiting for scheduling gates: [{gates}]",), "", NAME)
+
+    def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
+        return self.prefilter(pod)

@@ -1,0 +1,117 @@
+"""PodView and NodeView: the fields scheduling reads, and errors that name the bad field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from extender.errors import InvalidObject
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+
+WIRE = Path("/work/shared/wire/filter-request-nodecache-false.json")
+
+
+def pod(**spec):
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [], **spec}}
+
+
+def test_pod_view_reads_what_scheduling_needs():
+    view = PodView.from_dict(
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"},
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}]},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "250m"}}}],
+                "nodeSelector": {"zone": "a"},
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                "schedulingGates": [{"name": "g"}],
+                "priority": 10,
+                "schedulerName": "ours",
+            },
+        }
+    )
+    assert (view.key, view.uid, view.labels, view.priority, view.scheduler_name) == ("ns/p", "u", {"a": "b"}, 10, "ours")
+    assert view.requests == {"cpu": 250}
+    assert view.score_requests == {"cpu": 250, "memory": 200 * 2**20}
+    assert view.node_selector == {"zone": "a"} and view.scheduling_gates == ("g",)
+    assert view.tolerations[0].tolerates("k", "anything", "NoSchedule")
+    assert view.owner == ("ReplicaSet", "rs")
+    assert view.required_terms is None and view.preferred_terms == ()
+
+
+def test_pod_defaults():
+    view = PodView.from_dict({"metadata": {"name": "p"}})
+    assert (view.namespace, view.scheduler_name, view.phase, view.priority) == ("default", "default-scheduler", "Pending", 0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "pod: expected an object"),
+        ({"metadata": {}}, "metadata.name: required"),
+        ({"metadata": "x"}, "metadata: expected an object"),
+        (pod(priority="high"), "spec.priority: expected an integer"),
+        (pod(tolerations=[{"operator": "Gt"}]), "spec.tolerations[0].operator: 'Gt' is not Equal or Exists"),
+        (pod(tolerations="all"), "spec.tolerations: expected a list"),
+        (pod(nodeSelector=["a"]), "spec.nodeSelector: expected a map of strings"),
+        (pod(containers=[{"name": "c", "resources": {"requests": {"memory": "1Zi"}}}]),
+         "spec.containers[0].resources.requests.memory"),
+        (pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Nope"}]}]}}}),
+         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+         ".matchExpressions[0].operator"),
+        (pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 101, "preference": {}}]}}),
+         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"),
+    ],
+)
+def test_pod_errors_name_the_field(raw, message):
+    with pytest.raises(InvalidObject) as exc:
+        PodView.from_dict(raw)
+    assert str(exc.value).startswith(message)
+
+
+def test_node_view_reads_what_scheduling_needs():
+    view = NodeView.from_dict(
+        {
+            "metadata": {"name": "n", "labels": {"zone": "a"}},
+            "spec": {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "3800m", "memory": "7Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}, {"type": "DiskPressure", "status": "False"}]},
+        }
+    )
+    assert view.ready and view.unschedulable and not view.error
+    assert view.allocatable == {"cpu": 3800, "memory": 7 * 2**30, "pods": 110}
+    assert str(view.taints[0]) == "{k}" and view.taints[0].effect == "NoSchedule"
+    info = NodeInfo(view, {"cpu": 800}, {}, 3)
+    assert (info.free("cpu"), info.free("pods"), info.free("memory")) == (3000, 107, 7 * 2**30)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"status": {"allocatable": {"cpu": "many"}}}, "status.allocatable.cpu"),
+        ({"spec": {"taints": "x"}}, "spec.taints"),
+        ({"status": {"conditions": [1]}}, "status.conditions[0]"),
+    ],
+)
+def test_a_bad_node_field_marks_the_node_unusable(raw, field):
+    view = NodeView.from_dict({"metadata": {"name": "n"}, **raw})
+    assert view.error.startswith("node n is unusable: " + field)
+
+
+def test_a_node_without_a_name_raises():
+    with pytest.raises(InvalidObject, match="metadata.name: required"):
+        NodeView.from_dict({"metadata": {}})
+
+
+@pytest.mark.skipif(not WIRE.exists(), reason="captured kube-scheduler request not available")
+def test_captured_kube_scheduler_objects_parse():
+    body = json.loads(WIRE.read_text())
+    view = PodView.from_dict(body["Pod"])
+    assert view.requests == {"cpu": 100, "memory": 64 * 2**20}
+    nodes = [NodeView.from_dict(item) for item in body["Nodes"]["items"]]
+    assert all(n.ready and not n.error and n.allocatable["pods"] == 110 for n in nodes)

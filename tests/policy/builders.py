@@ -1,0 +1,132 @@
+"""Small builders for pods and nodes as Kubernetes dicts, so tests read like manifests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.model.resources import add_into
+
+
+def pod_dict(
+    name: str = "p",
+    *,
+    namespace: str = "default",
+    requests: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+    affinity: dict[str, Any] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    gates: list[str] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    init_containers: list[dict[str, Any]] | None = None,
+    overhead: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    if containers is None:
+        containers = [{"name": "c", "resources": {"requests": dict(requests or {})}}]
+    spec: dict[str, Any] = {"containers": containers}
+    if init_containers:
+        spec["initContainers"] = init_containers
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": affinity}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    if overhead:
+        spec["overhead"] = overhead
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    if labels:
+        meta["labels"] = labels
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def make_pod(name: str = "p", **kwargs: Any) -> PodView:
+    return PodView.from_dict(pod_dict(name, **kwargs))
+
+
+def node_dict(
+    name: str = "n",
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str | None = "110",
+    extra: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    ready: str = "True",
+    conditions: dict[str, str] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, **(extra or {})}
+    if pods is not None:
+        allocatable["pods"] = pods
+    status_conditions = [{"type": "Ready", "status": ready}]
+    status_conditions += [{"type": k, "status": v} for k, v in (conditions or {}).items()]
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "capacity": allocatable, "conditions": status_conditions},
+    }
+
+
+def make_node(name: str = "n", *, running: list[PodView] | None = None, **kwargs: Any) -> NodeInfo:
+    """A NodeInfo with `running` pods accounted the way the cluster state accounts them."""
+    return with_pods(NodeInfo(NodeView.from_dict(node_dict(name, **kwargs))), running or [])
+
+
+def with_pods(info: NodeInfo, pods: list[PodView]) -> NodeInfo:
+    """A new NodeInfo with `pods` added to its requests (what assuming a pod does)."""
+    requested = dict(info.requested)
+    score_requested = dict(info.score_requested)
+    for pod in pods:
+        add_into(requested, pod.requests)
+        add_into(score_requested, pod.score_requests)
+    return NodeInfo(info.node, requested, score_requested, info.pod_count + len(pods))
+
+
+def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, str]:
+    return {"key": key, "value": value, "effect": effect}
+
+
+def toleration(key: str = "", value: str = "", effect: str = "", operator: str = "Equal") -> dict[str, str]:
+    item = {"key": key, "operator": operator, "effect": effect}
+    if value:
+        item["value"] = value
+    return item
+
+
+def run_filter(plugin: Any, pod: PodView, info: NodeInfo) -> Any:
+    """The plugin's answer for one node, checked to be the same by the engine path and filter()."""
+    check = plugin.prefilter(pod)
+    fast = check if check is None or not callable(check) else check(info)
+    slow = plugin.filter(pod, info)
+    assert fast == slow
+    return fast
+
+
+def reasons(result: Any) -> tuple[str, ...]:
+    """The reasons of a filter answer: () when the node passes."""
+    if result is None:
+        return ()
+    if isinstance(result, str):
+        return (result,)
+    return result.reasons
+
+
+def run_scores(plugin: Any, pod: PodView, infos: list[NodeInfo]) -> list[float]:
+    """Raw scores through prescore (None = plugin skipped), checked against score()."""
+    fn = plugin.prescore(pod)
+    if fn is None:
+        return []
+    raw = [fn(info) for info in infos]
+    assert raw == [plugin.score(pod, info) for info in infos]
+    return raw

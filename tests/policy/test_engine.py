@@ -1,0 +1,195 @@
+"""The engine running the built-in plugins: first refusal wins, names stamped, summary, scoring."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.policy.builtin import (
+    LabelPreference,
+    LeastAllocated,
+    NodeReady,
+    ResourceFit,
+    TaintToleration,
+)
+from extender.policy.defaults import default_policy
+from extender.policy.engine import Engine, PluginError, Policy, WeightedScorer
+from extender.policy.status import Code, Status
+
+from .builders import make_node, make_pod, taint
+
+
+def cluster():
+    return [
+        make_node("ok"),
+        make_node("small", cpu="500m"),
+        make_node("tainted", taints=[taint("dedicated", "db")]),
+        make_node("cordoned", unschedulable=True, cpu="500m"),  # also too small: the first refusal wins
+        make_node("full", pods="1", running=[make_pod("x")], cpu="100m", memory="1Mi"),
+    ]
+
+
+def test_first_refusal_wins_and_plugin_names_are_stamped():
+    decision = Engine(default_policy("standalone")).filter(make_pod(requests={"cpu": "1"}), cluster())
+    assert [n.name for n in decision.feasible] == ["ok"]
+    failed = {name: (s.plugin, s.reasons) for name, s in decision.failed.items()}
+    assert failed == {
+        "small": ("ResourceFit", ("Insufficient cpu",)),
+        "tainted": ("TaintToleration", ("node(s) had untolerated taint(s)",)),
+        "cordoned": ("NodeReady", ("node(s) were unschedulable",)),
+        "full": ("ResourceFit", ("Too many pods", "Insufficient cpu")),
+    }
+
+
+def test_summary_counts_reasons_sorted_like_go():
+    decision = Engine(default_policy("standalone")).filter(make_pod(requests={"cpu": "1"}), cluster()[1:])
+    # Go's sort.Strings over "count reason": byte order, so "2 ..." after "1 ...", capitals first.
+    assert decision.summary() == (
+        "0/4 nodes are available: 1 Too many pods, 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable, 2 Insufficient cpu."
+    )
+
+
+def test_unresolvable_split():
+    busy = make_node("busy", running=[make_pod("u", requests={"cpu": "3500m"})])
+    decision = Engine(default_policy("standalone")).filter(make_pod(requests={"cpu": "1"}), [*cluster(), busy])
+    # 1 cpu on a 500m (or 100m) node: no preemption can help; on the busy 4-cpu node it can.
+    assert sorted(decision.unresolvable()) == ["cordoned", "full", "small", "tainted"]
+    assert sorted(decision.resolvable()) == ["busy"]
+
+
+def test_a_node_with_an_unreadable_field_is_refused_not_fatal():
+    from extender.model.nodes import NodeInfo, NodeView
+
+    bad = NodeInfo(NodeView.from_dict({"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}))
+    decision = Engine(default_policy("standalone")).filter(make_pod(), [bad, make_node("ok")])
+    assert [n.name for n in decision.feasible] == ["ok"]
+    assert decision.failed["bad"].code == Code.UNRESOLVABLE
+
+
+def test_scores_are_normalized_weighted_and_averaged():
+    label = LabelPreference.from_args({"label": "tier", "values": {"gold": 4, "silver": 2}})
+    policy = Policy(scorers=(WeightedScorer(LeastAllocated(), 1), WeightedScorer(label, 3)))
+    pod = make_pod(requests={"cpu": "1", "memory": "2Gi"})
+    nodes = [
+        make_node("gold", labels={"tier": "gold"}, running=[make_pod("u", requests={"cpu": "1", "memory": "2Gi"})]),
+        make_node("silver", labels={"tier": "silver"}),
+    ]
+    decision = Engine(policy).decide(pod, nodes)
+    assert decision.raw_scores == {"LeastAllocated": [50, 75], "LabelPreference": [4.0, 2.0]}
+    assert decision.normalized_scores["LabelPreference"] == [100.0, 50.0]
+    assert decision.totals == [(50 * 1 + 100 * 3) / 4, (75 * 1 + 50 * 3) / 4]
+    assert [info.name for info, _ in decision.ranking()] == ["gold", "silver"]
+    lines = decision.score_of(0)
+    assert [(line.plugin, line.weighted) for line in lines] == [("LeastAllocated", 50), ("LabelPreference", 300)]
+
+
+def test_default_standalone_prefers_the_emptier_node():
+    pod = make_pod(requests={"cpu": "1", "memory": "1Gi"})
+    nodes = [make_node("busy", running=[make_pod("u", requests={"cpu": "2", "memory": "4Gi"})]), make_node("idle")]
+    decision = Engine(default_policy("standalone")).decide(pod, nodes)
+    assert decision.ranking()[0][0].name == "idle"
+    assert "PreferredNodeAffinity" not in decision.raw_scores  # skipped: the pod has no preferences
+
+
+class Boom:
+    name = "Boom"
+
+    def filter(self, pod, node):
+        raise RuntimeError("kaput")
+
+
+class WrongType:
+    name = "WrongType"
+
+    def filter(self, pod, node):
+        return 42
+
+
+class ErrorStatus:
+    name = "ErrorStatus"
+
+    def filter(self, pod, node):
+        return Status(Code.ERROR, ("backend down",))
+
+
+class NaNScore:
+    name = "NaNScore"
+
+    def score(self, pod, node):
+        return float("nan")
+
+
+class OutOfRange:
+    name = "OutOfRange"
+
+    def score(self, pod, node):
+        return 1
+
+    def normalize_scores(self, scores):
+        return [150.0 for _ in scores]
+
+
+class NoneScore:
+    name = "NoneScore"
+
+    def score(self, pod, node):
+        return None
+
+
+class BrokenNormalize:
+    name = "BrokenNormalize"
+
+    def score(self, pod, node):
+        return 1
+
+    def normalize_scores(self, scores):
+        raise ValueError("bad maths")
+
+
+class ShortNormalize(BrokenNormalize):
+    name = "ShortNormalize"
+
+    def normalize_scores(self, scores):
+        return []
+
+
+class Reason:
+    name = "Custom"
+
+    def filter(self, pod, node):
+        return "custom: too hot"
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        (Policy(filters=(Boom(),)), "filter Boom failed: kaput"),
+        (Policy(filters=(WrongType(),)), "filter WrongType returned int"),
+        (Policy(filters=(ErrorStatus(),)), "filter ErrorStatus failed: backend down"),
+        (Policy(scorers=(WeightedScorer(NaNScore(), 1),)), "scorer NaNScore returned nan"),
+        (Policy(scorers=(WeightedScorer(OutOfRange(), 1),)), "scorer OutOfRange gave 150.0, outside 0..100"),
+        (Policy(scorers=(WeightedScorer(NoneScore(), 1),)), "scorer NoneScore returned None"),
+        (Policy(scorers=(WeightedScorer(BrokenNormalize(), 1),)), "scorer BrokenNormalize failed to normalize: bad maths"),
+        (Policy(scorers=(WeightedScorer(ShortNormalize(), 1),)), "scorer ShortNormalize normalized 1 scores into 0"),
+    ],
+)
+def test_plugin_errors_fail_the_attempt(policy, message):
+    with pytest.raises(PluginError, match=message):
+        Engine(policy).decide(make_pod(), [make_node()])
+
+
+def test_a_plain_string_reason_is_stamped_with_the_plugin_name():
+    decision = Engine(Policy(filters=(NodeReady(), Reason()))).filter(make_pod(), [make_node()])
+    status = decision.failed["n"]
+    assert (status.plugin, status.reasons, status.code) == ("Custom", ("custom: too hot",), Code.UNSCHEDULABLE)
+
+
+def test_plugins_skipped_by_prefilter_cost_nothing():
+    policy = Policy(filters=(TaintToleration(), ResourceFit()))
+    checks, refuse_all = Engine(policy)._checks(make_pod(tolerations=[{"operator": "Exists"}]))
+    assert [name for name, _ in checks] == ["ResourceFit"] and refuse_all is None
+
+
+def test_gated_pod_is_refused_everywhere():
+    decision = Engine(default_policy("standalone")).filter(make_pod(gates=["wait"]), cluster())
+    assert decision.summary() == "0/5 nodes are available: 5 waiting for scheduling gates: [wait]."
