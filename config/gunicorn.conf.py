@@ -44,13 +44,34 @@ errorlog = "-"
 loglevel = os.environ.get("EXTENDER_LOG_LEVEL", "info").lower()
 # No preload: the app (and its watch threads) must be created inside each worker.
 preload_app = False
+# gunicorn 27's control socket (~/.gunicorn/gunicorn.ctl) can kill workers and shut the
+# server down; nothing here uses it, and a read-only root filesystem has no home for it.
+control_socket_disable = True
 
 # ---- TLS (extender serve --tls-cert/--tls-key/--client-ca) ------------------------
+# gunicorn calls `ssl_context` for every accepted connection; extender.tls answers with
+# one cached context per worker, rebuilt when the files change (cert-manager rotation,
+# no restart), with TLS 1.2 minimum and, given a client CA, client certificates required.
+# A bad certificate/key pair stops the server here, at start-up.
 certfile = os.environ.get("EXTENDER_TLS_CERT") or None
 keyfile = os.environ.get("EXTENDER_TLS_KEY") or None
 ca_certs = os.environ.get("EXTENDER_CLIENT_CA") or None
 if ca_certs:
     cert_reqs = ssl.CERT_REQUIRED
+if certfile:
+    from extender.tls import TLSConfigError, check_files
+
+    try:
+        check_files(certfile, keyfile or certfile, ca_certs)
+    except TLSConfigError as _exc:
+        raise SystemExit(f"extender: {_exc}") from None
+
+
+def ssl_context(config, default_ssl_context_factory):
+    from extender.tls import gunicorn_ssl_context
+
+    return gunicorn_ssl_context(config, default_ssl_context_factory)
+
 
 # ---- Prometheus multiprocess mode ----------------------------------------------------
 # Each worker is a process; counters only add up across them through files in a

@@ -34,15 +34,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def _one_line(text: object) -> str:
+    """Escape line breaks: a pod name from a request must not forge a second log line."""
+    return str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = _one_line(record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         fields = getattr(record, "fields", None)
         if fields:
-            line += " " + " ".join(f"{k}={v}" for k, v in _clean(fields).items())
+            line += " " + " ".join(f"{k}={_one_line(v)}" for k, v in _clean(fields).items())
         return line
 
 

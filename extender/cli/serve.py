@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import runpy
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import click
@@ -94,7 +93,9 @@ def serve(bind: str, workers: int | None, threads: int | None, timeout: int | No
     for name, value in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout),
                         ("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
         if value is not None:
-            os.environ[f"EXTENDER_{name}"] = str(Path(value).resolve()) if name.startswith(("TLS", "CLIENT")) \
+            # abspath, not resolve(): a Secret volume's tls.crt is a symlink into ..data, which the
+            # kubelet swaps on rotation; the resolved target is deleted after the swap.
+            os.environ[f"EXTENDER_{name}"] = os.path.abspath(value) if name.startswith(("TLS", "CLIENT")) \
                 else str(value)
     from extender.logs import setup_logging
 

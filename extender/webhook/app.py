@@ -80,8 +80,9 @@ def _verb_view(verb: str, handler: Callable[[Any], verbs.Outcome]) -> Callable[[
             raise
         except PluginError as exc:
             result, note = "plugin-error", str(exc)
-            log.error("%s failed in a plugin: %s", verb, exc)
-            return json_response({"Error": f"policy plugin failed: {exc}"}, 500)
+            log.error("%s failed in a plugin: %s", verb, exc, exc_info=True)
+            # The plugin's own message may hold paths or internals: it stays in the log.
+            return json_response({"Error": f"{verb} failed in a policy plugin; see the extender's log"}, 500)
         finally:
             elapsed = time.perf_counter() - started
             metrics.REQUESTS.labels(verb=verb, result=result).inc()

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 from flask import Request, Response
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.errors import WireError
 
@@ -20,7 +21,15 @@ def read_json(request: Request) -> Any:
     mimetype = request.mimetype
     if mimetype != JSON:
         raise WireError(f"Content-Type must be {JSON}, got {mimetype or 'none'}", status=415)
-    data = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    try:
+        data = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    except HTTPException:
+        raise
+    except Exception as exc:  # the WSGI server failing on the body (gunicorn: bad chunk size, early EOF)
+        raise WireError(f"cannot read the request body: {type(exc).__name__}: {exc}") from None
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit:
+        raise RequestEntityTooLarge()  # a chunked body is silently cut at the limit, not refused
     if not data:
         raise WireError("request body is empty; expected a JSON object")
     try:
@@ -30,4 +39,10 @@ def read_json(request: Request) -> Any:
 
 
 def json_response(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status=status, mimetype=JSON)
+    try:
+        data = orjson.dumps(body)
+    except orjson.JSONEncodeError as exc:
+        # Only a reply that echoes the request's own objects can fail here (filter returns the
+        # NodeList it was sent): orjson decodes 1024 levels of nesting but encodes only 254.
+        raise WireError(f"the request nests JSON too deeply to be echoed in the reply: {exc}") from None
+    return Response(data, status=status, mimetype=JSON)

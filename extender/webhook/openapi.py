@@ -60,5 +60,8 @@ def build_openapi(settings: Settings) -> dict[str, Any]:
             }},
         )
     for path, text in (("/healthz", "alive"), ("/readyz", "cluster state synced"), ("/version", "version")):
-        spec.path(path=path, operations={"get": {"responses": {"200": {"description": text}}}})
+        responses = {"200": {"description": text}}
+        if path == "/readyz":
+            responses["503"] = {"description": "cluster state not synced yet"}
+        spec.path(path=path, operations={"get": {"responses": responses}})
     return spec.to_dict()

@@ -116,9 +116,7 @@ def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcom
 def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
     args = wire.load_binding_args(body)
     key = f"{args.pod_namespace}/{args.pod_name}"
-    if not settings.enable_bind:
-        return Outcome(wire.error_result("bind is disabled on this extender"), "disabled", key, 1)
-    refusal = refuse_bind(runtime, settings, args)
+    refusal = refuse_bind(runtime, settings, args)  # includes --disable-bind
     if refusal is not None:
         metrics.BIND_OUTCOMES.labels(result=refusal.code).inc()
         log.warning("refused bind of %s to %s: %s", key, args.node, refusal.message)
