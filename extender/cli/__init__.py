@@ -1,23 +1,42 @@
-"""The `extender` command: serve, schedule, check, explain, simulate."""
+"""The `extender` command: serve, schedule, check, explain, simulate.
+
+Subcommands are imported only when invoked (as Flask loads its plugin commands):
+`serve` must set up Prometheus' multiprocess directory before anything imports
+prometheus_client, and `--help` should not pay for the kubernetes client.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import click
 
 from extender import __version__
-from extender.cli.check import check
-from extender.cli.explain import explain
-from extender.cli.serve import serve
-from extender.cli.simulate import simulate
+
+COMMANDS = {
+    "serve": "extender.cli.serve:serve",
+    "schedule": "extender.cli.schedule:schedule",
+    "check": "extender.cli.check:check",
+    "explain": "extender.cli.explain:explain",
+    "simulate": "extender.cli.simulate:simulate",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command: Any = getattr(importlib.import_module(module), attribute)
+        return command  # type: ignore[no-any-return]
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="extender")
 def main() -> None:
     """A Kubernetes scheduler extender, standalone scheduler and simulator sharing one policy engine."""
-
-
-main.add_command(serve)
-main.add_command(check)
-main.add_command(explain)
-main.add_command(simulate)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import tempfile
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,13 @@ def _load_gunicorn_conf() -> dict[str, Any]:
         )
     namespace = runpy.run_path(str(path))
     return {k: v for k, v in namespace.items() if not k.startswith("_") and not isinstance(v, type(os))}
+
+
+def _prepare_metrics_dir() -> None:
+    """Workers share counters through files; the directory must be known before
+    prometheus_client is first imported, in this process and so in every worker."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="extender-metrics-")
 
 
 def run_gunicorn(options: dict[str, Any]) -> None:
@@ -90,6 +98,14 @@ def serve(bind: str, workers: int | None, threads: int | None, timeout: int | No
     settings = replace(settings, **values)
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind
+    _prepare_metrics_dir()
+    # extender.runtime imports prometheus_client, so it must come after the line above.
+    from extender.runtime import choose_source
+
+    if workers is None and choose_source(settings) == "snapshot":
+        # The in-memory cluster lives in each worker: with two, a bind served by one
+        # would be invisible to the other. One worker keeps the demo cluster coherent.
+        workers = 1
     for name, value in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout),
                         ("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
         if value is not None:

@@ -74,3 +74,20 @@ def test_url_prefix_and_custom_verb_names() -> None:
         assert status == 404 and "unknown path" in reply["Error"]
     finally:
         stop_server(process)
+
+
+def _counter(base: str, verb: str) -> float:
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith(f'extender_requests_total{{result="ok",verb="{verb}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_counts_add_up_across_workers_without_a_preset_metrics_dir(server: str) -> None:
+    """`extender serve` itself must set up multiprocess mode before prometheus_client loads."""
+    before = _counter(server, "prioritize")
+    for _ in range(30):  # new connections each time, so both workers serve some
+        assert call(server, "/prioritize", wire_body("prioritize-request.json"))[0] == 200
+    assert all(_counter(server, "prioritize") == before + 30 for _ in range(6))
