@@ -1,0 +1,244 @@
+"""The one place that talks HTTP to the API server: client construction and raw JSON requests.
+
+Replies are read as raw bytes and parsed with orjson, never deserialized into the
+kubernetes client's model classes: those are far too slow for node and pod lists,
+and `create_namespaced_pod_binding` cannot even deserialize the Status a bind
+returns. Errors become `extender.errors` classes that keep the HTTP status, the
+Status `reason` and the server's message, so callers can tell a conflict (drop)
+from a transient failure (retry). Nothing here logs headers: they carry the token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
+
+log = logging.getLogger(__name__)
+
+# (connect, read) seconds: a slow API server must not hang a scheduling thread forever.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+JSON = "application/json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+USER_AGENT = "extender/0.1 (python scheduler extender)"
+
+# Transport retries only (refused connection, stale pooled socket). urllib3's default also
+# sleeps through 429/503 Retry-After by itself, which would hide throttling from the
+# callers' own backoff and metrics; status codes always reach the caller here.
+_RETRIES = urllib3.Retry(total=1, redirect=3, backoff_factor=0, respect_retry_after_header=False,
+                         raise_on_status=False)
+
+_IN_CLUSTER_ENV = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+_SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+_ERRORS_BY_STATUS: dict[int, type[ClusterError]] = {404: NotFoundError, 409: ConflictError, 410: GoneError}
+
+
+def in_cluster() -> bool:
+    """True when running in a pod with a service account (what load_incluster_config needs)."""
+    return all(os.environ.get(name) for name in _IN_CLUSTER_ENV) and os.path.isfile(_SERVICE_ACCOUNT_TOKEN)
+
+
+def _kubeconfig_paths(kubeconfig: str | None = None) -> list[Path]:
+    if kubeconfig:
+        return [Path(kubeconfig).expanduser()]
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    return [Path("~/.kube/config").expanduser()]
+
+
+def cluster_configured() -> bool:
+    """Whether a cluster is reachable by configuration, for the "auto" source choice.
+
+    In-cluster service account env vars, or a kubeconfig file (KUBECONFIG or ~/.kube/config).
+    Says nothing about whether the API server answers.
+    """
+    if all(os.environ.get(name) for name in _IN_CLUSTER_ENV):
+        return True
+    return any(path.is_file() for path in _kubeconfig_paths())
+
+
+def build_api_client(kubeconfig: str | None = None, context: str | None = None, *,
+                     pool_size: int = 16) -> k8s_client.ApiClient:
+    """An ApiClient from in-cluster config, or else from a kubeconfig (file and context).
+
+    An explicit `kubeconfig` or `context` always wins over in-cluster config, so a
+    developer can point a pod-hosted debug shell elsewhere. Raises ClusterError with
+    a readable message when neither source works.
+    """
+    configuration = k8s_client.Configuration()
+    try:
+        if kubeconfig is None and context is None and in_cluster():
+            k8s_config.load_incluster_config(client_configuration=configuration)
+            source = "in-cluster service account"
+        else:
+            paths = _kubeconfig_paths(kubeconfig)
+            if not any(p.is_file() for p in paths):
+                raise ClusterError(f"no kubeconfig found (looked at {', '.join(map(str, paths))}) "
+                                   "and not running in a cluster")
+            # Several KUBECONFIG files are merged by the client, as kubectl does.
+            config_file = kubeconfig or os.environ.get("KUBECONFIG") or str(paths[0])
+            k8s_config.load_kube_config(config_file=config_file, context=context,
+                                        client_configuration=configuration, persist_config=False)
+            source = f"kubeconfig {config_file}" + (f" context {context}" if context else "")
+    except ConfigException as exc:
+        raise ClusterError(f"cannot load cluster configuration: {exc}") from None
+    configuration.connection_pool_maxsize = pool_size
+    configuration.retries = _RETRIES
+    api_client = k8s_client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    log.info("API server %s (from %s)", configuration.host, source)
+    return api_client
+
+
+def api_client_for(host: str, *, token: str | None = None, ca_cert: str | None = None,
+                   verify_ssl: bool = True) -> k8s_client.ApiClient:
+    """An ApiClient for an explicit URL: tests and tools that already know the server."""
+    configuration = k8s_client.Configuration()
+    configuration.host = host.rstrip("/")
+    configuration.verify_ssl = verify_ssl
+    if ca_cert:
+        configuration.ssl_ca_cert = ca_cert
+    if token:
+        configuration.api_key["BearerToken"] = token
+        configuration.api_key_prefix["BearerToken"] = "Bearer"
+    configuration.retries = _RETRIES
+    api_client = k8s_client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return api_client
+
+
+# ---- requests --------------------------------------------------------------------------
+
+
+def _url_and_headers(api_client: k8s_client.ApiClient, method: str, path: str,
+                     query: Mapping[str, Any] | None, content_type: str | None) -> tuple[str, dict[str, str]]:
+    headers = dict(api_client.default_headers)
+    headers["Accept"] = JSON
+    if content_type:
+        headers["Content-Type"] = content_type
+    # Adds `authorization`, calling the config's refresh hook (rotated service account tokens).
+    api_client.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    url = api_client.configuration.host.rstrip("/") + path
+    if query:
+        pairs = {k: ("true" if v is True else "false" if v is False else v)
+                 for k, v in query.items() if v is not None}
+        if pairs:
+            url += "?" + urlencode(pairs)
+    return url, headers
+
+
+def _decode(data: bytes) -> Any:
+    if not data:
+        return {}
+    return orjson.loads(data)
+
+
+def error_from_reply(status: int, data: bytes, what: str, *, retry_after: str | None = None) -> ClusterError:
+    """Turn an error reply into the matching ClusterError, keeping the server's Status.
+
+    The exception also carries `details` (the Status details dict) and `retry_after`
+    (seconds, from the header or the Status), for callers that need them.
+    """
+    reason = ""
+    message = ""
+    details: Mapping[str, Any] = {}
+    try:
+        body = orjson.loads(data) if data else None
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, Mapping) and body.get("kind") == "Status":
+        reason = str(body.get("reason") or "")
+        message = str(body.get("message") or "")
+        raw_details = body.get("details")
+        details = raw_details if isinstance(raw_details, Mapping) else {}
+    elif data:
+        message = data[:300].decode("utf-8", "replace").strip()
+    error_type = _ERRORS_BY_STATUS.get(status, ClusterError)
+    text = f"{what}: {status} {reason or 'error'}" + (f": {message}" if message else "")
+    error = error_type(text, status=status, reason=reason)
+    error.details = details  # type: ignore[attr-defined]
+    error.server_message = message  # type: ignore[attr-defined]
+    seconds: float | None = None
+    for candidate in (retry_after, details.get("retryAfterSeconds")):
+        try:
+            seconds = float(candidate) if candidate is not None else None
+        except (TypeError, ValueError):
+            seconds = None
+        if seconds is not None:
+            break
+    error.retry_after = seconds  # type: ignore[attr-defined]
+    return error
+
+
+def open_request(api_client: k8s_client.ApiClient, method: str, path: str, *,
+                 query: Mapping[str, Any] | None = None, body: Any = None,
+                 content_type: str | None = None,
+                 timeout: float | tuple[float, float] = DEFAULT_TIMEOUT) -> urllib3.BaseHTTPResponse:
+    """Send a request and return the raw, unread urllib3 response once its status is 2xx.
+
+    Watches read the body incrementally from it; the caller must close it.
+    Non-2xx replies and transport failures raise ClusterError (or a subclass).
+    """
+    if body is not None and content_type is None:
+        content_type = JSON
+    url, headers = _url_and_headers(api_client, method, path, query, content_type)
+    what = f"{method} {path}"
+    try:
+        reply = api_client.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+    except ApiException as exc:  # the REST layer's own failures (TLS errors, bad arguments)
+        raise ClusterError(f"{what}: {exc.reason}", status=exc.status or None) from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise ClusterError(f"{what}: cannot reach the API server: {exc}") from None
+    except OSError as exc:
+        raise ClusterError(f"{what}: cannot reach the API server: {exc}") from None
+    response = reply.response
+    if not 200 <= response.status <= 299:
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError):
+            data = b""
+        finally:
+            response.release_conn()
+        raise error_from_reply(response.status, data, what, retry_after=response.headers.get("Retry-After"))
+    return response
+
+
+def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
+                 query: Mapping[str, Any] | None = None, body: Any = None,
+                 content_type: str | None = None,
+                 timeout: float | tuple[float, float] = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """Send one request and return the reply body as a dict (empty when the body is empty).
+
+    Raises NotFoundError (404), ConflictError (409), GoneError (410) or ClusterError
+    (anything else, `status` None for transport failures). `timeout` is total seconds
+    or a (connect, read) pair.
+    """
+    response = open_request(api_client, method, path, query=query, body=body,
+                            content_type=content_type, timeout=timeout)
+    what = f"{method} {path}"
+    try:
+        data = response.data
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ClusterError(f"{what}: reply cut short: {exc}") from None
+    finally:
+        response.release_conn()
+    try:
+        decoded = _decode(data)
+    except orjson.JSONDecodeError as exc:
+        raise ClusterError(f"{what}: reply is not JSON: {exc}", status=response.status) from None
+    if not isinstance(decoded, dict):
+        raise ClusterError(f"{what}: reply is not a JSON object", status=response.status)
+    return decoded

@@ -1,0 +1,188 @@
+"""The live cluster source: node and pod reflectors feeding the ClusterState, plus housekeeping.
+
+The state reports ready only after both initial lists are in (replace_nodes and
+replace_pods set the flags), so a webhook or scheduler never decides on a cluster
+it has only half seen. Terminal pods are filtered server-side: they hold no
+resources, and on a big cluster they are most of the pod objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes import client as k8s_client
+
+from extender import metrics
+from extender.cluster.state import ClusterState
+from extender.cluster.watching import Reflector
+from extender.errors import InvalidObject
+
+log = logging.getLogger(__name__)
+
+NODES_PATH = "/api/v1/nodes"
+PODS_PATH = "/api/v1/pods"
+DEFAULT_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+# Node fields no policy reads, dropped from watched nodes before the state keeps them
+# (NodeView keeps the raw dict). status.images alone is often half of a node's size.
+_NODE_METADATA_DROP = ("managedFields",)
+_NODE_STATUS_DROP = ("images",)
+
+
+def slim_node(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A shallow copy of a node without managedFields and status.images, to save memory."""
+    node = dict(raw)
+    meta = node.get("metadata")
+    if isinstance(meta, dict) and any(k in meta for k in _NODE_METADATA_DROP):
+        node["metadata"] = {k: v for k, v in meta.items() if k not in _NODE_METADATA_DROP}
+    status = node.get("status")
+    if isinstance(status, dict) and any(k in status for k in _NODE_STATUS_DROP):
+        node["status"] = {k: v for k, v in status.items() if k not in _NODE_STATUS_DROP}
+    return node
+
+
+def _pod_key(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        return None
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+def _node_name(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+class KubeSource:
+    """Keeps a ClusterState in step with the API server: one reflector each for nodes and pods."""
+
+    kind = "kube"
+
+    def __init__(
+        self,
+        state: ClusterState,
+        api_client: k8s_client.ApiClient,
+        *,
+        pod_field_selector: str = DEFAULT_POD_FIELD_SELECTOR,
+        node_label_selector: str | None = None,
+        slim_nodes: bool = True,
+        housekeeping_interval: float = 1.0,
+        **reflector_options: Any,
+    ) -> None:
+        """`reflector_options` go to both Reflectors (page_size, backoff, stall_after, ...)."""
+        self.state = state
+        self.api_client = api_client
+        self.slim_nodes = slim_nodes
+        self.housekeeping_interval = housekeeping_interval
+        self.nodes = Reflector(
+            api_client, NODES_PATH, resource="nodes", label_selector=node_label_selector,
+            on_list=self._list_nodes, on_event=self._node_event, **reflector_options,
+        )
+        self.pods = Reflector(
+            api_client, PODS_PATH, resource="pods", field_selector=pod_field_selector or None,
+            on_list=self._list_pods, on_event=self._pod_event, **reflector_options,
+        )
+        self._stop = threading.Event()
+        self._housekeeper: threading.Thread | None = None
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start both watches and housekeeping; returns at once (see wait_synced)."""
+        self.nodes.start()
+        self.pods.start()
+        self._housekeeper = threading.Thread(target=self._housekeeping, name="cluster-housekeeping",
+                                             daemon=True)
+        self._housekeeper.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.nodes.stop(timeout)
+        self.pods.stop(timeout)
+        if self._housekeeper is not None:
+            self._housekeeper.join(timeout)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until both initial lists are in the state, or `timeout` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reflector in (self.nodes, self.pods):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not reflector.wait_synced(left):
+                return False
+        return self.state.ready
+
+    # ---- reflector callbacks (each on its reflector's thread) ------------------------
+
+    def _prepare_node(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        return slim_node(raw) if self.slim_nodes else raw
+
+    def _list_nodes(self, items: Iterable[dict[str, Any]]) -> None:
+        before = self.state.rejected_objects
+        self.state.replace_nodes(self._prepare_node(item) for item in items)
+        self._count_rejected("node", self.state.rejected_objects - before)
+        log.info("cluster state: %d nodes", self.state.node_count())
+
+    def _list_pods(self, items: Iterable[dict[str, Any]]) -> None:
+        before = self.state.rejected_objects
+        self.state.replace_pods(items)
+        self._count_rejected("pod", self.state.rejected_objects - before)
+        log.info("cluster state: %d pods", self.state.pod_count())
+
+    def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = _node_name(obj)
+        if name is None:
+            self._count_rejected("node", 1)
+            log.warning("skipping node %s event without metadata.name", kind)
+            return
+        if kind == "DELETED":
+            self.state.delete_node(name)
+            return
+        try:
+            self.state.upsert_node(self._prepare_node(obj))
+        except InvalidObject as exc:
+            self._count_rejected("node", 1)
+            log.warning("skipping node %s: %s", name, exc)
+
+    def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
+        key = _pod_key(obj)
+        if key is None:
+            self._count_rejected("pod", 1)
+            log.warning("skipping pod %s event without metadata.name", kind)
+            return
+        if kind == "DELETED":
+            self.state.delete_pod(key)
+        elif self.state.upsert_pod(obj) is None:
+            self._count_rejected("pod", 1)
+
+    @staticmethod
+    def _count_rejected(kind: str, count: int) -> None:
+        if count > 0:
+            metrics.REJECTED_OBJECTS.labels(kind=kind).inc(count)
+
+    # ---- housekeeping ---------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        """Expire unconfirmed assumptions, publish cache metrics, warn about silent watches."""
+        while not self._stop.wait(self.housekeeping_interval):
+            try:
+                self.housekeep()
+            except Exception:  # housekeeping must outlive any one bad tick
+                log.exception("cluster housekeeping failed")
+
+    def housekeep(self) -> None:
+        self.state.expire_assumed()
+        metrics.CACHE_SYNCED.set(1 if self.state.ready else 0)
+        # state.last_event is on the monotonic clock; the gauge wants Unix time.
+        metrics.CACHE_LAST_EVENT.set(time.time() - (time.monotonic() - self.state.last_event))
+        metrics.CACHE_OBJECTS.labels(kind="node").set(self.state.node_count())
+        metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
+        metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
+        now = time.monotonic()
+        for reflector in (self.nodes, self.pods):
+            if reflector.synced:
+                reflector.check_stall(now)
