@@ -37,21 +37,16 @@ class MemoryBinder:
         with self._lock:  # check-then-set must be atomic, as etcd's compare-and-swap is
             record = self.state.pod(key)
             if record is None:
-                raise NotFoundError(f'pods "{name}" not found', status=404, reason="NotFound")
+                raise NotFoundError(f"pod {key} not found", status=404, reason="NotFound")
             if uid and record.uid and uid != record.uid:
-                raise ConflictError(
-                    f"pod {key} was recreated (UID mismatch: wanted {uid}, found {record.uid})",
-                    status=409, reason="Conflict",
-                )
+                raise ConflictError(f"pod {key} was recreated (UID mismatch)", status=409, reason="Conflict")
             if record.node_name and not record.assumed:
                 raise ConflictError(
                     f"pod {key} is already assigned to node {record.node_name}", status=409, reason="Conflict"
                 )
             if record.deleting:
-                raise ConflictError(f"pod {key} is being deleted, cannot be assigned to a host", status=409,
-                                    reason="Conflict")
+                raise ConflictError(f"pod {key} is being deleted", status=409, reason="Conflict")
             if record.gated:
-                raise ConflictError(f"pod {key} has non-empty .spec.schedulingGates", status=409,
-                                    reason="Conflict")
+                raise ConflictError(f"pod {key} still has scheduling gates", status=409, reason="Conflict")
             self.state.confirm(key, node)
             self.bindings.append((key, node))

@@ -66,8 +66,14 @@ def to_units(resource: str, text: object) -> int:
     Rounds up like `MilliValue()`/`Value()`, so a request is never under-counted.
     Negative values are refused: no request or allocatable may be below zero.
     """
-    if isinstance(text, list | dict):  # unhashable: parse_quantity's cache would raise TypeError
+    if isinstance(text, list | dict):  # unhashable: the caches would raise TypeError
         raise QuantityError(f"quantity must be a string, got {type(text).__name__}")
+    return _to_units(resource, text)
+
+
+@lru_cache(maxsize=65536)
+def _to_units(resource: str, text: object) -> int:
+    """Cached: a cluster's pods repeat a few hundred (resource, quantity) pairs."""
     value = parse_quantity(text)  # type: ignore[arg-type]
     if value < 0:
         raise QuantityError(f"quantity {text!r} is negative")

@@ -1,0 +1,192 @@
+"""Asynchronous binds: the loop decides, a small thread pool talks to the API server.
+
+A bind is one API round-trip; waiting for it in the loop would cap throughput at one
+pod per round-trip. The loop therefore *assumes* the pod on its node in the cluster
+state (so the next pod already sees the space taken) and hands the bind to a worker.
+
+Just before the call the worker checks the node still exists, is Ready and is not
+cordoned: the decision may be some milliseconds old. On failure the assumption is
+forgotten and, since freed space may help other pods, unschedulable pods are moved
+back. What happens to the pod depends on why the bind failed:
+
+* already bound, recreated (UID mismatch), being deleted, gated, gone: the API server
+  will refuse every retry, so the pod is dropped (a newer version, if any, comes back
+  through the pending watch);
+* anything else (429, 5xx, network, node vanished): retry after the pod's backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from extender import metrics
+from extender.cluster.state import ClusterState
+from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.scheduler.queueing import QueuedPod, SchedulingQueue
+from extender.scheduler.reporting import Reporter
+
+log = logging.getLogger(__name__)
+
+# BIND_ERRORS reasons.
+ALREADY_BOUND = "already-bound"
+RECREATED = "recreated"
+DELETING = "deleting"
+GATED = "gated"
+NOT_FOUND = "not-found"
+CONFLICT = "conflict"
+NODE_UNAVAILABLE = "node-unavailable"
+FINAL_REASONS = frozenset({ALREADY_BOUND, RECREATED, DELETING, GATED, NOT_FOUND})
+
+
+def conflict_reason(error: ClusterError) -> str:
+    """Classify a refused bind by the (translated) message the binders raise."""
+    if isinstance(error, NotFoundError):
+        return NOT_FOUND
+    text = str(error).lower()
+    if "already assigned" in text or "already bound" in text:
+        return ALREADY_BOUND
+    if "recreated" in text or "uid mismatch" in text or "precondition" in text:
+        return RECREATED
+    if "being deleted" in text:
+        return DELETING
+    if "gate" in text:
+        return GATED
+    return CONFLICT
+
+
+def error_reason(error: ClusterError) -> str:
+    """A BIND_ERRORS label for a non-conflict failure: the HTTP status, or `unreachable`."""
+    return str(error.status) if error.status is not None else "unreachable"
+
+
+def node_problem(state: ClusterState, node: str) -> str:
+    """Why `node` cannot take a pod right now ("" if it can): gone, NotReady, cordoned."""
+    info = state.node_info(node)
+    if info is None:
+        return f"node {node} no longer exists"
+    if not info.node.ready:
+        return f"node {node} is not Ready"
+    if info.node.unschedulable:
+        return f"node {node} is cordoned"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class BindJob:
+    entry: QueuedPod
+    node: str
+    started: float  # perf_counter when the pod was popped
+
+
+class BindPool:
+    """Runs binds on `workers` threads; `may_bind()` is asked again right before each call."""
+
+    def __init__(
+        self,
+        binder: Any,
+        state: ClusterState,
+        queue: SchedulingQueue,
+        reporter: Reporter,
+        *,
+        workers: int = 16,
+        may_bind: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.binder = binder
+        self.state = state
+        self.queue = queue
+        self.reporter = reporter
+        self.may_bind = may_bind
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="bind")
+        self._lock = threading.Condition()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def submit(self, entry: QueuedPod, node: str, started: float) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self._pool.submit(self._run, BindJob(entry, node, started))
+        except RuntimeError:  # shut down under us: undo as if the bind had never been tried
+            self._finish()
+            self.state.forget(entry.key)
+            self.queue.give_back(entry)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted bind finished; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def shutdown(self, timeout: float | None = 10.0) -> bool:
+        drained = self.drain(timeout)
+        self._pool.shutdown(wait=drained, cancel_futures=not drained)
+        return drained
+
+    def _finish(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._lock.notify_all()
+
+    def _run(self, job: BindJob) -> None:
+        try:
+            self._bind(job)
+        except Exception:  # never lose a pod to a bug: forget it and retry later
+            log.exception("bind worker failed for %s", job.entry.key)
+            self._undo(job)
+            self.queue.requeue_backoff(job.entry)
+        finally:
+            self._finish()
+
+    def _undo(self, job: BindJob) -> None:
+        self.state.forget(job.entry.key)
+        # The space it held is free again: pods waiting for space may fit now.
+        self.queue.move_all("assumed-pod-forgotten")
+
+    def _bind(self, job: BindJob) -> None:
+        entry, node = job.entry, job.node
+        pod = entry.pod
+        if not self.may_bind():
+            # Leadership lost (or stopping without finishing): hand the pod back untried.
+            self.state.forget(entry.key)
+            self.queue.give_back(entry)
+            return
+        problem = node_problem(self.state, node)
+        if problem:
+            metrics.BIND_ERRORS.labels(reason=NODE_UNAVAILABLE).inc()
+            self._undo(job)
+            self.reporter.failed(entry, f"Binding rejected: {problem}", node=node,
+                                 duration=time.perf_counter() - job.started)
+            self.queue.requeue_backoff(entry)
+            return
+        try:
+            self.binder.bind(pod.namespace, pod.name, pod.uid, node)
+        except (ConflictError, NotFoundError) as exc:
+            reason = conflict_reason(exc)
+            metrics.BIND_ERRORS.labels(reason=reason).inc()
+            self._undo(job)
+            if reason in FINAL_REASONS:
+                self.reporter.dropped_pod(entry, str(exc), node=node)
+                self.queue.done(entry)
+            else:
+                self.reporter.failed(entry, f"Binding rejected: {exc}", node=node,
+                                     duration=time.perf_counter() - job.started)
+                self.queue.requeue_backoff(entry)
+            return
+        except ClusterError as exc:
+            metrics.BIND_ERRORS.labels(reason=error_reason(exc)).inc()
+            self._undo(job)
+            self.reporter.failed(entry, f"Binding rejected: {exc}", node=node,
+                                 duration=time.perf_counter() - job.started)
+            self.queue.requeue_backoff(entry)
+            return
+        self.queue.done(entry)
+        self.reporter.scheduled(entry, node, duration=time.perf_counter() - job.started)

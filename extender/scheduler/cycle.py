@@ -1,0 +1,120 @@
+"""One scheduling cycle for one pod: pick nodes, filter, score, choose. Pure: no IO, no clock.
+
+The standalone loop and `simulate` both call `schedule_one`, so a placement means the
+same thing live and offline. The caller assumes the pod on the chosen node (and binds);
+this function only reads the cluster state.
+
+Like kube-scheduler, large clusters are not searched exhaustively: once enough feasible
+nodes are found (`percentageOfNodesToScore`, adaptive by default) filtering stops and
+only those are scored. The search starts where the previous cycle stopped
+(`start_index` in, `next_start_index` out), so every node gets its turn.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from extender.cluster.state import ClusterState
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy.decisions import Decision
+from extender.policy.engine import Engine
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+_MIN_CHUNK = 32
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """`node` is None when no node fits; `decision` says why (or how the nodes scored)."""
+
+    node: str | None
+    decision: Decision
+    evaluated: int = 0
+    next_start_index: int = 0
+
+
+def nodes_to_find(total: int, percentage: int = 0) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: how many feasible nodes are enough.
+
+    Under 100 nodes: all of them. Percentage 0 means adaptive: 50% minus 1% per 125
+    nodes, at least 5%. Never fewer than 100 nodes.
+    """
+    if total < MIN_FEASIBLE_NODES_TO_FIND:
+        return total
+    if percentage <= 0:
+        percentage = max(50 - total // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    if percentage >= 100:
+        return total
+    return max(total * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def _filter_until(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], start: int,
+                  wanted: int) -> tuple[Decision, int]:
+    """Filter from `start` (wrapping) until `wanted` nodes pass or every node was tried.
+
+    Returns the merged decision and how many nodes were processed.
+    """
+    count = len(nodes)
+    if wanted >= count:
+        ordered = list(nodes[start:]) + list(nodes[:start]) if start else nodes
+        return engine.filter(pod, ordered), count
+    merged = Decision(pod=pod, total=0)
+    processed = 0
+    while processed < count and len(merged.feasible) < wanted:
+        size = min(max(wanted - len(merged.feasible), _MIN_CHUNK), count - processed)
+        begin = (start + processed) % count
+        chunk = nodes[begin:begin + size]
+        if len(chunk) < size:
+            chunk = list(chunk) + list(nodes[:size - len(chunk)])
+        part = engine.filter(pod, chunk)
+        merged.feasible.extend(part.feasible)
+        merged.failed.update(part.failed)
+        processed += size
+    del merged.feasible[wanted:]
+    merged.total = processed
+    return merged, processed
+
+
+def select_host(decision: Decision, rng: random.Random) -> str | None:
+    """The best-scoring node; ties broken uniformly at random (reservoir sampling, as kube-scheduler)."""
+    if not decision.feasible:
+        return None
+    if len(decision.feasible) == 1 or not decision.totals:
+        return decision.feasible[0].name
+    best = None
+    best_score = float("-inf")
+    ties = 0
+    for info, score in zip(decision.scored, decision.totals, strict=True):
+        if score > best_score:
+            best, best_score, ties = info, score, 1
+        elif score == best_score:
+            ties += 1
+            if rng.random() * ties < 1:
+                best = info
+    return best.name if best is not None else None
+
+
+def schedule_one(
+    engine: Engine,
+    state: ClusterState,
+    pod: PodView,
+    *,
+    rng: random.Random,
+    percentage_of_nodes_to_score: int = 0,
+    start_index: int = 0,
+) -> CycleResult:
+    """Decide where `pod` goes among every node of `state`. Raises PluginError if a plugin fails."""
+    nodes = state.all_node_infos()
+    total = len(nodes)
+    if total == 0:
+        return CycleResult(None, Decision(pod=pod, total=0))
+    start = start_index % total
+    wanted = nodes_to_find(total, percentage_of_nodes_to_score)
+    decision, processed = _filter_until(engine, pod, nodes, start, wanted)
+    if len(decision.feasible) > 1:
+        engine.score(pod, decision.feasible, decision)
+    return CycleResult(select_host(decision, rng), decision, processed, (start + processed) % total)

@@ -1,0 +1,380 @@
+"""The scheduling queue, after kube-scheduler's PriorityQueue: active, backoff, unschedulable, gated.
+
+* **active**: a heap, highest priority first, then oldest (creation time), then arrival.
+* **backoff**: pods that failed recently wait `1 s * 2^(attempts-1)`, capped at 10 s, so
+  a pod that cannot fit does not spin the loop.
+* **unschedulable**: pods no node could take. Nothing will change for them until the
+  cluster does, so they wait for `move_all` (a node added, a pod deleted, ...) or, as a
+  safety net, `max_unschedulable_seconds`.
+* **gated**: pods with `spec.schedulingGates` are held aside, never popped and never
+  reported on, until an update without gates arrives.
+
+Each pod key is in exactly one place (or "in flight" between `pop` and the outcome), so
+watch re-lists and duplicate events never schedule a pod twice. Heaps use lazy deletion:
+an entry's `generation` changes whenever it moves, and stale heap items are skipped.
+
+A cluster event that arrives while a pod is in flight is remembered (`_move_seq`): if
+that pod then turns out unschedulable it goes to backoff instead of waiting for the
+*next* event, which is how kube-scheduler avoids losing the wake-up.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender import metrics
+from extender.model.pods import PodView
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+IN_FLIGHT = "in-flight"
+QUEUES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+MAX_UNSCHEDULABLE_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+
+
+def backoff_seconds(attempts: int, initial: float = INITIAL_BACKOFF, maximum: float = MAX_BACKOFF) -> float:
+    """kube-scheduler's calculateBackoffDuration: initial, doubled per extra attempt, capped."""
+    if attempts <= 1:
+        return min(initial, maximum)
+    return min(initial * (2 ** min(attempts - 1, 30)), maximum)
+
+
+def scheduling_signature(pod: PodView) -> Any:
+    """What an update must change for a waiting pod to deserve another try.
+
+    Status-only updates (our own PodScheduled patch, kubelet-free status churn) must not
+    move an unschedulable pod, or reporting a failure would trigger the next attempt
+    forever. kube-scheduler compares the pod minus status and metadata noise the same way.
+    """
+    raw = pod.raw
+    meta = raw.get("metadata") or {}
+    return (raw.get("spec"), meta.get("labels"), meta.get("annotations"), meta.get("deletionTimestamp"))
+
+
+@dataclass(eq=False)
+class QueuedPod:
+    """A pod in the queue, with its attempt count and where it currently is."""
+
+    pod: PodView
+    profile: str
+    added: float
+    attempts: int = 0
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    where: str = ""
+    generation: int = 0
+    deleted: bool = False
+    signature: Any = field(default=None, repr=False)
+    move_seq_at_pop: int = 0
+    popped_at: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+class SchedulingQueue:
+    """Thread-safe: watch threads add and delete, the loop pops, bind workers requeue."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        initial_backoff: float = INITIAL_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
+        max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
+        publish_metrics: bool = True,
+    ) -> None:
+        self._clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable_seconds = max_unschedulable_seconds
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
+        self._entries: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, str, int, int, QueuedPod]] = []
+        self._backoff: list[tuple[float, int, int, QueuedPod]] = []
+        self._unschedulable: dict[int, QueuedPod] = {}  # by id(): move_all must not scan every pod
+        self._counts = dict.fromkeys((*QUEUES, IN_FLIGHT), 0)
+        self._seq = itertools.count()
+        self._move_seq = 0
+        self._next_unschedulable_check = 0.0
+        self._closed = False
+        self._gauges = {name: metrics.QUEUE_DEPTH.labels(queue=name) for name in QUEUES} \
+            if publish_metrics else {}
+
+    # ---- reads --------------------------------------------------------------------
+
+    def depth(self) -> dict[str, int]:
+        """How many pods wait in each queue (and how many are in flight)."""
+        with self._lock:
+            return dict(self._counts)
+
+    def where(self, key: str) -> str | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry.where if entry is not None else None
+
+    def get(self, key: str) -> QueuedPod | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ---- watch side -------------------------------------------------------------------
+
+    def add(self, pod: PodView, profile: str) -> None:
+        """Add a pending pod, or update the one already queued under its key.
+
+        A pod recreated under the same name (new UID) starts over. An update that changes
+        what scheduling reads moves a waiting pod forward; other updates only refresh it.
+        """
+        signature = scheduling_signature(pod)
+        with self._lock:
+            if self._closed:
+                return
+            now = self._clock()
+            entry = self._entries.get(pod.key)
+            if entry is not None and entry.uid != pod.uid:
+                if entry.where == IN_FLIGHT:
+                    entry.deleted = True  # the old pod's outcome must not requeue it
+                else:
+                    self._place(entry, "")
+                entry = None
+            if entry is None:
+                entry = QueuedPod(pod, profile, now, signature=signature)
+                self._entries[pod.key] = entry
+                self._place(entry, GATED if pod.scheduling_gates else ACTIVE)
+                return
+            changed = signature != entry.signature
+            priority_changed = pod.priority != entry.pod.priority
+            entry.pod, entry.profile, entry.signature = pod, profile, signature
+            if entry.where == IN_FLIGHT:
+                entry.deleted = False  # events are ordered: the latest one says it is pending
+                return  # the outcome decides where it goes; it will use the fresh pod
+            if pod.scheduling_gates:
+                if entry.where != GATED:
+                    self._place(entry, GATED)
+                return
+            if entry.where == GATED:
+                self._place(entry, ACTIVE)
+            elif entry.where == UNSCHEDULABLE and changed:
+                self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
+            elif entry.where == ACTIVE and priority_changed:
+                self._place(entry, ACTIVE)  # re-push with the new priority
+
+    def delete(self, key: str) -> None:
+        """The pod is gone (deleted, bound, or no longer ours): forget it wherever it is."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            if entry.where == IN_FLIGHT:
+                entry.deleted = True
+                return
+            self._place(entry, "")
+            del self._entries[key]
+
+    def sync(self, profile: str, keys: Iterable[str]) -> None:
+        """After a full list of `profile`'s pending pods: drop the ones the list no longer has."""
+        keep = set(keys)
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if entry.profile == profile and key not in keep:
+                    if entry.where == IN_FLIGHT:
+                        entry.deleted = True
+                    else:
+                        self._place(entry, "")
+                        del self._entries[key]
+
+    def move_all(self, event: str = "") -> int:
+        """A cluster event that may make unschedulable pods fit: give them another try.
+
+        Pods still inside their backoff go to the backoff queue, the rest to active.
+        Returns how many pods moved.
+        """
+        with self._lock:
+            self._move_seq += 1
+            now = self._clock()
+            moved = 0
+            for entry in list(self._unschedulable.values()):
+                self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
+                moved += 1
+            return moved
+
+    # ---- loop side ----------------------------------------------------------------------
+
+    def pop(self, timeout: float | None = None) -> QueuedPod | None:
+        """The next pod to schedule, waiting up to `timeout` seconds (None: until closed).
+
+        The pod is then in flight: exactly one of `done`, `requeue_backoff`,
+        `requeue_unschedulable` or `give_back` must follow.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                if self._closed:
+                    return None
+                self._flush_locked()
+                entry = self._pop_active()
+                if entry is not None:
+                    entry.attempts += 1
+                    entry.move_seq_at_pop = self._move_seq
+                    entry.popped_at = self._clock()
+                    self._place(entry, IN_FLIGHT)
+                    return entry
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return None
+                if self._backoff:
+                    until_next = max(0.001, self._backoff[0][0] - self._clock())
+                    wait = until_next if wait is None else min(wait, until_next)
+                self._wakeup.wait(wait)
+
+    def done(self, entry: QueuedPod) -> None:
+        """The attempt ended and the pod leaves the queue (bound, or dropped on purpose)."""
+        with self._lock:
+            self._retire(entry)
+
+    def requeue_backoff(self, entry: QueuedPod) -> None:
+        """A transient failure (API error, node vanished): retry after the pod's backoff."""
+        with self._lock:
+            if self._drop_if_gone(entry):
+                return
+            entry.backoff_until = self._clock() + self._backoff_for(entry)
+            self._place(entry, BACKOFF)
+
+    def requeue_unschedulable(self, entry: QueuedPod) -> None:
+        """No node fits. Wait for a cluster event, unless one already came during the attempt."""
+        with self._lock:
+            if self._drop_if_gone(entry):
+                return
+            now = self._clock()
+            entry.backoff_until = now + self._backoff_for(entry)
+            if entry.pod.scheduling_gates:
+                self._place(entry, GATED)
+            elif self._move_seq != entry.move_seq_at_pop:
+                self._place(entry, BACKOFF)
+            else:
+                entry.unschedulable_since = now
+                self._place(entry, UNSCHEDULABLE)
+
+    def give_back(self, entry: QueuedPod) -> None:
+        """Return a popped pod untried (leadership lost, shutting down): the attempt does not count."""
+        with self._lock:
+            if self._drop_if_gone(entry):
+                return
+            entry.attempts = max(0, entry.attempts - 1)
+            self._place(entry, GATED if entry.pod.scheduling_gates else ACTIVE)
+
+    def flush(self) -> None:
+        """Move due backoff pods to active, and long-waiting unschedulable pods back into play."""
+        with self._lock:
+            self._flush_locked()
+
+    def close(self) -> None:
+        """Wake every `pop` with None; later adds are ignored."""
+        with self._lock:
+            self._closed = True
+            self._wakeup.notify_all()
+
+    # ---- internals (lock held) ------------------------------------------------------------
+
+    def _backoff_for(self, entry: QueuedPod) -> float:
+        return backoff_seconds(entry.attempts, self.initial_backoff, self.max_backoff)
+
+    def _drop_if_gone(self, entry: QueuedPod) -> bool:
+        """Retire an outcome's entry if its pod was deleted or replaced meanwhile."""
+        if entry.deleted or self._entries.get(entry.key) is not entry or self._closed:
+            self._retire(entry)
+            return True
+        return False
+
+    def _retire(self, entry: QueuedPod) -> None:
+        """Out of every queue; also frees the key unless a newer pod (new UID) holds it."""
+        if entry.where:
+            self._place(entry, "")
+        if self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
+
+    def _place(self, entry: QueuedPod, where: str) -> None:
+        """Move `entry` to `where` ("" = out of every queue), keeping counts and heaps right."""
+        if entry.where:
+            self._counts[entry.where] -= 1
+            self._publish(entry.where)
+            if entry.where == UNSCHEDULABLE:
+                del self._unschedulable[id(entry)]
+        entry.where = where
+        entry.generation += 1
+        if not where:
+            return
+        self._counts[where] += 1
+        self._publish(where)
+        if where == ACTIVE:
+            pod = entry.pod
+            heapq.heappush(
+                self._active, (-pod.priority, pod.creation_timestamp, next(self._seq), entry.generation, entry)
+            )
+            self._wakeup.notify()
+        elif where == BACKOFF:
+            heapq.heappush(self._backoff, (entry.backoff_until, next(self._seq), entry.generation, entry))
+            self._wakeup.notify()
+        elif where == UNSCHEDULABLE:
+            self._unschedulable[id(entry)] = entry
+
+    def _publish(self, where: str) -> None:
+        gauge = self._gauges.get(where)
+        if gauge is not None:
+            gauge.set(self._counts[where])
+
+    def _pop_active(self) -> QueuedPod | None:
+        active = self._active
+        while active:
+            _, _, _, generation, entry = heapq.heappop(active)
+            if entry.generation == generation and entry.where == ACTIVE:
+                return entry
+        return None
+
+    def _flush_locked(self) -> None:
+        now = self._clock()
+        backoff = self._backoff
+        while backoff and backoff[0][0] <= now:
+            _, _, generation, entry = heapq.heappop(backoff)
+            if entry.generation == generation and entry.where == BACKOFF:
+                self._place(entry, ACTIVE)
+        # Drop stale heap items now and then so lazy deletion cannot grow without bound.
+        while backoff and (backoff[0][2] != backoff[0][3].generation or backoff[0][3].where != BACKOFF):
+            heapq.heappop(backoff)
+        if self._counts[UNSCHEDULABLE] and self.max_unschedulable_seconds > 0 \
+                and now >= self._next_unschedulable_check:
+            # A scan of every entry: at most once a second, not on every pop.
+            self._next_unschedulable_check = now + min(1.0, self.max_unschedulable_seconds)
+            limit = now - self.max_unschedulable_seconds
+            for entry in list(self._unschedulable.values()):
+                if entry.unschedulable_since <= limit:
+                    self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)

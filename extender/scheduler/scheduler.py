@@ -1,0 +1,281 @@
+"""The standalone scheduler: watches, queue, loop, binds and leader election, tied together.
+
+One loop thread pops a pod, runs the pure cycle with its profile's engine, assumes the
+pod on the chosen node and hands the bind to the pool; it never waits for the API
+server. Watches (cluster state, pending pods) run on their own threads in every
+replica, so a follower that becomes leader starts with a warm cache and a full queue;
+only the loop and the binds are gated on leadership.
+
+Cluster events that may make waiting pods fit (a node added or changed, a pod deleted
+or finished) move the unschedulable pods back into play; node heartbeats that change
+nothing scheduling reads do not.
+
+Shutdown (SIGTERM) is graceful: stop taking pods, finish the binds in flight, stop
+the watches, then release the lease so a follower takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from extender import metrics
+from extender.cluster import state as cluster_state
+from extender.cluster.state import ClusterState
+from extender.model.nodes import NodeView
+from extender.scheduler.binding import BindPool
+from extender.scheduler.cycle import schedule_one
+from extender.scheduler.leader import LeaderElector
+from extender.scheduler.pending import PendingPods
+from extender.scheduler.profiles import Profile
+from extender.scheduler.queueing import QueuedPod, SchedulingQueue
+from extender.scheduler.reporting import Reporter
+
+log = logging.getLogger(__name__)
+
+_IDLE_WAIT = 0.2
+
+
+def _node_signature(view: NodeView) -> tuple[Any, ...]:
+    """What a node update must change to be worth retrying unschedulable pods (not heartbeats)."""
+    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error)
+
+
+class Scheduler:
+    """Schedules the pods of every profile's schedulerName; `start()` returns at once."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        profiles: Iterable[Profile],
+        *,
+        state: ClusterState | None = None,
+        source: Any = None,
+        binder: Any = None,
+        leader: LeaderElector | None = None,
+        parallel_binds: int = 16,
+        percentage_of_nodes_to_score: int = 0,
+        queue: SchedulingQueue | None = None,
+        reporter: Reporter | None = None,
+        rng: random.Random | None = None,
+        instance: str = "",
+        watch_options: dict[str, Any] | None = None,
+    ) -> None:
+        """`source` and `binder` default to the live ones (KubeSource, KubeBinder) for `api_client`;
+        `watch_options` go to every Reflector (backoff, page size...)."""
+        self.api_client = api_client
+        self.profiles = {profile.name: profile for profile in profiles}
+        if not self.profiles:
+            raise ValueError("a scheduler needs at least one profile")
+        self.state = state if state is not None else ClusterState()
+        options = dict(watch_options or {})
+        if source is None and api_client is not None:
+            from extender.cluster.kube_source import KubeSource
+
+            source = KubeSource(self.state, api_client, **options)
+        self.source = source
+        if binder is None:
+            from extender.cluster.kube_binding import KubeBinder
+
+            binder = KubeBinder(api_client, self.state)
+        self.binder = binder
+        self.queue = queue if queue is not None else SchedulingQueue()
+        self.reporter = reporter if reporter is not None else Reporter(
+            api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
+        self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
+                              may_bind=self._may_bind)
+        self.pending = [
+            PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod, **options)
+            for name in self.profiles
+        ] if api_client is not None else []
+        self.leader = leader
+        if leader is not None:
+            leader.on_started_leading = self._started_leading
+            leader.on_stopped_leading = self._stopped_leading
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.rng = rng or random.Random()
+        self._next_start = 0
+        self._leading = threading.Event()
+        self._stopping = threading.Event()
+        self._abandon = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._node_signatures: dict[str, tuple[Any, ...]] = {}
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("scheduler already started")
+        self.state.add_listener(self._on_cluster_event)
+        for profile in self.profiles.values():
+            profile.policy.start_watching()
+        if self.source is not None:
+            self.source.start()
+        for watch in self.pending:
+            watch.start()
+        self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
+        self._thread.start()
+        if self.leader is not None:
+            self.leader.start()
+        else:
+            self._started_leading()
+        log.info("scheduler started", extra={"fields": {
+            "profiles": ",".join(self.profiles), "leader_election": self.leader is not None}})
+
+    def stop(self, *, release_lease: bool = True, finish_binds: bool = True, timeout: float = 10.0) -> None:
+        """Stop taking pods, finish (or abandon) binds in flight, stop watching, release the lease.
+
+        `release_lease=False, finish_binds=False` is what a crash looks like to the
+        others: tests use it to check a follower takes over after the lease expires.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        self._abandon = not finish_binds
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.binds.shutdown(timeout)
+        for watch in self.pending:
+            watch.stop()
+        if self.leader is not None:
+            self.leader.stop(release=release_lease)
+        self._leading.clear()
+        self.queue.close()
+        self.reporter.close(timeout if finish_binds else 0.5)
+        if self.source is not None:
+            self.source.stop()
+        for profile in self.profiles.values():
+            profile.policy.stop_watching()
+        log.info("scheduler stopped")
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until the cluster state and every pending-pod watch have their first list."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.ready:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    @property
+    def ready(self) -> bool:
+        return self.state.ready and all(watch.synced for watch in self.pending)
+
+    @property
+    def leading(self) -> bool:
+        return self._may_schedule()
+
+    def health(self) -> tuple[bool, str]:
+        alive = self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()
+        return alive, "" if alive else "scheduling loop not running"
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.state.ready:
+            return False, "cluster state not synced"
+        if not all(watch.synced for watch in self.pending):
+            return False, "pending pods not listed"
+        return True, "leader" if self.leading else "follower"
+
+    # ---- leadership -------------------------------------------------------------------------
+
+    def _started_leading(self) -> None:
+        self._leading.set()
+        self.queue.move_all("leader-elected")
+
+    def _stopped_leading(self) -> None:
+        self._leading.clear()
+
+    def _may_schedule(self) -> bool:
+        if not self._leading.is_set() or self._stopping.is_set():
+            return False
+        return self.leader is None or self.leader.is_leader
+
+    def _may_bind(self) -> bool:
+        if self._abandon:
+            return False
+        return self.leader is None or self.leader.is_leader
+
+    # ---- the loop -----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self._may_schedule():
+                self._leading.wait(_IDLE_WAIT)
+                if self._leading.is_set() and not self._may_schedule():
+                    time.sleep(_IDLE_WAIT)  # flagged leader but the lease is stale: wait for the elector
+                continue
+            if not self.state.ready:
+                time.sleep(0.05)
+                continue
+            entry = self.queue.pop(timeout=_IDLE_WAIT)
+            if entry is None:
+                continue
+            if not self._may_schedule():
+                self.queue.give_back(entry)
+                continue
+            try:
+                self.schedule(entry)
+            except Exception:  # the loop must survive anything one pod can do
+                log.exception("scheduling %s failed unexpectedly", entry.key)
+                self.queue.requeue_backoff(entry)
+
+    def schedule(self, entry: QueuedPod) -> None:
+        """One attempt for a popped pod: decide, then assume and hand off, or report and requeue."""
+        started = time.perf_counter()
+        pod = entry.pod
+        record = self.state.pod(entry.key)
+        if record is not None and record.node_name and record.uid == pod.uid:
+            self.queue.done(entry)  # bound (or being bound) already; the pending watch lags
+            return
+        profile = self.profiles.get(entry.profile)
+        if profile is None:
+            self.queue.done(entry)
+            return
+        try:
+            result = schedule_one(profile.engine, self.state, pod, rng=self.rng,
+                                  percentage_of_nodes_to_score=self.percentage_of_nodes_to_score,
+                                  start_index=self._next_start)
+        except Exception as exc:
+            self.reporter.failed(entry, f"running the policy failed: {exc}", duration=time.perf_counter() - started)
+            self.queue.requeue_backoff(entry)
+            return
+        self._next_start = result.next_start_index
+        if result.node is None:
+            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started)
+            self.queue.requeue_unschedulable(entry)
+            return
+        self.state.assume(pod.key, result.node, uid=pod.uid, requests=pod.requests,
+                          score_requests=pod.score_requests, scheduler_name=pod.scheduler_name)
+        metrics.SCHEDULING_LATENCY.labels(profile=entry.profile).observe(time.perf_counter() - started)
+        self.binds.submit(entry, result.node, started)
+
+    # ---- cluster events ------------------------------------------------------------------------
+
+    def _on_cluster_event(self, event: str, obj: Any) -> None:
+        """Runs on the watch threads: move unschedulable pods when the cluster got roomier."""
+        if event == cluster_state.NODE_ADDED:
+            self._node_signatures[obj.name] = _node_signature(obj)
+            self.queue.move_all(event)
+        elif event == cluster_state.NODE_UPDATED:
+            signature = _node_signature(obj)
+            if self._node_signatures.get(obj.name) != signature:
+                self._node_signatures[obj.name] = signature
+                self.queue.move_all(event)
+        elif event == cluster_state.NODE_DELETED:
+            self._node_signatures.pop(obj.name, None)
+        elif event == cluster_state.POD_DELETED:
+            if obj.node_name:
+                self.queue.move_all(event)
+        elif event == cluster_state.POD_UPDATED:
+            if obj.node_name and obj.phase in ("Succeeded", "Failed"):
+                self.queue.move_all(event)
+
+    def _is_placed(self, key: str) -> bool:
+        record = self.state.pod(key)
+        return bool(record is not None and record.node_name)
