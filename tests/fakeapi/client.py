@@ -1,0 +1,510 @@
+"""A small HTTP client for test set-up and assertions, identical against the fake and a real server.
+
+It goes through the API (never into the fake's memory), so a test written with it runs
+unchanged on envtest. It deliberately builds objects the way a cluster would have them:
+a node is created and then its status patched (its status is the kubelet's to report),
+and a pod is created without status (the server sets ``Pending``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import requests
+
+from .patches import MERGE_PATCH, STRATEGIC_MERGE_PATCH
+
+T = TypeVar("T")
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+class KubeApiError(Exception):
+    """A non-2xx reply; ``status`` is the ``Status`` object the server sent (when it sent one)."""
+
+    def __init__(self, code: int, status: dict[str, Any] | None, text: str = "") -> None:
+        self.code = code
+        self.status = status or {}
+        self.reason = self.status.get("reason", "")
+        message = self.status.get("message") or text
+        super().__init__(f"{code} {self.reason}: {message}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_taint(taint: str | Mapping[str, Any]) -> dict[str, Any]:
+    """Accept ``key=value:Effect``, ``key:Effect`` or a taint dict."""
+    if isinstance(taint, Mapping):
+        return dict(taint)
+    spec, _, effect = taint.rpartition(":")
+    key, _, value = spec.partition("=")
+    out = {"key": key, "effect": effect}
+    if value:
+        out["value"] = value
+    return out
+
+
+class KubeTestClient:
+    """Thin, explicit REST helpers; every method maps to one or two API calls."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        verify: bool | str = True,
+        timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.verify = verify
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.headers["Accept"] = "application/json"
+
+    def close(self) -> None:
+        self.session.close()
+
+    # -- raw access --------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> requests.Response:
+        """Send one request and return the raw response (no status check)."""
+        headers = {}
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            headers["Content-Type"] = content_type
+        return self.session.request(
+            method,
+            self.base_url + path,
+            data=data,
+            params=params,
+            headers=headers,
+            timeout=timeout or self.timeout,
+        )
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """Send one request; return the JSON body or raise :class:`KubeApiError`."""
+        resp = self.request(method, path, body, params, content_type)
+        try:
+            payload = resp.json()
+        except ValueError:
+            payload = None
+        if resp.status_code >= 300:
+            raise KubeApiError(
+                resp.status_code, payload if isinstance(payload, dict) else None, resp.text
+            )
+        return payload if isinstance(payload, dict) else {}
+
+    # -- namespaces ----------------------------------------------------------------------------
+
+    def create_namespace(
+        self, name: str, labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if labels:
+            meta["labels"] = dict(labels)
+        return self.call(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": meta},
+        )
+
+    def ensure_namespace(self, name: str) -> dict[str, Any]:
+        """Create the namespace unless it exists (namespaces cannot be reused quickly on a real
+        server: deleting one leaves it Terminating while its content is removed)."""
+        try:
+            return self.create_namespace(name)
+        except KubeApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+            return self.call("GET", f"/api/v1/namespaces/{name}")
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    def create_node(
+        self,
+        name: str,
+        cpu: str = "4",
+        memory: str = "8Gi",
+        pods: str = "110",
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[str | Mapping[str, Any]] = (),
+        ready: bool = True,
+        unschedulable: bool = False,
+        extra_resources: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Create a node, then report its status as a kubelet would (capacity, allocatable,
+        conditions). ``allocatable`` defaults to the capacity."""
+        meta: dict[str, Any] = {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+        }
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        spec: dict[str, Any] = {}
+        taint_list = [parse_taint(t) for t in taints]
+        if taint_list:
+            spec["taints"] = taint_list
+        if unschedulable:
+            spec["unschedulable"] = True
+        self.call(
+            "POST",
+            "/api/v1/nodes",
+            {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec},
+        )
+        capacity = {
+            "cpu": cpu,
+            "memory": memory,
+            "pods": pods,
+            "ephemeral-storage": "100Gi",
+            **(extra_resources or {}),
+        }
+        status = {
+            "capacity": capacity,
+            "allocatable": dict(allocatable) if allocatable is not None else dict(capacity),
+            "conditions": self._node_conditions(ready),
+            "addresses": [{"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "v1.34.0",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kernelVersion": "6.1.0",
+                "osImage": "Test Linux",
+                "kubeProxyVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        }
+        return self.patch_node(name, {"status": status}, status_subresource=True)
+
+    @staticmethod
+    def _node_conditions(ready: bool) -> list[dict[str, Any]]:
+        now = _now()
+        reasons = {
+            "MemoryPressure": "KubeletHasSufficientMemory",
+            "DiskPressure": "KubeletHasNoDiskPressure",
+            "PIDPressure": "KubeletHasSufficientPID",
+        }
+        conditions = [
+            {
+                "type": t,
+                "status": "False",
+                "reason": reason,
+                "message": f"kubelet reports no {t}",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+            for t, reason in reasons.items()
+        ]
+        conditions.append(
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status"
+                if ready
+                else "kubelet stopped posting",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        return conditions
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.call("GET", f"/api/v1/nodes/{name}")
+        except KubeApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        return self.call("GET", "/api/v1/nodes", params=params)["items"]
+
+    def patch_node(
+        self,
+        name: str,
+        patch: Mapping[str, Any],
+        status_subresource: bool = False,
+        content_type: str = STRATEGIC_MERGE_PATCH,
+    ) -> dict[str, Any]:
+        suffix = "/status" if status_subresource else ""
+        return self.call(
+            "PATCH", f"/api/v1/nodes/{name}{suffix}", dict(patch), content_type=content_type
+        )
+
+    def set_node_ready(self, name: str, ready: bool) -> dict[str, Any]:
+        now = _now()
+        condition = {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "KubeletReady" if ready else "KubeletNotReady",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        return self.patch_node(
+            name, {"status": {"conditions": [condition]}}, status_subresource=True
+        )
+
+    def cordon_node(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
+        return self.patch_node(
+            name, {"spec": {"unschedulable": unschedulable or None}}, content_type=MERGE_PATCH
+        )
+
+    def delete_node(self, name: str) -> dict[str, Any]:
+        return self.call("DELETE", f"/api/v1/nodes/{name}")
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    def create_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        *,
+        cpu: str | None = None,
+        memory: str | None = None,
+        requests: Mapping[str, str] | None = None,
+        limits: Mapping[str, str] | None = None,
+        scheduler_name: str | None = None,
+        node_name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        tolerations: Iterable[Mapping[str, Any]] = (),
+        affinity: Mapping[str, Any] | None = None,
+        scheduling_gates: Iterable[str] = (),
+        priority_class_name: str | None = None,
+        finalizers: Iterable[str] = (),
+        containers: list[dict[str, Any]] | None = None,
+        init_containers: list[dict[str, Any]] | None = None,
+        spec: Mapping[str, Any] | None = None,
+        image: str = PAUSE_IMAGE,
+    ) -> dict[str, Any]:
+        """Create a pod with one container (unless ``containers`` is given). ``cpu``/``memory``
+        are shorthands for container requests; ``spec`` entries override everything else."""
+        if containers is None:
+            resources: dict[str, Any] = {}
+            reqs = dict(requests or {})
+            if cpu:
+                reqs["cpu"] = cpu
+            if memory:
+                reqs["memory"] = memory
+            if reqs:
+                resources["requests"] = reqs
+            if limits:
+                resources["limits"] = dict(limits)
+            containers = [{"name": "main", "image": image, "resources": resources}]
+        pod_spec: dict[str, Any] = {"containers": containers}
+        if init_containers:
+            pod_spec["initContainers"] = init_containers
+        if scheduler_name:
+            pod_spec["schedulerName"] = scheduler_name
+        if node_name:
+            pod_spec["nodeName"] = node_name
+        if node_selector:
+            pod_spec["nodeSelector"] = dict(node_selector)
+        if tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in tolerations]
+        if affinity:
+            pod_spec["affinity"] = dict(affinity)
+        gates = [{"name": g} for g in scheduling_gates]
+        if gates:
+            pod_spec["schedulingGates"] = gates
+        if priority_class_name:
+            pod_spec["priorityClassName"] = priority_class_name
+        pod_spec.update(spec or {})
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if labels:
+            meta["labels"] = dict(labels)
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if finalizers:
+            meta["finalizers"] = list(finalizers)
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
+        return self.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+    def get_pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        try:
+            return self.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except KubeApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        params = {
+            k: v
+            for k, v in (("fieldSelector", field_selector), ("labelSelector", label_selector))
+            if v
+        }
+        return self.call("GET", path, params=params)["items"]
+
+    def patch_pod(
+        self,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str = "default",
+        status_subresource: bool = False,
+        content_type: str = STRATEGIC_MERGE_PATCH,
+    ) -> dict[str, Any]:
+        suffix = "/status" if status_subresource else ""
+        return self.call(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}{suffix}",
+            dict(patch),
+            content_type=content_type,
+        )
+
+    def set_pod_phase(self, name: str, phase: str, namespace: str = "default") -> dict[str, Any]:
+        """What a kubelet would report, e.g. ``Running`` or ``Succeeded``."""
+        return self.patch_pod(
+            name, {"status": {"phase": phase}}, namespace, status_subresource=True
+        )
+
+    def delete_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return self.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body)
+
+    def bind_pod(
+        self,
+        name: str,
+        node: str,
+        namespace: str = "default",
+        uid: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        """POST a Binding exactly as a scheduler does; returns the raw response for assertions."""
+        meta: dict[str, Any] = {"name": name}
+        if uid:
+            meta["uid"] = uid
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if labels:
+            meta["labels"] = dict(labels)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+
+    # -- events and leases -------------------------------------------------------------------
+
+    def list_events(
+        self,
+        namespace: str | None = None,
+        api: str = "core",
+        reason: str | None = None,
+        involved_name: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Events through the core API (``api="core"``) or ``events.k8s.io`` — the same objects."""
+        prefix = "/api/v1" if api == "core" else "/apis/events.k8s.io/v1"
+        path = f"{prefix}/namespaces/{namespace}/events" if namespace else f"{prefix}/events"
+        selectors = []
+        if reason:
+            selectors.append(f"reason={reason}")
+        if involved_name:
+            selectors.append(f"involvedObject.name={involved_name}")
+        params = {"fieldSelector": ",".join(selectors)} if selectors else None
+        return self.call("GET", path, params=params)["items"]
+
+    def get_lease(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        try:
+            return self.call(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+            )
+        except KubeApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    # -- clean-up and waiting --------------------------------------------------------------------
+
+    def delete_all(self, namespaces: Iterable[str] | None = None) -> None:
+        """Remove test objects from a real server: pods (at once), nodes, events and leases.
+        Namespaces stay, since a deleted one lingers as Terminating without a controller."""
+        if namespaces is None:
+            namespaces = [
+                ns["metadata"]["name"] for ns in self.call("GET", "/api/v1/namespaces")["items"]
+            ]
+        for ns in namespaces:
+            for path in (
+                f"/api/v1/namespaces/{ns}/pods",
+                f"/api/v1/namespaces/{ns}/events",
+                f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            ):
+                if ns == "kube-node-lease" or (ns == "kube-system" and "leases" in path):
+                    continue
+                self.call(
+                    "DELETE",
+                    path,
+                    {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                )
+        self.call("DELETE", "/api/v1/nodes", {"apiVersion": "v1", "kind": "DeleteOptions"})
+
+    @staticmethod
+    def wait_for(
+        predicate: Callable[[], T],
+        timeout: float = 5.0,
+        interval: float = 0.05,
+        message: str = "condition",
+    ) -> T:
+        """Poll until ``predicate()`` is truthy and return its value; AssertionError on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+            time.sleep(interval)

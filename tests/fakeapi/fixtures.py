@@ -1,0 +1,123 @@
+"""pytest fixtures: one ``apiserver`` for every test, fake by default, real under envtest.
+
+Load with ``pytest_plugins = ["tests.fakeapi.fixtures"]`` in a conftest. The server is
+started once per session and wiped before each test (``reset``), which keeps the suite
+fast while no test sees another's objects, faults or permission rules. Tests that need
+the fake's controls (faults, restarts, history) mark themselves ``requires_fake`` and are
+skipped, with the reason shown, when running against a real kube-apiserver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .client import KubeTestClient
+from .envtest import EnvtestControlPlane, find_assets
+from .server import FAKE_TOKEN, FakeApiServer
+
+REQUIRES_FAKE_REASON = (
+    "needs the fake API server's fault controls; running against a real kube-apiserver (envtest)"
+)
+
+# A plain skipif (not a custom marker) so importing this module never trips --strict-markers,
+# whether or not the plugin is loaded. The choice of server is fixed by the environment.
+requires_fake = pytest.mark.skipif(find_assets() is not None, reason=REQUIRES_FAKE_REASON)
+
+
+@dataclass
+class ApiServerHandle:
+    """What a test gets: where the server is and how to talk to it."""
+
+    url: str
+    kubeconfig: Path
+    client: KubeTestClient
+    is_fake: bool
+    fake: FakeApiServer | None
+    token: str
+
+    def reset(self) -> None:
+        """Remove everything the previous test created."""
+        if self.fake is not None:
+            self.fake.reset()
+        else:
+            self.client.delete_all()
+
+
+def skip_unless_fake(server: ApiServerHandle) -> FakeApiServer:
+    """For tests that need the fake only in one branch: returns it, or skips the test."""
+    if server.fake is None:
+        pytest.skip(REQUIRES_FAKE_REASON)
+    return server.fake
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The marker form, ``@pytest.mark.requires_fake``, is honoured by the ``apiserver`` fixture.
+    config.addinivalue_line(
+        "markers", "requires_fake: needs the fake API server (skipped under envtest)"
+    )
+
+
+def start_fake(directory: Path, **options: Any) -> ApiServerHandle:
+    """Start a FakeApiServer (``options`` as its constructor's) with a kubeconfig in ``directory``."""
+    fake = FakeApiServer(**options).start()
+    kubeconfig = fake.write_kubeconfig(directory / "kubeconfig")
+    return ApiServerHandle(
+        fake.url, kubeconfig, KubeTestClient(fake.url, token=FAKE_TOKEN), True, fake, FAKE_TOKEN
+    )
+
+
+@pytest.fixture(scope="session")
+def apiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerHandle]:
+    """The session's server: envtest when KUBEBUILDER_ASSETS has the binaries, else the fake."""
+    assets = find_assets()
+    if assets is None:
+        handle = start_fake(tmp_path_factory.mktemp("fakeapi"))
+        try:
+            yield handle
+        finally:
+            handle.client.close()
+            assert handle.fake is not None
+            handle.fake.close()
+        return
+    plane = EnvtestControlPlane(assets).start()
+    client = KubeTestClient(plane.url, token=plane.token, verify=False)
+    try:
+        yield ApiServerHandle(plane.url, plane.kubeconfig, client, False, None, plane.token)
+    finally:
+        client.close()
+        plane.stop()
+
+
+@pytest.fixture
+def apiserver(
+    apiserver_session: ApiServerHandle, request: pytest.FixtureRequest
+) -> ApiServerHandle:
+    """A clean server for this test (objects, faults and rules of earlier tests removed)."""
+    if request.node.get_closest_marker("requires_fake") and not apiserver_session.is_fake:
+        pytest.skip(REQUIRES_FAKE_REASON)
+    apiserver_session.reset()
+    return apiserver_session
+
+
+@pytest.fixture
+def fake_apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
+    """A private fake for this test only, even under envtest (for stop/restart scenarios that
+    would disturb the shared server)."""
+    handle = start_fake(tmp_path)
+    try:
+        yield handle
+    finally:
+        handle.client.close()
+        assert handle.fake is not None
+        handle.fake.close()
+
+
+@pytest.fixture
+def kube(apiserver: ApiServerHandle) -> KubeTestClient:
+    """The test client of the clean ``apiserver``."""
+    return apiserver.client

@@ -1,0 +1,268 @@
+"""The API resources the fake serves, and the discovery documents that describe them.
+
+Each entry records the per-resource rules of the real registry (pkg/registry/...):
+whether PUT may create, whether DELETE returns the object or a Status, which field
+labels a selector may use, and which subresources exist. Discovery is generated from
+the same table so ``kubectl api-resources`` and the python client see a consistent server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import selectors
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    storage: str  # storage key; both event APIs share "events", as they do in etcd
+    field_labels: frozenset[str]
+    fields_of: selectors.FieldsFunc
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    allow_create_on_update: bool = False
+    allow_unconditional_update: bool = True  # PUT without metadata.resourceVersion
+    return_deleted_object: bool = False
+    has_status: bool = False  # main-resource writes keep status; /status writes keep the rest
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+
+_META = frozenset({"metadata.name", "metadata.namespace"})
+_POD_FIELDS = frozenset(selectors.pod_fields({}))
+_EVENT_FIELDS = frozenset(selectors.event_fields({}))
+
+POD = ResourceType(
+    "",
+    "v1",
+    "pods",
+    "pod",
+    "Pod",
+    True,
+    "pods",
+    _POD_FIELDS,
+    selectors.pod_fields,
+    subresources=("status", "binding"),
+    short_names=("po",),
+    return_deleted_object=True,
+    has_status=True,
+)
+NODE = ResourceType(
+    "",
+    "v1",
+    "nodes",
+    "node",
+    "Node",
+    False,
+    "nodes",
+    frozenset({"metadata.name", "spec.unschedulable"}),
+    selectors.node_fields,
+    subresources=("status",),
+    short_names=("no",),
+    has_status=True,
+)
+NAMESPACE = ResourceType(
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    False,
+    "namespaces",
+    frozenset({"metadata.name", "status.phase"}),
+    selectors.namespace_fields,
+    subresources=("status",),
+    short_names=("ns",),
+    return_deleted_object=True,
+    has_status=True,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+)
+CORE_EVENT = ResourceType(
+    "",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    True,
+    "events",
+    _EVENT_FIELDS,
+    selectors.event_fields,
+    short_names=("ev",),
+    allow_create_on_update=True,
+)
+EVENT = ResourceType(
+    "events.k8s.io",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    True,
+    "events",
+    _EVENT_FIELDS,
+    selectors.event_fields,
+    short_names=("ev",),
+    allow_create_on_update=True,
+)
+LEASE = ResourceType(
+    "coordination.k8s.io",
+    "v1",
+    "leases",
+    "lease",
+    "Lease",
+    True,
+    "leases",
+    _META,
+    selectors.meta_fields,
+    allow_create_on_update=True,
+    allow_unconditional_update=False,
+)
+
+RESOURCES: dict[tuple[str, str], ResourceType] = {
+    (r.group, r.plural): r for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE)
+}
+
+# Create-only endpoints that are not stored as themselves.
+BINDINGS = "bindings"
+SELF_SUBJECT_ACCESS_REVIEWS = "selfsubjectaccessreviews"
+AUTHZ_GROUP = "authorization.k8s.io"
+
+GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1"}
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "34",
+    "emulationMajor": "1",
+    "emulationMinor": "34",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "33",
+    "gitVersion": "v1.34.0-fakeapi",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.24.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def lookup(group: str, plural: str) -> ResourceType | None:
+    return RESOURCES.get((group, plural))
+
+
+def _resource_entry(r: ResourceType) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": list(r.verbs),
+    }
+    if r.short_names:
+        entry["shortNames"] = list(r.short_names)
+    return entry
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    """APIResourceList for /api/v1 or /apis/{group}/{version}."""
+    if (group == "" and version != "v1") or (group and GROUP_VERSIONS.get(group) != version):
+        return None
+    entries: list[dict[str, Any]] = []
+    for r in RESOURCES.values():
+        if r.group != group:
+            continue
+        entries.append(_resource_entry(r))
+        for sub in r.subresources:
+            verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
+            kind = "Binding" if sub == "binding" else r.kind
+            entries.append(
+                {
+                    "name": f"{r.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                }
+            )
+    if group == "":
+        entries.append(
+            {
+                "name": BINDINGS,
+                "singularName": "binding",
+                "namespaced": True,
+                "kind": "Binding",
+                "verbs": ["create"],
+            }
+        )
+    if group == AUTHZ_GROUP:
+        entries.append(
+            {
+                "name": SELF_SUBJECT_ACCESS_REVIEWS,
+                "singularName": "selfsubjectaccessreview",
+                "namespaced": False,
+                "kind": "SelfSubjectAccessReview",
+                "verbs": ["create"],
+            }
+        )
+    gv = f"{group}/{version}" if group else version
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": sorted(entries, key=lambda e: e["name"]),
+    }
+
+
+def api_versions(address: str) -> dict[str, Any]:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+    }
+
+
+def api_group(group: str) -> dict[str, Any] | None:
+    version = GROUP_VERSIONS.get(group)
+    if version is None:
+        return None
+    gv = {"groupVersion": f"{group}/{version}", "version": version}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": [gv],
+        "preferredVersion": gv,
+    }
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = []
+    for group in sorted(GROUP_VERSIONS):
+        g = api_group(group)
+        assert g is not None
+        g.pop("kind")
+        g.pop("apiVersion")
+        groups.append(g)
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
