@@ -1,0 +1,62 @@
+"""Fixtures for the standalone scheduler: an ApiClient on the shared `apiserver` and started schedulers.
+
+``pytest_plugins`` is only allowed in the top-level conftest, which may already load
+``tests.fakeapi.fixtures``; here the plugin is registered only when it is not loaded yet,
+so this directory also runs on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from extender.cluster.kube_client import build_api_client
+from extender.policy.defaults import default_policy
+from extender.policy.engine import Engine
+from extender.scheduler.profiles import Profile
+from extender.scheduler.scheduler import Scheduler
+
+PLUGIN = "tests.fakeapi.fixtures"
+
+# Reflector settings that keep tests fast: reconnect backoff 50 ms doubling to 0.5 s.
+FAST_WATCH = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
+SCHEDULER_NAME = "extender-scheduler"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin(PLUGIN):
+        config.pluginmanager.import_plugin(PLUGIN)
+
+
+def standalone_profile(name: str = SCHEDULER_NAME) -> Profile:
+    return Profile.from_engine(name, Engine(default_policy("standalone")))
+
+
+@pytest.fixture
+def api_client(apiserver: Any) -> Iterator[Any]:
+    """An ApiClient built the production way: from the server's kubeconfig file."""
+    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_scheduler(api_client: Any) -> Iterator[Callable[..., Scheduler]]:
+    """Build, start and (at teardown) stop Schedulers; waits until each has its caches."""
+    made: list[Scheduler] = []
+
+    def make(profiles: list[Profile] | None = None, *, client: Any = None, start: bool = True,
+             **options: Any) -> Scheduler:
+        options.setdefault("watch_options", FAST_WATCH)
+        scheduler = Scheduler(client or api_client, profiles or [standalone_profile()], **options)
+        made.append(scheduler)
+        if start:
+            scheduler.start()
+            assert scheduler.wait_ready(10), "scheduler caches did not sync"
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        scheduler.stop(timeout=5)

@@ -1,0 +1,221 @@
+"""The scheduling queue: order, backoff, moves on cluster events, gates, de-duplication."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from extender.model.pods import PodView
+from extender.scheduler.queueing import (
+    ACTIVE,
+    BACKOFF,
+    GATED,
+    IN_FLIGHT,
+    UNSCHEDULABLE,
+    SchedulingQueue,
+    backoff_seconds,
+)
+
+PROFILE = "extender-scheduler"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pod(name: str, *, priority: int = 0, created: str = "2024-01-01T00:00:00Z", uid: str = "",
+        gates: tuple[str, ...] = (), labels: dict[str, str] | None = None) -> PodView:
+    spec: dict[str, Any] = {"schedulerName": PROFILE, "priority": priority, "containers": [{"name": "c"}]}
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return PodView.from_dict({
+        "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}",
+                     "creationTimestamp": created, "labels": labels or {}},
+        "spec": spec,
+    })
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def queue(clock: Clock) -> SchedulingQueue:
+    return SchedulingQueue(clock=clock, publish_metrics=False)
+
+
+def names(queue: SchedulingQueue) -> list[str]:
+    popped = []
+    while (entry := queue.pop(timeout=0)) is not None:
+        popped.append(entry.pod.name)
+    return popped
+
+
+def test_priority_first_then_age(queue: SchedulingQueue) -> None:
+    queue.add(pod("old-low", created="2024-01-01T00:00:00Z"), PROFILE)
+    queue.add(pod("new-high", priority=100, created="2024-01-03T00:00:00Z"), PROFILE)
+    queue.add(pod("new-low", created="2024-01-02T00:00:00Z"), PROFILE)
+    queue.add(pod("old-high", priority=100, created="2024-01-01T00:00:00Z"), PROFILE)
+    assert names(queue) == ["old-high", "new-high", "old-low", "new-low"]
+
+
+def test_duplicate_adds_keep_one_entry(queue: SchedulingQueue) -> None:
+    for _ in range(3):
+        queue.add(pod("a"), PROFILE)
+    assert len(queue) == 1
+    assert names(queue) == ["a"]
+    assert queue.pop(timeout=0) is None
+
+
+def test_priority_update_reorders(queue: SchedulingQueue) -> None:
+    queue.add(pod("a", created="2024-01-01T00:00:00Z"), PROFILE)
+    queue.add(pod("b", created="2024-01-02T00:00:00Z"), PROFILE)
+    queue.add(pod("b", priority=5, created="2024-01-02T00:00:00Z"), PROFILE)
+    assert names(queue) == ["b", "a"]
+
+
+def test_backoff_doubles_to_ten_seconds() -> None:
+    assert [backoff_seconds(n) for n in range(1, 8)] == [1, 2, 4, 8, 10, 10, 10]
+
+
+def test_backoff_waits_with_the_clock(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("a"), PROFILE)
+    for expected in (1, 2, 4, 8, 10, 10):
+        entry = queue.pop(timeout=0)
+        assert entry is not None
+        queue.requeue_backoff(entry)
+        assert queue.where(entry.key) == BACKOFF
+        clock.now += expected - 0.01
+        assert queue.pop(timeout=0) is None, f"popped before its {expected} s backoff"
+        clock.now += 0.02
+    assert queue.pop(timeout=0) is not None
+
+
+def test_unschedulable_waits_for_an_event(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.requeue_unschedulable(entry)
+    clock.now += 60  # long past the backoff: still waiting, nothing changed in the cluster
+    assert queue.pop(timeout=0) is None
+    assert queue.where(entry.key) == UNSCHEDULABLE
+    assert queue.move_all("node-added") == 1
+    assert queue.pop(timeout=0) is entry
+
+
+def test_move_respects_the_remaining_backoff(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.requeue_unschedulable(entry)
+    queue.move_all("node-added")
+    assert queue.where(entry.key) == BACKOFF
+    assert queue.pop(timeout=0) is None
+    clock.now += 1.01
+    assert queue.pop(timeout=0) is entry
+
+
+def test_event_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.move_all("node-added")  # arrives while the pod is being scheduled
+    queue.requeue_unschedulable(entry)
+    assert queue.where(entry.key) == BACKOFF  # retried after its backoff, no new event needed
+
+
+def test_unschedulable_pods_are_retried_eventually(clock: Clock) -> None:
+    queue = SchedulingQueue(clock=clock, max_unschedulable_seconds=30, publish_metrics=False)
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.requeue_unschedulable(entry)
+    clock.now += 31
+    assert queue.pop(timeout=0) is entry
+
+
+def test_status_only_update_does_not_move(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.requeue_unschedulable(entry)
+    clock.now += 5
+    queue.add(pod("a"), PROFILE)  # e.g. our own PodScheduled=False patch
+    assert queue.where(entry.key) == UNSCHEDULABLE
+    queue.add(pod("a", labels={"changed": "yes"}), PROFILE)
+    assert queue.where(entry.key) == ACTIVE
+
+
+def test_gated_pods_are_held_until_the_gates_go(queue: SchedulingQueue) -> None:
+    queue.add(pod("gated", gates=("example.com/wait",)), PROFILE)
+    assert queue.where("default/gated") == GATED
+    assert queue.pop(timeout=0) is None
+    queue.move_all("node-added")
+    assert queue.pop(timeout=0) is None
+    queue.add(pod("gated"), PROFILE)
+    assert [e for e in names(queue)] == ["gated"]
+
+
+def test_recreated_pod_replaces_the_old_one(queue: SchedulingQueue) -> None:
+    queue.add(pod("a", uid="one"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.add(pod("a", uid="two"), PROFILE)  # deleted and created again while in flight
+    queue.requeue_backoff(entry)  # the old attempt's outcome must not requeue the old pod
+    fresh = queue.pop(timeout=0)
+    assert fresh is not None and fresh.uid == "two" and fresh.attempts == 1
+    assert queue.depth()[IN_FLIGHT] == 1
+
+
+def test_delete_while_in_flight_drops_on_outcome(queue: SchedulingQueue) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.delete(entry.key)
+    queue.requeue_backoff(entry)
+    assert len(queue) == 0
+    assert queue.depth() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
+
+
+def test_sync_drops_pods_missing_from_a_relist(queue: SchedulingQueue) -> None:
+    queue.add(pod("a"), PROFILE)
+    queue.add(pod("b"), PROFILE)
+    queue.add(pod("other"), "another-scheduler")
+    queue.sync(PROFILE, ["default/b"])
+    assert sorted(names(queue)) == ["b", "other"]
+
+
+def test_give_back_does_not_count_the_attempt(queue: SchedulingQueue) -> None:
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None and entry.attempts == 1
+    queue.give_back(entry)
+    again = queue.pop(timeout=0)
+    assert again is entry and entry.attempts == 1
+
+
+def test_pop_blocks_until_a_pod_arrives() -> None:
+    queue = SchedulingQueue(publish_metrics=False)
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(queue.pop(timeout=5)))
+    waiter.start()
+    queue.add(pod("late"), PROFILE)
+    waiter.join(5)
+    assert got and got[0].pod.name == "late"
+
+
+def test_close_wakes_poppers() -> None:
+    queue = SchedulingQueue(publish_metrics=False)
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(queue.pop(timeout=5)))
+    waiter.start()
+    queue.close()
+    waiter.join(5)
+    assert got == [None]
