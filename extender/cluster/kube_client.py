@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -123,14 +126,37 @@ def api_client_for(host: str, *, token: str | None = None, ca_cert: str | None =
 # ---- requests --------------------------------------------------------------------------
 
 
+# Credentials are looked up at most this often. The client's own lookup re-runs the
+# config's refresh hook (which scans the environment for proxies) on every call: about
+# 100 us, a third of a bind's CPU. Rotated tokens are valid for an hour or more, so a few
+# seconds of caching never sends an expired one.
+AUTH_CACHE_SECONDS = 10.0
+_auth_cache: weakref.WeakKeyDictionary[k8s_client.ApiClient, tuple[float, dict[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+_auth_lock = threading.Lock()
+
+
+def _auth_headers(api_client: k8s_client.ApiClient, method: str, path: str) -> dict[str, str]:
+    now = time.monotonic()
+    cached = _auth_cache.get(api_client)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    headers: dict[str, str] = {}
+    # Adds `authorization`, calling the config's refresh hook (rotated service account tokens).
+    api_client.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    with _auth_lock:
+        _auth_cache[api_client] = (now + AUTH_CACHE_SECONDS, headers)
+    return headers
+
+
 def _url_and_headers(api_client: k8s_client.ApiClient, method: str, path: str,
                      query: Mapping[str, Any] | None, content_type: str | None) -> tuple[str, dict[str, str]]:
     headers = dict(api_client.default_headers)
     headers["Accept"] = JSON
     if content_type:
         headers["Content-Type"] = content_type
-    # Adds `authorization`, calling the config's refresh hook (rotated service account tokens).
-    api_client.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    headers.update(_auth_headers(api_client, method, path))
     url = api_client.configuration.host.rstrip("/") + path
     if query:
         pairs = {k: ("true" if v is True else "false" if v is False else v)

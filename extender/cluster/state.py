@@ -139,7 +139,7 @@ class ClusterState:
                 continue
             views[view.name] = view
         with self._lock:
-            old = set(self._views)
+            previous = self._views
             self._views = views
             self._infos = {}
             for name in views:
@@ -147,8 +147,14 @@ class ClusterState:
             self.nodes_synced = True
             self.last_event = self._clock()
         _settle_heap()
-        for name in views.keys() - old:
-            self._notify(NODE_ADDED, views[name])
+        for name, view in views.items():
+            before = previous.get(name)
+            if before is None:
+                self._notify(NODE_ADDED, view)
+            elif before != view:  # a re-list may carry changes the broken watch missed (an uncordon)
+                self._notify(NODE_UPDATED, view)
+        for name in previous.keys() - views.keys():
+            self._notify(NODE_DELETED, previous[name])
 
     # ---- pods ------------------------------------------------------------
 

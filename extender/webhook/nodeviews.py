@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from extender.model.nodes import NodeView
@@ -30,7 +31,11 @@ class NodeViewCache:
             if key[2] and isinstance(key[0], str) and isinstance(key[1], str) and isinstance(key[2], str):
                 found = self._views.get(key)  # type: ignore[arg-type]
                 if found is None:
-                    found = NodeView.from_dict(raw)
+                    # Keep the view, not the request's 8 KB node dict: replies use the items
+                    # of their own request, and a cached raw would pin every old body in memory.
+                    found = replace(NodeView.from_dict(raw), raw={})
+                    if found.error:  # never cache an unreadable node: one bad request would make the
+                        return found  # real node unusable for every later request until its RV changes
                     with self._lock:
                         if len(self._views) >= self._limit:
                             self._views.clear()
