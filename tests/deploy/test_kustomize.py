@@ -235,9 +235,11 @@ def test_standalone_container() -> None:
     assert _arg(container, "--lease-name") == "extender-scheduler"
     assert "--leader-elect" in container["args"] and "--no-leader-elect" not in container["args"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert int(_arg(container, "--metrics-bind").rsplit(":", 1)[1]) == ports["metrics"] == 10251
-    assert int(_arg(container, "--health-bind").rsplit(":", 1)[1]) == ports["health"]
-    assert container["livenessProbe"]["httpGet"]["port"] == "health"
+    # `extender schedule` serves /metrics, /healthz and /readyz on the one --metrics-bind port.
+    assert int(_arg(container, "--metrics-bind").rsplit(":", 1)[1]) == ports["http"] == 10251
+    assert "--health-bind" not in container["args"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "http"
 
 
 # --- Service and NetworkPolicy -------------------------------------------------------
