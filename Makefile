@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 BIND ?= 127.0.0.1:8888
 SOURCE ?= snapshot
 PYTEST_ARGS ?=
+ARGS ?=
 
 .PHONY: install run test bench lint clean
 
@@ -18,7 +19,7 @@ install: $(VENV)/.installed
 
 ## Run the webhook on 127.0.0.1:8888 with the embedded default cluster (config/snapshot.yaml).
 run: install
-	$(VENV)/bin/extender serve --bind $(BIND) --source $(SOURCE)
+	$(VENV)/bin/extender serve --bind $(BIND) --source $(SOURCE) $(ARGS)
 
 ## Run the test suite.
 test: install
