@@ -250,6 +250,10 @@ class Reflector:
                     self._before_relist()
                     continue
                 self._count_restart("error")
+                if exc.status is None:
+                    # The server was unreachable: it may come back restored from a backup,
+                    # where our resourceVersion means something else. Only a list is safe.
+                    need_list = True
                 log.warning("%s %s failed: %s", self.resource, "list" if need_list else "watch", exc)
                 self._sleep_backoff(getattr(exc, "retry_after", None))
             except Exception:  # never let the thread die: a dead watch means a stale cache forever

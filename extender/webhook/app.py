@@ -76,7 +76,7 @@ def _verb_view(verb: str, handler: Callable[[Any], verbs.Outcome]) -> Callable[[
             result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note
             return json_response(outcome.reply)
         except WireError as exc:
-            note = str(exc)
+            result, note = "bad-request", str(exc)
             raise
         except PluginError as exc:
             result, note = "plugin-error", str(exc)
