@@ -31,6 +31,7 @@ from extender.policy.builtin import (
     SchedulingGates,
     TaintPreferNoSchedule,
     TaintToleration,
+    UnsupportedConstraints,
 )
 from extender.policy.builtin.readiness import ALL_PRESSURE_CONDITIONS
 from extender.policy.engine import Policy, WeightedScorer
@@ -41,6 +42,7 @@ MODES = ("standalone", "webhook")
 def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
     filters = (
         SchedulingGates(),
+        UnsupportedConstraints(),
         NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS),
         TaintToleration(),
         NodeAffinity(),

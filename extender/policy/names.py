@@ -6,6 +6,7 @@ RESOURCE_FIT = "ResourceFit"
 TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_LABELS = "NodeLabels"
+UNSUPPORTED_CONSTRAINTS = "UnsupportedConstraints"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"

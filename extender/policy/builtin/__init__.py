@@ -2,7 +2,7 @@
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation). Each plugin is a frozen dataclass built
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints). Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -18,9 +18,11 @@ from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
+from extender.policy.builtin.unsupported import UnsupportedConstraints
 from extender.policy.plugins import PluginFactory
 
-FILTERS = (SchedulingGates, NodeReady, TaintToleration, NodeAffinity, ResourceFit, NodeLabels)
+FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, ResourceFit,
+           NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
@@ -60,5 +62,6 @@ __all__ = [
     "SchedulingGates",
     "TaintPreferNoSchedule",
     "TaintToleration",
+    "UnsupportedConstraints",
     "register",
 ]
