@@ -71,11 +71,14 @@ def print_table(title: str, rows: Rows) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run the benchmarks, print tables.")
-    parser.add_argument("parts", nargs="*", choices=[*PARTS, *EXTRA],
-                        help="which parts (default: all but matrix)")
+    parser.add_argument("parts", nargs="*", metavar="PART",
+                        help=f"any of {', '.join([*PARTS, *EXTRA])} (default: all but matrix)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="also write all rows to this file")
     options = parser.parse_args(argv)
+    unknown = [part for part in options.parts if part not in PARTS and part not in EXTRA]
+    if unknown:  # checked here: argparse's choices reject an empty nargs="*" list on 3.11
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join([*PARTS, *EXTRA])}")
     chosen = options.parts or list(PARTS)
     everything: dict[str, Rows] = {}
     for name in chosen:
