@@ -81,7 +81,8 @@ def _server(snapshot: Path, policy: str, workers: int = 2, threads: int = 4,
             "--source", "snapshot", "--snapshot", str(snapshot), "--log-level", "WARNING"]
     if POLICIES[policy]:
         args += ["--policy", POLICIES[policy]]
-    process = start_server(args, port, env={"EXTENDER_WORKER_CLASS": worker_class})
+    # A 5000-node snapshot takes a while to load in each worker.
+    process = start_server(args, port, env={"EXTENDER_WORKER_CLASS": worker_class}, timeout=300)
     try:
         yield port
     finally:

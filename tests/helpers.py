@@ -44,7 +44,8 @@ def wait_http(url: str, timeout: float = 20.0, expect: int = 200, context: Any =
 
 
 def start_server(args: list[str], port: int, env: dict[str, str] | None = None,
-                 ready_path: str = "/readyz", scheme: str = "http", context: Any = None) -> subprocess.Popen[bytes]:
+                 ready_path: str = "/readyz", scheme: str = "http", context: Any = None,
+                 timeout: float = 20.0) -> subprocess.Popen[bytes]:
     """Start `extender serve` (or another subcommand) in a subprocess and wait until it is ready."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -53,7 +54,7 @@ def start_server(args: list[str], port: int, env: dict[str, str] | None = None,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:
-        wait_http(f"{scheme}://127.0.0.1:{port}{ready_path}", context=context)
+        wait_http(f"{scheme}://127.0.0.1:{port}{ready_path}", timeout=timeout, context=context)
     except TimeoutError:
         process.kill()
         output = process.communicate(timeout=10)[0].decode(errors="replace")
