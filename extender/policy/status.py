@@ -7,7 +7,8 @@ go into `detail`, which explain and the logs show.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 
@@ -18,14 +19,26 @@ class Code(IntEnum):
     ERROR = 3  # the plugin itself failed; never shown as a node reason
 
 
+Detail = str | Callable[[], str]
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
-    """`reasons` are counted one by one in summaries; `reason` is what one node's line says."""
+    """`reasons` are counted one by one in summaries; `reason` is what one node's line says.
+
+    `note` is the per-node detail, or a function that writes it: a refusal on a full
+    cluster happens for thousands of nodes per request, and only explain and the logs
+    ever read the numbers, so formatting them is deferred until `detail` is read.
+    """
 
     code: Code
     reasons: tuple[str, ...] = ()
-    detail: str = ""
+    note: Detail = field(default="", compare=False)
     plugin: str = ""
+
+    @property
+    def detail(self) -> str:
+        return self.note if isinstance(self.note, str) else self.note()
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from extender.errors import PolicyError
@@ -84,26 +85,39 @@ class ResourceFit(PrefilteredFilter):
         return check
 
 
+_INSUFFICIENT: dict[str, str] = {}
+
+
 def _refusal(wanted: tuple[tuple[str, int], ...], info: NodeInfo) -> Status:
-    """The slow path, for refused nodes only: every missing resource, with the numbers."""
+    """The slow path, for refused nodes only: every missing resource; the numbers on demand."""
     allocatable = info.node.allocatable
     requested = info.requested
     reasons: list[str] = []
-    details: list[str] = []
     code = Code.UNSCHEDULABLE
-    allowed = allocatable.get("pods", 0)
-    if info.pod_count >= allowed:
+    if info.pod_count >= allocatable.get("pods", 0):
         reasons.append(REASON_TOO_MANY_PODS)
-        details.append(f"Too many pods (allowed {allowed}, already {info.pod_count})")
     for resource, amount in wanted:
         total = allocatable.get(resource, 0)
-        free = total - requested.get(resource, 0)
-        if amount > free:
-            reason = f"Insufficient {resource}"
+        if amount > total - requested.get(resource, 0):
+            reason = _INSUFFICIENT.get(resource)
+            if reason is None:
+                reason = _INSUFFICIENT.setdefault(resource, f"Insufficient {resource}")
             reasons.append(reason)
-            details.append(
-                f"{reason} (requested {format_units(resource, amount)}, free {format_units(resource, free)})"
-            )
             if amount > total:
                 code = Code.UNRESOLVABLE
-    return Status(code, tuple(reasons), "; ".join(details), names.RESOURCE_FIT)
+    return Status(code, tuple(reasons), partial(_detail, wanted, info), names.RESOURCE_FIT)
+
+
+def _detail(wanted: tuple[tuple[str, int], ...], info: NodeInfo) -> str:
+    """What explain and the logs show: "Insufficient cpu (requested 500m, free 200m)"."""
+    allocatable = info.node.allocatable
+    details: list[str] = []
+    allowed = allocatable.get("pods", 0)
+    if info.pod_count >= allowed:
+        details.append(f"Too many pods (allowed {allowed}, already {info.pod_count})")
+    for resource, amount in wanted:
+        free = allocatable.get(resource, 0) - info.requested.get(resource, 0)
+        if amount > free:
+            details.append(f"Insufficient {resource} (requested {format_units(resource, amount)}, "
+                           f"free {format_units(resource, free)})")
+    return "; ".join(details)
