@@ -6,21 +6,32 @@ Every value can be overridden through the environment (EXTENDER_BIND,
 EXTENDER_WORKERS, EXTENDER_THREADS, EXTENDER_TIMEOUT, EXTENDER_TLS_*), which is
 how `extender serve` passes its options.
 
-Why these defaults (see bench/ and the README's Performance section for numbers):
+Why these defaults. Measured with `python -m bench matrix` (500 nodes in node-cache
+mode, the standalone policy, one pod = filter + prioritize, 2-core machine):
+
+    worker          1 client: req/s  p50 ms   8 clients: req/s  p99 ms
+    sync    w1 t1        396         2.79          416          31.3
+    sync    w2 t1        348         2.92          552          23.5
+    gthread w1 t4        349         3.01          375          38.2
+    gthread w2 t4        318         3.13          641          37.8   <- default
+    gthread w4 t4        331         3.14          607          35.9
+    gthread w2 t1        308         3.34          571          27.1
+
 - kube-scheduler calls the extender for one pod at a time, so latency, not
-  parallelism, sets its pods/s. A request is CPU-bound Python: threads do not
-  make one request faster, and the GIL serialises them within a worker.
-- worker_class "gthread": the worker's main thread keeps accepting while a
-  request runs, so /healthz and /readyz answer during a slow filter; it also
-  keeps kube-scheduler's keep-alive connection open, avoiding a TCP handshake
-  per call. The sync worker closes every connection after one request.
-- workers = 2: one per core on a 2-core pod. Each worker holds its own cluster
-  state and its own watches (API-server load grows with workers), so more
-  workers than cores only costs memory and watch traffic.
-- threads = 4: enough for probes, /metrics scrapes and a second scheduler
-  profile in flight, without queueing a verb behind a scrape.
-- timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that
-  blocks that long is stuck and is better restarted.
+  parallelism, sets its pods/s; a request is CPU-bound Python and the GIL
+  serialises the threads of one worker.
+- The sync worker is ~0.3 ms faster for a lone loopback client, but it closes the
+  connection after every request: across a real pod network kube-scheduler would
+  pay a TCP handshake per call (more than those 0.3 ms), and while one request
+  runs, probes and /metrics scrapes wait behind it. gthread keeps kube-scheduler's
+  keep-alive connection and answers /healthz and /readyz during a slow filter.
+- workers = 2: one per core, and the best throughput with several callers (HA
+  kube-schedulers, profiles, scrapes). Each worker holds its own cluster state and
+  its own watches, so more workers than cores only cost memory and API-server load
+  (w4 is no faster on 2 cores).
+- threads = 4: enough for probes, scrapes and a second caller in flight.
+- timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that blocks
+  that long is stuck and is better restarted.
 - gunicorn sets TCP_NODELAY on its listening socket; without it small replies
   stall ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
 """
