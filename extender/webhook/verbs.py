@@ -102,11 +102,26 @@ def _count_rejections(decision: Decision) -> None:
         metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
 
 
+def _item_names(nodes: Any) -> list[str]:
+    names = []
+    for index, item in enumerate(nodes["items"]):
+        meta = item.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: metadata.name: required")
+        names.append(name)
+    return names
+
+
 def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
     args = wire.load_extender_args(body)
     pod = _pod(args.pod)
+    engine = runtime.engine
+    if not engine.policy.scorers:  # the webhook default: kube-scheduler does the scoring
+        names = args.node_names if args.node_names is not None else _item_names(args.nodes)
+        return Outcome([{"Host": name, "Score": 0} for name in names], "ok", pod.key, len(names))
     infos, unknown = _candidates(runtime, cache, args)
-    decision = runtime.engine.score(pod, infos)
+    decision = engine.score(pod, infos)
     totals = {info.name: total for info, total in zip(decision.scored, decision.totals, strict=True)}
     names: Sequence[str] = args.node_names if args.node_names is not None else [i.name for i in infos]
     reply = wire.host_priorities([(name, totals.get(name, 0.0)) for name in names])
