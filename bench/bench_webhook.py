@@ -14,6 +14,7 @@ Each figure is measured in one run, so ratios compare like with like on a noisy 
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import statistics
@@ -84,9 +85,23 @@ def _server(snapshot: Path, policy: str, workers: int = 2, threads: int = 4,
     # A 5000-node snapshot takes a while to load in each worker.
     process = start_server(args, port, env={"EXTENDER_WORKER_CLASS": worker_class}, timeout=300)
     try:
+        _wait_all_workers_ready(port)
         yield port
     finally:
         stop_server(process)
+
+
+def _wait_all_workers_ready(port: int, in_a_row: int = 20, timeout: float = 300) -> None:
+    """/readyz answered by one worker says nothing of the others, still loading the snapshot
+    and competing for the CPU: wait until many fresh connections in a row all find it ready."""
+    deadline = time.monotonic() + timeout
+    streak = 0
+    while streak < in_a_row and time.monotonic() < deadline:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/readyz")
+        streak = streak + 1 if conn.getresponse().status == 200 else 0
+        conn.close()
+        time.sleep(0.05 if streak else 0.5)
 
 
 def _http_samples(port: int, path: str, body: bytes, repeat: int) -> list[float]:
@@ -155,19 +170,22 @@ def node_cache(sizes: tuple[int, ...] = (500, 5000), policy: str = "standalone",
                repeat: int = 30) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
-        nodes, pods = _cluster(n, pods_per_node)
-        runtime = _runtime(nodes, pods, policy)
-        cache = NodeViewCache()
-        names = [node["metadata"]["name"] for node in nodes]
-        body_dict = {"Pod": _pod(), "Nodes": None, "NodeNames": names}
-        body = orjson.dumps(body_dict)
-        in_process = {}
-        for verb, fn in (("filter", verbs.filter_verb), ("prioritize", verbs.prioritize_verb)):
-            samples = _timed(partial(fn, runtime, cache, body_dict), repeat)
-            in_process[verb] = samples
         with tempfile.TemporaryDirectory() as tmp:
+            nodes, pods = _cluster(n, pods_per_node)
             snapshot = _write_snapshot(Path(tmp), nodes, pods)
+            runtime = _runtime(nodes, pods, policy)
+            names = [node["metadata"]["name"] for node in nodes]
+            # As in the server: once listed, the raw objects are gone and the state is frozen
+            # out of the GC's reach; raw lists kept alive here would slow every collection.
             del nodes, pods
+            gc.collect()
+            gc.freeze()
+            cache = NodeViewCache()
+            body_dict = {"Pod": _pod(), "Nodes": None, "NodeNames": names}
+            body = orjson.dumps(body_dict)
+            in_process = {}
+            for verb, fn in (("filter", verbs.filter_verb), ("prioritize", verbs.prioritize_verb)):
+                in_process[verb] = _timed(partial(fn, runtime, cache, body_dict), repeat)
             with _server(snapshot, policy) as port:
                 for verb in ("filter", "prioritize"):
                     http = _http_samples(port, f"/{verb}", body, repeat)
