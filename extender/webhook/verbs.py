@@ -77,8 +77,10 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
     _count_rejections(decision)
-    failed = {n: s.reason for n, s in decision.failed.items() if s.code != Code.UNRESOLVABLE}
-    unresolvable = {n: s.reason for n, s in decision.failed.items() if s.code == Code.UNRESOLVABLE}
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for name, status in decision.failed.items():
+        (unresolvable if status.code == Code.UNRESOLVABLE else failed)[name] = status.reason
     kept = {info.name for info in decision.feasible}
     if args.node_names is not None:
         reply = wire.filter_result(node_names=[n for n in args.node_names if n in kept], failed=failed,
@@ -89,7 +91,10 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
         reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
                                    unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)
-    return Outcome(reply, "ok", pod.key, total, decision.summary() if decision.failed else "")
+    # kube-scheduler's own event already carries the "0/N nodes are available" summary of
+    # these reasons; the access log only counts them, to keep the per-request path short.
+    note = f"{len(decision.failed)}/{total} refused" if decision.failed else ""
+    return Outcome(reply, "ok", pod.key, total, note)
 
 
 def _count_rejections(decision: Decision) -> None:
