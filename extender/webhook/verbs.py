@@ -16,7 +16,6 @@ from extender.cluster.state import infos_from_views
 from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.decisions import Decision
 from extender.policy.engine import unknown_node_status
 from extender.policy.status import Code
 from extender.runtime import Runtime
@@ -76,11 +75,14 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
     for name in unknown:
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
-    _count_rejections(decision)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
+    per_plugin: dict[str, int] = {}
     for name, status in decision.failed.items():
         (unresolvable if status.code == Code.UNRESOLVABLE else failed)[name] = status.reason
+        per_plugin[status.plugin] = per_plugin.get(status.plugin, 0) + 1
+    for plugin, count in per_plugin.items():
+        metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
     kept = {info.name for info in decision.feasible}
     if args.node_names is not None:
         reply = wire.filter_result(node_names=[n for n in args.node_names if n in kept], failed=failed,
@@ -95,16 +97,6 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
     # these reasons; the access log only counts them, to keep the per-request path short.
     note = f"{len(decision.failed)}/{total} refused" if decision.failed else ""
     return Outcome(reply, "ok", pod.key, total, note)
-
-
-def _count_rejections(decision: Decision) -> None:
-    if not decision.failed:
-        return
-    per_plugin: dict[str, int] = {}
-    for status in decision.failed.values():
-        per_plugin[status.plugin] = per_plugin.get(status.plugin, 0) + 1
-    for plugin, count in per_plugin.items():
-        metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
 
 
 def _item_names(nodes: Any) -> list[str]:
