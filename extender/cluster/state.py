@@ -310,9 +310,8 @@ class ClusterState:
         if usage is None:
             self._infos[name] = NodeInfo(view)
         else:
-            self._infos[name] = NodeInfo(
-                view, intern(dict(usage.requested)), intern(dict(usage.score_requested)), len(usage.pods)
-            )
+            # Copies, not interned: a node's totals are its own and change with every pod.
+            self._infos[name] = NodeInfo(view, dict(usage.requested), dict(usage.score_requested), len(usage.pods))
 
     def _notify(self, event: str, obj: Any) -> None:
         for listener in self._listeners:
