@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender import wire
-from extender.cluster.state import infos_from_views
-from extender.errors import InvalidObject, WireError
-from extender.model.nodes import NodeInfo, NodeView
+from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.decisions import Decision
+from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.status import Code
 
@@ -29,27 +27,13 @@ UNRESOLVABLE = "unresolvable"
 
 
 @dataclass(frozen=True, slots=True)
-class ScoreCell:
-    """One scorer's say on one node: raw (plugin's own unit), normalised 0..100, and times its weight."""
-
-    plugin: str
-    raw: float
-    normalized: float
-    weight: int
-
-    @property
-    def weighted(self) -> float:
-        return self.normalized * self.weight
-
-
-@dataclass(frozen=True, slots=True)
 class Row:
     node: str
     verdict: str  # FEASIBLE, REFUSED (preemption might help) or UNRESOLVABLE
     plugin: str = ""  # the filter that refused the node
     reason: str = ""  # its short fixed phrase, as counted in the summary
     detail: str = ""  # the per-node numbers behind the reason
-    scores: tuple[ScoreCell, ...] = ()
+    scores: tuple[ScoreLine, ...] = ()
     total: float | None = None  # weighted average, 0..100
     wire_score: int | None = None  # what /prioritize would send kube-scheduler, 0..10
     rank: int | None = None  # 1 = best; ties share a rank
@@ -91,8 +75,7 @@ def explain_decision(decision: Decision, *, policy: str = "", order: Sequence[st
         if total != previous:
             rank, previous = position, total
         i = index[info.name]
-        cells = tuple(ScoreCell(line.plugin, line.raw, line.normalized, line.weight)
-                      for line in decision.score_of(i))
+        cells = tuple(decision.score_of(i))
         rows.append(Row(info.name, FEASIBLE, scores=cells, total=total,
                         wire_score=wire.to_extender_score(total), rank=rank))
     # Feasible but never scored (engine.filter only): keep them, unranked.
@@ -170,7 +153,7 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def _cell(cell: ScoreCell) -> str:
+def _cell(cell: ScoreLine) -> str:
     """Normalised score, with the raw value when the plugin's own unit differs."""
     if cell.raw == cell.normalized:
         return _fmt(cell.normalized)
@@ -217,35 +200,3 @@ def render_table(explanation: Explanation) -> str:
                  "WIRE is the 0..10 score /prioritize sends."]
     text += [f"Note: {note}" for note in explanation.notes]
     return "\n".join(text) + "\n"
-
-
-# ---- POST /explain -------------------------------------------------------------------------
-
-
-def explain_body(runtime: Any, body: Any) -> dict[str, Any]:
-    """POST /explain: the filter verb's body (ExtenderArgs) in, the JSON explanation out.
-
-    Nodes come from the request (`Nodes`) with usage from the cluster state, or from
-    the state (`NodeNames`), exactly as /filter gets them, so the answer is what
-    /filter and /prioritize would do with this policy, with every reason and score.
-    """
-    args = wire.load_extender_args(body)
-    try:
-        pod = PodView.from_dict(args.pod)
-    except InvalidObject as exc:
-        raise WireError(f"invalid Pod: {exc}") from None
-    notes = []
-    unknown: list[str] = []
-    if args.node_names is not None:
-        infos, unknown = runtime.state.node_infos(args.node_names)
-        if not runtime.state.ready:
-            notes.append("the extender's cluster state is not synced yet: node usage may be incomplete")
-    else:
-        views = []
-        for index, item in enumerate(args.nodes["items"]):  # type: ignore[index]
-            try:
-                views.append(NodeView.from_dict(item))
-            except InvalidObject as exc:
-                raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
-        infos = infos_from_views(views, runtime.state)
-    return to_json(explain_pod(runtime.engine, pod, infos, unknown=unknown, notes=notes))

@@ -33,6 +33,7 @@ class Settings:
     prioritize_verb: str = "prioritize"
     bind_verb: str = "bind"
     preempt_verb: str = "preempt"
+    explain_verb: str = "explain"  # served only with enable_explain
     enable_bind: bool = True
     enable_explain: bool = False
     scheduler_names: tuple[str, ...] = ("default-scheduler",)

@@ -51,16 +51,10 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         "bind": lambda body: verbs.bind_verb(runtime, settings, body),
         "preempt": lambda body: verbs.preempt_verb(runtime, body),
     }
+    if settings.enable_explain:
+        handlers["explain"] = lambda body: verbs.explain_verb(runtime, cache, body)
     for verb, handler in handlers.items():
         app.add_url_rule(settings.verb_path(verb), verb, _verb_view(verb, handler), methods=["POST"])
-    if settings.enable_explain:
-        from extender.explaining import explain_body
-
-        app.add_url_rule(
-            settings.verb_path("filter").rsplit("/", 1)[0] + "/explain", "explain",
-            _verb_view("explain", lambda body: verbs.Outcome(explain_body(runtime, body), "ok")),
-            methods=["POST"],
-        )
     _add_status_routes(app, runtime, settings)
     _add_error_handlers(app)
     return app

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender import metrics, wire
+from extender import explaining, metrics, wire
 from extender.cluster.state import infos_from_views
 from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
@@ -56,6 +56,22 @@ def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
         except InvalidObject as exc:
             raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
     return infos_from_views(views, runtime.state), []
+
+
+def explain_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+    """POST /explain: the filter verb's body in, every reason and score out.
+
+    Nodes are found exactly as /filter finds them, so the answer is what /filter and
+    /prioritize would do with this policy.
+    """
+    args = wire.load_extender_args(body)
+    pod = _pod(args.pod)
+    infos, unknown = _candidates(runtime, cache, args)
+    notes = []
+    if args.node_names is not None and not runtime.state.ready:
+        notes.append("the extender's cluster state is not synced yet: node usage may be incomplete")
+    explanation = explaining.explain_pod(runtime.engine, pod, infos, unknown=unknown, notes=notes)
+    return Outcome(explaining.to_json(explanation), "ok", pod.key, len(infos) + len(unknown))
 
 
 def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
