@@ -231,9 +231,12 @@ class ClusterState:
         """Count a pod on `node_name` before the API server confirms the bind."""
         with self._lock:
             old = self._pods.get(key)
-            if old is not None and not old.assumed and old.node_name == node_name:
-                # The watch confirmed this bind before the binder got its reply: assuming now
-                # would let expire_assumed() later unbind a pod that really is on the node.
+            if old is not None and old.node_name == node_name:
+                # Already counted there. Confirmed by the watch before the binder got its reply:
+                # assuming again would let expire_assumed() unbind a pod really on the node.
+                # Assumed by the scheduling cycle: the binder's success only restarts the clock.
+                if old.assumed:
+                    self._assumed[key] = self._clock() + self.assume_ttl
                 return old
             if old is not None:
                 record = replace(old, node_name=node_name, assumed=True)
