@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from bench.children import serving_child  # noqa: E402 (needs the path above)
 
 TARGET_MB = 400
 PAGE = 500
@@ -162,27 +163,8 @@ def _child(args: list[str], timeout: float = 1800) -> dict[str, Any]:
 
 
 def _http_list(nodes: int, pods: int, trace: bool) -> dict[str, Any]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = os.path.join(tmp, "ready")
-        server = subprocess.Popen([sys.executable, __file__, "--child", "list-server", str(nodes), str(pods), ready],
-                                  stdin=subprocess.PIPE, cwd=ROOT)
-        try:
-            started = time.monotonic()
-            while not os.path.exists(ready):
-                if server.poll() is not None or time.monotonic() - started > 900:
-                    raise RuntimeError("list server did not start")
-                time.sleep(0.2)
-            url = Path(ready).read_text().strip()
-            return _child(["http-list", url, str(nodes), str(pods)])
-        finally:
-            if server.stdin:
-                server.stdin.close()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with serving_child(__file__, ["--child", "list-server", str(nodes), str(pods)], timeout=900) as url:
+        return _child(["http-list", url, str(nodes), str(pods)])
 
 
 def run(nodes: int = 5000, pods: int = 150_000, modes: tuple[str, ...] = ("state", "state-raw", "http-list"),

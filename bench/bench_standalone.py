@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,6 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.children import serving_child  # noqa: E402 (needs the path above)
 
 SCHEDULER_NAME = "bench-scheduler"
 NAMESPACE = "bench"
@@ -168,24 +168,8 @@ def _print_profile(profilers: list[Any]) -> None:
 
 
 def with_fake_server(nodes: int, pods: int, fn: Any) -> Any:
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = os.path.join(tmp, "ready")
-        server = subprocess.Popen([sys.executable, __file__, "--child-server", str(nodes), str(pods), ready],
-                                  stdin=subprocess.PIPE, cwd=ROOT)
-        try:
-            started = time.monotonic()
-            while not os.path.exists(ready):
-                if server.poll() is not None or time.monotonic() - started > 300:
-                    raise RuntimeError("fake API server did not start")
-                time.sleep(0.1)
-            return fn(Path(ready).read_text().strip())
-        finally:
-            if server.stdin:
-                server.stdin.close()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with serving_child(__file__, ["--child-server", str(nodes), str(pods)], timeout=300) as kubeconfig:
+        return fn(kubeconfig)
 
 
 # ---- the cycle alone ---------------------------------------------------------------------------
