@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from extender.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
+from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
 
 __all__ = ["schedule", "default_lease_namespace"]
 
@@ -91,7 +92,7 @@ def _wait_for_signal() -> None:
 
 
 @click.command()
-@click.option("--scheduler-name", default="extender-scheduler", show_default=True,
+@click.option("--scheduler-name", default=DEFAULT_SCHEDULER_NAME, show_default=True,
               help="Schedule pods whose spec.schedulerName is this.")
 @click.option("--policy", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Policy file for --scheduler-name (reloaded on change) [default: built-in standalone].")
@@ -99,7 +100,7 @@ def _wait_for_signal() -> None:
               help="Also schedule pods of schedulerName NAME with this policy (repeatable; NAME= for the default).")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
               help="Run several replicas; only the holder of the Lease schedules.")
-@click.option("--lease-name", default="extender-scheduler", show_default=True)
+@click.option("--lease-name", default=DEFAULT_SCHEDULER_NAME, show_default=True)
 @click.option("--lease-namespace", default=None,
               help="Namespace of the Lease [default: the pod's namespace in a cluster, else kube-system].")
 @click.option("--lease-duration", type=click.FloatRange(min=1), default=15.0, show_default=True,

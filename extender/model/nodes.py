@@ -19,8 +19,6 @@ from extender.model.fields import as_string_map as _map
 from extender.model.fields import object_name
 from extender.model.resources import Resources, parse_resource_list
 
-SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-
 
 @dataclass(frozen=True, slots=True)
 class Taint:

@@ -24,6 +24,7 @@ from typing import Any
 
 from extender import metrics
 from extender.policy.decisions import Decision
+from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
 from extender.scheduler.queueing import QueuedPod
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class Reporter:
         from extender.cluster.events import post_event
 
         post_event(self.api_client, ref, reason=REASON_FAILED, message=message, type="Warning",
-                   action="Scheduling", reporting_controller=scheduler or "extender-scheduler",
+                   action="Scheduling", reporting_controller=scheduler or DEFAULT_SCHEDULER_NAME,
                    reporting_instance=self.instance)
 
     def close(self, timeout: float | None = 10.0) -> None:
