@@ -159,25 +159,27 @@ def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
     return Outcome(wire.error_result(""), "ok", key, 1, f"bound to {args.node}")
 
 
+def _as_meta_victims(victims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """NodeNameToVictims (full pods) in the MetaVictims shape the reply uses: UIDs only."""
+    meta = {}
+    for node, entry in victims.items():
+        pods = []
+        for index, victim in enumerate(entry.get("Pods") or []):
+            metadata = victim.get("metadata")
+            uid = metadata.get("uid") if isinstance(metadata, dict) else None
+            if not isinstance(uid, str) or not uid:
+                raise WireError(f"invalid ExtenderPreemptionArgs: NodeNameToVictims.{node}.Pods.{index}: "
+                                "metadata.uid is required")
+            pods.append({"UID": uid})
+        meta[node] = {"Pods": pods, "NumPDBViolations": entry.get("NumPDBViolations", 0)}
+    return meta
+
+
 def preempt_verb(runtime: Runtime, body: Any) -> Outcome:
     """Keep kube-scheduler's candidates, minus nodes our filters refuse for reasons eviction cannot fix."""
     args = wire.load_preemption_args(body)
     pod = _pod(args.pod)
-    if args.meta_victims is not None:
-        candidates = {node: {"Pods": [{"UID": p["UID"]} for p in v.get("Pods") or []],
-                             "NumPDBViolations": v.get("NumPDBViolations", 0)}
-                      for node, v in args.meta_victims.items()}
-    else:
-        candidates = {}
-        for node, victims in (args.victims or {}).items():
-            uids = []
-            for index, victim in enumerate(victims.get("Pods") or []):
-                uid = (victim.get("metadata") or {}).get("uid") if isinstance(victim.get("metadata"), dict) else None
-                if not isinstance(uid, str) or not uid:
-                    raise WireError(f"invalid ExtenderPreemptionArgs: NodeNameToVictims.{node}.Pods.{index}: "
-                                    "metadata.uid is required")
-                uids.append({"UID": uid})
-            candidates[node] = {"Pods": uids, "NumPDBViolations": victims.get("NumPDBViolations", 0)}
+    candidates = args.meta_victims if args.meta_victims is not None else _as_meta_victims(args.victims or {})
     infos, _unknown = runtime.state.node_infos(candidates)
     decision = runtime.engine.filter(pod, infos)
     hopeless = {name for name, status in decision.failed.items() if status.code == Code.UNRESOLVABLE}
