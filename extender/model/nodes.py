@@ -7,9 +7,9 @@ NodeInfo instead of editing it, so a request thread never sees a half update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender.errors import InvalidObject
 from extender.model.fields import as_list as _list
@@ -17,7 +17,11 @@ from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import object_name
-from extender.model.resources import Resources, parse_resource_list
+from extender.model.ports import HostPort
+from extender.model.resources import Resources, add_into, parse_resource_list
+
+if TYPE_CHECKING:
+    from extender.model.records import PodRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +88,40 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """A node with the summed requests of the pods on it (assumed pods included)."""
+    """A node with the pods on it (assumed pods included) and what they add up to.
+
+    `pods` holds the records themselves (for preemption, which removes some of them, and
+    for explain); the sums are precomputed because every filter reads them for every node.
+    """
 
     node: NodeView
     requested: Resources = field(default_factory=dict)
     score_requested: Resources = field(default_factory=dict)
     pod_count: int = 0
+    pods: tuple[PodRecord, ...] = field(default=(), repr=False)
+    host_ports: tuple[HostPort, ...] = ()
+
+    @classmethod
+    def build(cls, node: NodeView, pods: Iterable[PodRecord]) -> NodeInfo:
+        """The info of `node` running exactly `pods`."""
+        kept = tuple(pods)
+        requested: Resources = {}
+        score_requested: Resources = {}
+        ports: list[HostPort] = []
+        for pod in kept:
+            add_into(requested, pod.requests)
+            add_into(score_requested, pod.score_requests)
+            if pod.host_ports:
+                ports.extend(pod.host_ports)
+        return cls(node, requested, score_requested, len(kept), kept, tuple(ports))
+
+    def without(self, keys: Collection[str]) -> NodeInfo:
+        """This node with the pods of `keys` gone (what preemption's dry run evaluates)."""
+        return NodeInfo.build(self.node, (p for p in self.pods if p.key not in keys))
+
+    def plus(self, extra: Iterable[PodRecord]) -> NodeInfo:
+        """This node with `extra` pods added (nominated pods, reprieved victims)."""
+        return NodeInfo.build(self.node, (*self.pods, *extra))
 
     @property
     def name(self) -> str:

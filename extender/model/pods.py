@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.errors import InvalidObject
+from extender.model.affinity import PodAffinity, parse_pod_affinity
 from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import object_name
+from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
+from extender.model.spread import SpreadConstraint, parse_spread_constraints
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -115,6 +118,12 @@ class PodView:
     requests: Resources
     score_requests: Resources
     owner: tuple[str, str] | None
+    affinity: PodAffinity | None = None
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    preemption_policy: str = "PreemptLowerPriority"
+    nominated_node_name: str = ""
+    start_time: str = ""
 
     @property
     def key(self) -> str:
@@ -146,18 +155,21 @@ class PodView:
             for i, g in enumerate(_list(spec.get("schedulingGates"), "spec.schedulingGates"))
         )
         required, preferred = _node_affinity(spec)
+        namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+        labels = _map(meta.get("labels"), "metadata.labels")
+        creation = _str(meta.get("creationTimestamp"), "metadata.creationTimestamp")
         return cls(
             raw=raw,
-            namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+            namespace=namespace,
             name=name,
             uid=_str(meta.get("uid"), "metadata.uid"),
-            labels=_map(meta.get("labels"), "metadata.labels"),
+            labels=labels,
             annotations=_map(meta.get("annotations"), "metadata.annotations"),
             scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
             node_name=_str(spec.get("nodeName"), "spec.nodeName"),
             phase=_str(status.get("phase"), "status.phase") or "Pending",
             priority=priority,
-            creation_timestamp=_str(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            creation_timestamp=creation,
             deleting=bool(meta.get("deletionTimestamp")),
             scheduling_gates=gates,
             tolerations=_tolerations(spec.get("tolerations")),
@@ -167,4 +179,10 @@ class PodView:
             requests=pod_requests(spec),
             score_requests=pod_requests(spec, nonzero_defaults=True),
             owner=owner,
+            affinity=parse_pod_affinity(spec, namespace, labels),
+            spread=parse_spread_constraints(spec, labels),
+            host_ports=host_ports(spec),
+            preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority",
+            nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+            start_time=_str(status.get("startTime"), "status.startTime") or creation,
         )

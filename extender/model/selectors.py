@@ -117,17 +117,60 @@ def parse_node_selector_term(raw: Any, where: str) -> NodeSelectorTerm:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed; empty matches everything."""
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed; empty matches everything.
+
+    `nothing` is apimachinery's `labels.Nothing()`: what a *nil* selector converts to in
+    the places where nil means "select no objects" (pod affinity terms, spread constraints),
+    as opposed to an empty `{}` selector, which selects everything.
+    """
 
     requirements: tuple[Requirement, ...]
+    nothing: bool = False
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(requirement.matches(labels) for requirement in self.requirements)
+        if self.nothing:
+            return False
+        for requirement in self.requirements:
+            if not requirement.matches(labels):
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        """apimachinery's `Selector.Empty()`: no requirements (true of `{}`, false of Nothing)."""
+        return not self.nothing and not self.requirements
+
+    def anchors(self) -> list[tuple[str, frozenset[str] | None]]:
+        """Requirements an index can answer: (key, values) for In and (key, None) for Exists.
+
+        Every pod the selector matches carries one of the `values` of each anchor's key
+        (or the key at all, for Exists), so an index lookup on any anchor gives a superset
+        of the matches. NotIn and DoesNotExist give no anchor.
+        """
+        found: list[tuple[str, frozenset[str] | None]] = []
+        for requirement in self.requirements:
+            if requirement.operator == "In":
+                found.append((requirement.key, requirement.values))  # type: ignore[arg-type]
+            elif requirement.operator == "Exists":
+                found.append((requirement.key, None))
+        return found
+
+    def with_requirements(self, extra: tuple[Requirement, ...]) -> LabelSelector:
+        """This selector ANDed with `extra` (Nothing stays Nothing)."""
+        if self.nothing or not extra:
+            return self
+        return LabelSelector(extra + self.requirements)
 
 
-def parse_label_selector(raw: Any, where: str) -> LabelSelector:
+NOTHING = LabelSelector((), nothing=True)
+EVERYTHING = LabelSelector(())
+
+
+def parse_label_selector(raw: Any, where: str, *, nil_matches_nothing: bool = False) -> LabelSelector:
+    """Parse a metav1.LabelSelector. A missing (None) selector matches everything unless
+    `nil_matches_nothing`, which is what `metav1.LabelSelectorAsSelector(nil)` gives."""
     if raw is None:
-        return LabelSelector(())
+        return NOTHING if nil_matches_nothing else EVERYTHING
     if not isinstance(raw, Mapping):
         raise InvalidObject(f"{where}: expected an object")
     match_labels = raw.get("matchLabels") or {}

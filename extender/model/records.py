@@ -1,0 +1,152 @@
+"""The small per-pod record the cluster state keeps, instead of whole pod objects.
+
+A 150,000-pod cluster must fit in a few hundred MB, so the state keeps only what
+accounting, the inter-pod plugins, preemption and /bind checks read. Request dicts,
+label dicts, owners and affinity terms are interned: the replicas of a workload share
+one copy of each.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.model.affinity import PodAffinity, parse_pod_affinity
+from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
+from extender.model.pods import TERMINAL_PHASES, PodView
+from extender.model.ports import HostPort, host_ports
+from extender.model.resources import Resources, pod_requests
+
+_EMPTY_LABELS: dict[str, str] = {}
+_INTERN_LIMIT = 200_000
+_labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_owners: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def intern_labels(labels: dict[str, str]) -> dict[str, str]:
+    """A shared dict equal to `labels`; callers must never mutate the result."""
+    if not labels:
+        return _EMPTY_LABELS
+    key = tuple(sorted(labels.items()))
+    found = _labels.get(key)
+    if found is None:
+        found = {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+        if len(_labels) < _INTERN_LIMIT:
+            _labels[key] = found
+    return found
+
+
+def _intern_owner(owner: tuple[str, str] | None) -> tuple[str, str] | None:
+    if owner is None:
+        return None
+    return _owners.setdefault(owner, owner) if len(_owners) < _INTERN_LIMIT else owner
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    key: str  # namespace/name
+    uid: str
+    node_name: str
+    scheduler_name: str
+    phase: str
+    deleting: bool
+    gated: bool
+    requests: Resources
+    score_requests: Resources
+    assumed: bool = False
+    # The full view, kept only while the pod waits for a node: /bind re-runs the filters with it.
+    view: PodView | None = None
+    namespace: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS)
+    priority: int = 0
+    affinity: PodAffinity | None = None
+    host_ports: tuple[HostPort, ...] = ()
+    owner: tuple[str, str] | None = None  # the controller: (kind, name)
+    start_time: str = ""  # status.startTime, else creationTimestamp (preemption's tie-break)
+
+    @property
+    def name(self) -> str:
+        return self.key.partition("/")[2]
+
+    @property
+    def counts(self) -> bool:
+        """Whether the pod occupies resources on its node (bound or assumed, not finished)."""
+        return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+
+def _owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    for ref in as_list(meta.get("ownerReferences"), "metadata.ownerReferences"):
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return (as_str(ref.get("kind"), "metadata.ownerReferences.kind"),
+                    as_str(ref.get("name"), "metadata.ownerReferences.name"))
+    return None
+
+
+def _has_host_ports(spec: Mapping[str, Any]) -> bool:
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or ():
+            if isinstance(container, Mapping) and container.get("ports"):
+                return True
+    return False
+
+
+def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bool = False) -> PodRecord:
+    """The record of a pod already parsed into a view (pending pods, assumed pods)."""
+    return PodRecord(
+        key=view.key,
+        uid=view.uid,
+        node_name=sys.intern(view.node_name if node_name is None else node_name),
+        scheduler_name=sys.intern(view.scheduler_name),
+        phase=sys.intern(view.phase),
+        deleting=view.deleting,
+        gated=bool(view.scheduling_gates),
+        requests=view.requests,
+        score_requests=view.score_requests,
+        assumed=assumed,
+        view=view if not (view.node_name if node_name is None else node_name) else None,
+        namespace=sys.intern(view.namespace),
+        labels=intern_labels(view.labels),
+        priority=view.priority,
+        affinity=view.affinity,
+        host_ports=view.host_ports,
+        owner=_intern_owner(view.owner),
+        start_time=view.start_time,
+    )
+
+
+def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
+    """Build a record from a v1.Pod dict; raises InvalidObject/QuantityError on bad fields."""
+    meta = as_object(raw.get("metadata"), "metadata")
+    spec = as_object(raw.get("spec"), "spec")
+    status = as_object(raw.get("status"), "status")
+    name = object_name(meta)
+    phase = str(status.get("phase") or "Pending")
+    if not spec.get("nodeName") and phase not in TERMINAL_PHASES:
+        return record_from_view(PodView.from_dict(raw))
+    namespace = str(meta.get("namespace") or "default")
+    labels = intern_labels(as_string_map(meta.get("labels"), "metadata.labels"))
+    priority = spec.get("priority") or 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        priority = 0
+    return PodRecord(
+        key=f"{namespace}/{name}",
+        uid=str(meta.get("uid") or ""),
+        # Interned: 150,000 pods share a few thousand node names, a few scheduler names and phases.
+        node_name=sys.intern(str(spec.get("nodeName") or "")),
+        scheduler_name=sys.intern(str(spec.get("schedulerName") or "default-scheduler")),
+        phase=sys.intern(phase),
+        deleting=bool(meta.get("deletionTimestamp")),
+        gated=bool(spec.get("schedulingGates")),
+        requests=pod_requests(spec),
+        score_requests=pod_requests(spec, nonzero_defaults=True),
+        namespace=sys.intern(namespace),
+        labels=labels,
+        priority=priority,
+        affinity=parse_pod_affinity(spec, namespace, labels) if spec.get("affinity") else None,
+        host_ports=host_ports(spec) if _has_host_ports(spec) else (),
+        owner=_intern_owner(_owner(meta)),
+        start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")
+                              or as_str(meta.get("creationTimestamp"), "metadata.creationTimestamp")),
+    )
