@@ -101,6 +101,7 @@ def required_permissions(
     # Cluster state: every node, and every pod (to know what each node already runs).
     perms += _verbs(_READ, "pods", "watch pods to know each node's load and the pending pods")
     perms += _verbs(_READ, "nodes", "watch nodes to know capacity, labels, taints, readiness")
+    perms += _verbs(_READ, "namespaces", "watch namespace labels for pod affinity namespaceSelectors")
     # Events tell users why a pod went where it did, or why it did not go anywhere.
     perms += _verbs(_EVENT_WRITE, "events", "post Scheduled/FailedScheduling events")
     perms += _verbs(_EVENT_WRITE, "events", "post events (events.k8s.io/v1)", group="events.k8s.io")

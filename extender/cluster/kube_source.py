@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
+NAMESPACES_PATH = "/api/v1/namespaces"
 DEFAULT_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 # Node fields no policy reads, dropped from watched nodes before the state keeps them
@@ -59,7 +60,8 @@ def _node_name(obj: Mapping[str, Any]) -> str | None:
 
 
 class KubeSource:
-    """Keeps a ClusterState in step with the API server: one reflector each for nodes and pods."""
+    """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods and
+    namespaces (whose labels pod affinity terms select with `namespaceSelector`)."""
 
     kind = "kube"
 
@@ -87,6 +89,11 @@ class KubeSource:
             api_client, PODS_PATH, resource="pods", field_selector=pod_field_selector or None,
             on_list=self._list_pods, on_event=self._pod_event, **reflector_options,
         )
+        self.namespaces = Reflector(
+            api_client, NAMESPACES_PATH, resource="namespaces",
+            on_list=self.state.replace_namespaces, on_event=self._namespace_event, **reflector_options,
+        )
+        state.namespaces_synced = False
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
 
@@ -94,29 +101,43 @@ class KubeSource:
 
     def start(self) -> None:
         """Start both watches and housekeeping; returns at once (see wait_synced)."""
-        self.nodes.start()
-        self.pods.start()
+        for reflector in self.reflectors:
+            reflector.start()
         self._housekeeper = threading.Thread(target=self._housekeeping, name="cluster-housekeeping",
                                              daemon=True)
         self._housekeeper.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self.nodes.stop(timeout)
-        self.pods.stop(timeout)
+        for reflector in self.reflectors:
+            reflector.stop(timeout)
         if self._housekeeper is not None:
             self._housekeeper.join(timeout)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until both initial lists are in the state, or `timeout` seconds pass."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for reflector in (self.nodes, self.pods):
+        for reflector in self.reflectors:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not reflector.wait_synced(left):
                 return False
         return self.state.ready
 
+    @property
+    def reflectors(self) -> tuple[Reflector, ...]:
+        return (self.nodes, self.pods, self.namespaces)
+
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
+
+    def _namespace_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = _node_name(obj)  # cluster-scoped, named like a node
+        if name is None:
+            self._count_rejected("namespace", 1)
+            return
+        if kind == "DELETED":
+            self.state.delete_namespace(name)
+        else:
+            self.state.upsert_namespace(obj)
 
     def _prepare_node(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         return slim_node(raw) if self.slim_nodes else raw
@@ -183,6 +204,6 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
         now = time.monotonic()
-        for reflector in (self.nodes, self.pods):
+        for reflector in self.reflectors:
             if reflector.synced:
                 reflector.check_stall(now)

@@ -1,8 +1,9 @@
 """Snapshot files: what `kubectl get nodes,pods -A -o yaml` prints, as one file or a directory.
 
-Accepted shapes: a `List`/`NodeList`/`PodList` with `items`, a single Node or Pod,
-or multi-document YAML of any of those; JSON is YAML. Objects of other kinds are
-ignored, so a full `kubectl get all` dump loads too.
+Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a single
+Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
+other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
+only for their labels (pod affinity's `namespaceSelector`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SUFFIXES = (".yaml", ".yml", ".json")
 class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -56,7 +58,7 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    return {"NodeList": "Node", "PodList": "Pod"}.get(list_kind, "")
+    return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace"}.get(list_kind, "")
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -82,6 +84,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.nodes.append(dict(obj))
             elif kind == "Pod":
                 snapshot.pods.append(dict(obj))
+            elif kind == "Namespace":
+                snapshot.namespaces.append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -100,6 +104,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
+    state.replace_namespaces(snapshot.namespaces)
     state.replace_pods(snapshot.pods)
 
 

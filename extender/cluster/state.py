@@ -21,16 +21,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from extender.cluster.records import PodRecord, record_from_dict
+from extender.cluster.podindex import PodIndex
 from extender.errors import InvalidObject
+from extender.model.affinity import PodAffinity
+from extender.model.fields import as_object, as_string_map, object_name
 from extender.model.nodes import NodeInfo, NodeView
-from extender.model.resources import Resources, add_into, intern, subtract
+from extender.model.pods import PodView
+from extender.model.records import PodRecord, record_from_dict, record_from_view
+from extender.model.resources import Resources, add_into, subtract
+from extender.model.selectors import LabelSelector
 
 log = logging.getLogger(__name__)
 
 # Listener events, for the standalone queue's "retry sooner" hints.
 NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-deleted"
 POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
+NAMESPACE_CHANGED = "namespace-changed"
 Listener = Callable[[str, Any], None]
 
 
@@ -40,7 +46,7 @@ class _Usage:
 
     requested: Resources = field(default_factory=dict)
     score_requested: Resources = field(default_factory=dict)
-    pods: set[str] = field(default_factory=set)
+    pods: dict[str, PodRecord] = field(default_factory=dict)
 
 
 class ClusterState:
@@ -53,9 +59,18 @@ class ClusterState:
         self._usage: dict[str, _Usage] = {}
         self._pods: dict[str, PodRecord] = {}
         self._assumed: dict[str, float] = {}  # pod key -> expiry (monotonic seconds)
+        self._index = PodIndex()
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._nominated: dict[str, list[PodRecord]] = {}
         self._listeners: list[Listener] = []
+        # Bumped whenever the node set or a node's labels or taints change: what
+        # topology domains are made of. `memo` results are only valid within one value.
+        self.node_generation = 0
+        self._memo: dict[Any, Any] = {}
+        self._memo_generation = -1
         self.nodes_synced = False
         self.pods_synced = False
+        self.namespaces_synced = True  # a source that watches namespaces clears it until its first list
         self.last_event = clock()
         self.rejected_objects = 0
 
@@ -63,7 +78,7 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return self.nodes_synced and self.pods_synced
+        return self.nodes_synced and self.pods_synced and self.namespaces_synced
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -94,9 +109,65 @@ class ClusterState:
         return self._pods.get(key)
 
     def pods_on(self, node: str) -> list[PodRecord]:
-        usage = self._usage.get(node)
-        keys = list(usage.pods) if usage else []
-        return [p for p in (self._pods.get(k) for k in keys) if p is not None]
+        info = self._infos.get(node)
+        return list(info.pods) if info is not None else []
+
+    # ---- reads for the inter-pod plugins (the policy layer's ClusterView) ----------------
+
+    def matching_pods(self, namespaces: Iterable[str], selector: LabelSelector) -> list[PodRecord]:
+        """Placed pods (bound or assumed, not finished) of `namespaces` whose labels match."""
+        found = []
+        pods = self._pods
+        for namespace in namespaces:
+            for key in self._index.candidates(namespace, selector):
+                record = pods.get(key)
+                if record is not None and record.counts and selector.matches(record.labels):
+                    found.append(record)
+        return found
+
+    def owned_pods(self, namespace: str, kind: str, name: str) -> list[PodRecord]:
+        """Placed pods whose controller is `kind`/`name` in `namespace`."""
+        pods = self._pods
+        return [r for r in (pods.get(k) for k in self._index.owned(namespace, kind, name))
+                if r is not None and r.counts]
+
+    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
+        """Placed pods that carry pod (anti-)affinity terms, grouped by identical terms."""
+        pods = self._pods
+        groups = []
+        for terms, keys in self._index.affinity_groups():
+            records = [r for r in (pods.get(k) for k in keys) if r is not None and r.counts]
+            if records:
+                groups.append((terms, records))
+        return groups
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of namespace `name`, or None when the state does not know it."""
+        return self._namespaces.get(name)
+
+    def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
+        """Names of the namespaces whose labels match. Namespaces only known through their
+        pods (a snapshot without Namespace objects) count with no labels."""
+        names = set(self._namespaces) | set(self._index.namespaces())
+        return frozenset(n for n in names if selector.matches(self._namespaces.get(n) or {}))
+
+    def nominations(self) -> dict[str, list[PodRecord]]:
+        """Node -> pods nominated there by preemption (see issue 15's scheduler), as placed records."""
+        return self._nominated
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """A value derived from node labels and taints only, computed once per node generation."""
+        if self._memo_generation != self.node_generation:
+            self._memo = {}
+            self._memo_generation = self.node_generation
+        memo = self._memo
+        try:
+            return memo[key]
+        except KeyError:
+            value = compute()
+            if len(memo) < 1024:
+                memo[key] = value
+            return value
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)
@@ -112,17 +183,20 @@ class ClusterState:
         if view.error:
             log.warning("node %s kept as unusable: %s", view.name, view.error)
         with self._lock:
-            existed = view.name in self._views
+            before = self._views.get(view.name)
+            if before is None or before.labels != view.labels or before.taints != view.taints:
+                self.node_generation += 1
             self._views[view.name] = view
             self._rebuild(view.name)
             self.last_event = self._clock()
-        self._notify(NODE_UPDATED if existed else NODE_ADDED, view)
+        self._notify(NODE_UPDATED if before is not None else NODE_ADDED, view)
         return view
 
     def delete_node(self, name: str) -> None:
         with self._lock:
             view = self._views.pop(name, None)
             self._infos.pop(name, None)
+            self.node_generation += 1
             self.last_event = self._clock()
         if view is not None:
             self._notify(NODE_DELETED, view)
@@ -144,6 +218,7 @@ class ClusterState:
             self._infos = {}
             for name in views:
                 self._rebuild(name)
+            self.node_generation += 1
             self.nodes_synced = True
             self.last_event = self._clock()
         _settle_heap()
@@ -155,6 +230,46 @@ class ClusterState:
                 self._notify(NODE_UPDATED, view)
         for name in previous.keys() - views.keys():
             self._notify(NODE_DELETED, previous[name])
+
+    # ---- namespaces (their labels, for affinity terms' namespaceSelector) ----------------
+
+    @staticmethod
+    def _namespace(raw: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+        meta = as_object(raw.get("metadata"), "metadata")
+        return object_name(meta), as_string_map(meta.get("labels"), "metadata.labels")
+
+    def upsert_namespace(self, raw: Mapping[str, Any]) -> None:
+        try:
+            name, labels = self._namespace(raw)
+        except InvalidObject as exc:
+            self.rejected_objects += 1
+            log.warning("skipping namespace: %s", exc)
+            return
+        with self._lock:
+            self._namespaces[name] = labels
+            self.last_event = self._clock()
+        self._notify(NAMESPACE_CHANGED, name)
+
+    def delete_namespace(self, name: str) -> None:
+        with self._lock:
+            self._namespaces.pop(name, None)
+            self.last_event = self._clock()
+
+    def replace_namespaces(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        namespaces = {}
+        for raw in raws:
+            try:
+                name, labels = self._namespace(raw)
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping namespace from list: %s", exc)
+                continue
+            namespaces[name] = labels
+        with self._lock:
+            self._namespaces = namespaces
+            self.namespaces_synced = True
+            self.last_event = self._clock()
+        self._notify(NAMESPACE_CHANGED, "")
 
     # ---- pods ------------------------------------------------------------
 
@@ -209,12 +324,14 @@ class ClusterState:
                     del self._assumed[key]
             self._pods = records
             self._usage = {}
+            self._index = PodIndex()
             for record in records.values():
                 if record.counts:
                     usage = self._usage.setdefault(record.node_name, _Usage())
                     add_into(usage.requested, record.requests)
                     add_into(usage.score_requested, record.score_requests)
-                    usage.pods.add(record.key)
+                    usage.pods[record.key] = record
+                    self._index.add(record)
             self._infos = {}
             for name in self._views:
                 self._rebuild(name)
@@ -226,9 +343,11 @@ class ClusterState:
 
     # ---- assumptions -------------------------------------------------------
 
-    def assume(self, key: str, node_name: str, *, uid: str = "", requests: Resources | None = None,
-               score_requests: Resources | None = None, scheduler_name: str = "") -> PodRecord:
-        """Count a pod on `node_name` before the API server confirms the bind."""
+    def assume(self, key: str, node_name: str, *, uid: str = "", view: PodView | None = None,
+               scheduler_name: str = "") -> PodRecord:
+        """Count a pod on `node_name` before the API server confirms the bind.
+
+        `view` describes a pod the state does not hold yet (a bind racing the watch)."""
         with self._lock:
             old = self._pods.get(key)
             if old is not None and old.node_name == node_name:
@@ -240,11 +359,11 @@ class ClusterState:
                 return old
             if old is not None:
                 record = replace(old, node_name=node_name, assumed=True)
+            elif view is not None:
+                record = record_from_view(view, node_name=node_name, assumed=True)
             else:
-                record = PodRecord(
-                    key, uid, node_name, scheduler_name or "default-scheduler", "Pending", False, False,
-                    intern(dict(requests or {})), intern(dict(score_requests or requests or {})), True,
-                )
+                record = PodRecord(key, uid, node_name, scheduler_name or "default-scheduler", "Pending", False,
+                                   False, {}, {}, True, namespace=key.partition("/")[0])
             self._put(record)
             self._assumed[key] = self._clock() + self.assume_ttl
         return record
@@ -258,8 +377,10 @@ class ClusterState:
             if old is not None:
                 self._put(replace(old, node_name="", assumed=False))
 
-    def confirm(self, key: str, node_name: str) -> None:
-        """Record a bind as done without waiting for a watch (snapshot mode: we are the server)."""
+    def confirm(self, key: str, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+        """Record a bind as done without waiting for a watch (snapshot mode: we are the server).
+
+        `annotations` are the Binding's, which the API server would copy onto the pod."""
         with self._lock:
             self._assumed.pop(key, None)
             old = self._pods.get(key)
@@ -286,7 +407,8 @@ class ClusterState:
             usage = self._usage.setdefault(record.node_name, _Usage())
             add_into(usage.requested, record.requests)
             add_into(usage.score_requested, record.score_requests)
-            usage.pods.add(record.key)
+            usage.pods[record.key] = record
+            self._index.add(record)
             self._rebuild(record.node_name)
 
     def _remove(self, key: str) -> None:
@@ -298,7 +420,7 @@ class ClusterState:
         usage = self._usage.get(record.node_name)
         if usage is None or record.key not in usage.pods:
             return
-        usage.pods.discard(record.key)
+        self._index.remove(usage.pods.pop(record.key))
         usage.requested = subtract(usage.requested, record.requests)
         usage.score_requested = subtract(usage.score_requested, record.score_requests)
         if not usage.pods:
@@ -313,8 +435,11 @@ class ClusterState:
         if usage is None:
             self._infos[name] = NodeInfo(view)
         else:
+            pods = tuple(usage.pods.values())
+            ports = tuple(port for pod in pods if pod.host_ports for port in pod.host_ports)
             # Copies, not interned: a node's totals are its own and change with every pod.
-            self._infos[name] = NodeInfo(view, dict(usage.requested), dict(usage.score_requested), len(usage.pods))
+            self._infos[name] = NodeInfo(view, dict(usage.requested), dict(usage.score_requested), len(pods),
+                                         pods, ports)
 
     def _notify(self, event: str, obj: Any) -> None:
         for listener in self._listeners:
@@ -344,5 +469,5 @@ def infos_from_views(views: Sequence[NodeView], state: ClusterState | None) -> l
         elif known.node is view:
             result.append(known)
         else:
-            result.append(NodeInfo(view, known.requested, known.score_requested, known.pod_count))
+            result.append(replace(known, node=view))
     return result
