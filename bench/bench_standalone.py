@@ -216,8 +216,7 @@ def cycle_only(nodes: int, pods: int, percentage: int = 0) -> dict[str, Any]:
         start_index = result.next_start_index
         evaluated += result.evaluated
         assert result.node is not None
-        state.assume(pod.key, result.node, uid=pod.uid, requests=pod.requests,
-                     score_requests=pod.score_requests, scheduler_name=SCHEDULER_NAME)
+        state.assume(pod.key, result.node, uid=pod.uid, view=pod)
     total = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     return {

@@ -17,6 +17,7 @@ from typing import Any
 from extender import wire
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.cluster import ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.status import Code
@@ -94,14 +95,14 @@ def explain_decision(decision: Decision, *, policy: str = "", order: Sequence[st
     )
 
 
-def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *,
+def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, cluster: ClusterView | None = None,
                 unknown: Sequence[str] = (), notes: Sequence[str] = ()) -> Explanation:
     """Run the engine (filter, then score the feasible nodes) and explain the result.
 
     `unknown` are candidate names with no node behind them; they are refused as the
     webhook refuses them, so the explanation matches what /filter would answer.
     """
-    decision = engine.decide(pod, nodes)
+    decision = engine.decide(pod, nodes, cluster)
     for name in unknown:
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)

@@ -32,6 +32,8 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.quantities import format_units
 from extender.policy.engine import Engine, PluginError, Policy
+from extender.policy.reservations import all_actions, merged_annotations, release_all
+from extender.policy.status import Status
 from extender.scheduler.cycle import schedule_one
 
 RESOURCES = ("cpu", "memory", "pods")
@@ -232,11 +234,19 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
         if not node:
             unplaced.append(Unplaced(view.key, result.decision.summary(), view.priority))
             continue
-        state.assume(view.key, node, uid=view.uid, requests=view.requests,
-                     score_requests=view.score_requests, scheduler_name=view.scheduler_name)
+        info = state.node_info(node)
+        reserved = engine.reserve(view, info, state) if info is not None else []
+        if isinstance(reserved, Status):
+            unplaced.append(Unplaced(view.key, f"node {node} refused at reserve: {reserved.reason}", view.priority))
+            continue
+        state.assume(view.key, node, uid=view.uid, view=view)
         try:
-            binder.bind(view.namespace, view.name, view.uid, node)
+            actions = all_actions(reserved)
+            if actions:
+                binder.prebind(actions)
+            binder.bind(view.namespace, view.name, view.uid, node, annotations=merged_annotations(reserved) or None)
         except ClusterError as exc:
+            release_all(reserved)
             state.forget(view.key)
             unplaced.append(Unplaced(view.key, f"bind failed: {exc}", view.priority))
             continue

@@ -100,7 +100,7 @@ def _explain_one(engine: Engine, state: ClusterState, raw: dict[str, Any], label
             notes.append(f"{pod.key} is on {record.node_name} now; explained as if it were pending "
                          "(its own requests are not counted there)")
         state.delete_pod(pod.key)
-    explanation = explain_pod(engine, pod, state.all_node_infos(), notes=notes)
+    explanation = explain_pod(engine, pod, state.all_node_infos(), cluster=state, notes=notes)
     if record is not None:  # put the cluster's copy back for the next pod of the file
         state.upsert_pod(next(p for p in cluster.pods if _key(p) == pod.key))
     return explanation

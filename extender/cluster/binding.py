@@ -8,9 +8,10 @@ webhook, the scheduler and simulate behave identically whichever binder they use
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError
 
@@ -18,7 +19,12 @@ from extender.errors import ConflictError, NotFoundError
 class Binder(Protocol):
     def bind(self, namespace: str, name: str, uid: str, node: str, *,
              annotations: Mapping[str, str] | None = None) -> None:
-        """Bind the pod to the node or raise ClusterError (ConflictError, NotFoundError, ...)."""
+        """Bind the pod to the node or raise ClusterError (ConflictError, NotFoundError, ...).
+
+        `annotations` go on the Binding, and from there onto the pod, in the same request."""
+
+    def prebind(self, actions: Sequence[Any]) -> None:
+        """Carry out reservations' bind-time actions before the bind; raise ClusterError if not."""
 
 
 class MemoryBinder:
@@ -48,5 +54,8 @@ class MemoryBinder:
                 raise ConflictError(f"pod {key} is being deleted", status=409, reason="Conflict")
             if record.gated:
                 raise ConflictError(f"pod {key} still has scheduling gates", status=409, reason="Conflict")
-            self.state.confirm(key, node)
+            self.state.confirm(key, node, annotations=annotations)
             self.bindings.append((key, node))
+
+    def prebind(self, actions: Sequence[Any]) -> None:
+        prebinding.run(actions, kind=prebinding.MEMORY, target=self.state)

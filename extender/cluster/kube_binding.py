@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import kube_client
+from extender.cluster import kube_client, prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 
@@ -93,3 +93,6 @@ class KubeBinder:
         self.state.assume(key, node, uid=uid or (record.uid if record else ""),
                           scheduler_name=record.scheduler_name if record else "")
         log.debug("bound %s to %s", key, node)
+
+    def prebind(self, actions: Sequence[Any]) -> None:
+        prebinding.run(actions, kind=prebinding.KUBE, target=self.api_client)

@@ -4,22 +4,26 @@ It mirrors kube-scheduler's framework runtime: per-pod work happens once
 (`prefilter`/`prescore`), each node stops at its first refusal, the engine stamps
 the plugin name on every Status, normalises each scorer to 0..100, checks the
 range, weights and sums. It holds no cluster state and does no IO; callers pass
-the NodeInfos (from a request body, the watched cache or a snapshot).
+the NodeInfos (from a request body, the watched cache or a snapshot) and, for the
+plugins that look beyond one node, a read-only `ClusterView` (see policy/cluster.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from extender.errors import ExtenderError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.model.records import PodRecord
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.decisions import Decision
 from extender.policy.names import NODE_UNUSABLE
 from extender.policy.plugins import FilterResult, NodeCheck
+from extender.policy.reservations import Reservation, release_all
 from extender.policy.status import Code, Status, unresolvable
 
 MAX_SCORE = 100
@@ -81,42 +85,84 @@ def default_normalize(scores: Sequence[float]) -> list[float]:
     return [max(0.0, s) * MAX_SCORE / top for s in scores]
 
 
-class Engine:
-    """Stateless apart from its policy; safe to share between threads."""
+class FilterCycle:
+    """One pod's filters, prepared once (kube-scheduler's PreFilter results), reusable over nodes.
 
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+    `run(nodes)` is the engine's filter; preemption asks `status(node)` again and again on
+    nodes with pods removed, through `updated(changes)` for the checks that count pods on
+    other nodes. Pods nominated to a node with a priority at least the pod's count there
+    (kube-scheduler's RunFilterPluginsWithNominatedPods): the node must fit the pod with
+    them, and without them, since a nominated pod may never arrive.
+    """
 
-    def _checks(self, pod: PodView) -> tuple[list[tuple[str, NodeCheck]], Status | None]:
-        checks: list[tuple[str, NodeCheck]] = []
-        for plugin in self.policy.filters:
-            name = plugin.name  # type: ignore[attr-defined]
-            prefilter = getattr(plugin, "prefilter", None)
-            if prefilter is None:
-                checks.append((name, partial(plugin.filter, pod)))  # type: ignore[attr-defined]
-                continue
-            try:
-                check = prefilter(pod)
-            except ExtenderError:
-                raise
-            except Exception as exc:
-                raise PluginError(f"filter {name} failed in prefilter: {exc}") from exc
-            if isinstance(check, Status):
-                return checks, _as_status(check, name)
-            if check is not None:
-                checks.append((name, check))
-        return checks, None
+    def __init__(self, pod: PodView, checks: list[tuple[str, NodeCheck]], refuse_all: Status | None,
+                 nominations: Mapping[str, Sequence[PodRecord]]) -> None:
+        self.pod = pod
+        self.checks = checks
+        self.refuse_all = refuse_all
+        self.nominations = nominations
 
-    def filter(self, pod: PodView, nodes: Sequence[NodeInfo]) -> Decision:
-        """Run every filter; the decision lists feasible nodes and a Status for each refused one."""
-        decision = Decision(pod=pod, total=len(nodes))
+    def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
+        """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
+        if not changes:
+            return self
+        checks = []
+        for name, check in self.checks:
+            update = getattr(check, "updated", None)
+            checks.append((name, update(changes) if update is not None else check))
+        return FilterCycle(self.pod, checks, self.refuse_all, self.nominations)
+
+    def refusal(self, info: NodeInfo) -> Status | None:
+        """The first filter's refusal of `info` as it is (nominated pods ignored), or None."""
+        if self.refuse_all is not None:
+            return self.refuse_all
+        if info.node.error:
+            return Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
+        name = ""
+        try:
+            for name, check in self.checks:
+                result = check(info)
+                if result is not None:
+                    status = _as_status(result, name)
+                    if status.code != Code.SUCCESS:
+                        return status
+        except ExtenderError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"filter {name} failed: {exc}") from exc
+        return None
+
+    def status(self, info: NodeInfo) -> Status | None:
+        """The refusal of `info`, counting the pods nominated to it with a priority >= the pod's."""
+        nominated = self.nominations.get(info.name) if self.nominations else None
+        if nominated:
+            pod = self.pod
+            ahead = [p for p in nominated if p.priority >= pod.priority and p.key != pod.key]
+            if ahead:
+                node = info.node
+                status = self.updated([PodChange(p, node, 1) for p in ahead]).refusal(info.plus(ahead))
+                if status is not None:
+                    return status
+        return self.refusal(info)
+
+    def run(self, nodes: Sequence[NodeInfo]) -> Decision:
+        """Filter `nodes`: the decision lists the feasible ones and a Status for each refused one."""
+        decision = Decision(pod=self.pod, total=len(nodes))
         failed = decision.failed
         feasible = decision.feasible
-        checks, refuse_all = self._checks(pod)
-        if refuse_all is not None:
+        if self.refuse_all is not None:
             for info in nodes:
-                failed[info.name] = refuse_all
+                failed[info.name] = self.refuse_all
             return decision
+        if self.nominations:
+            for info in nodes:
+                status = self.status(info)
+                if status is None:
+                    feasible.append(info)
+                else:
+                    failed[info.name] = status
+            return decision
+        checks = self.checks
         name = ""
         try:
             for info in nodes:
@@ -140,23 +186,62 @@ class Engine:
             raise PluginError(f"filter {name} failed: {exc}") from exc
         return decision
 
-    def score(self, pod: PodView, nodes: Sequence[NodeInfo], decision: Decision | None = None) -> Decision:
+
+class Engine:
+    """Stateless apart from its policy; safe to share between threads.
+
+    `cluster` is what plugins that declare `needs_cluster` read about other nodes and pods
+    (the cluster state in every mode); without one they see an empty cluster.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def prepare(self, pod: PodView, cluster: ClusterView | None = None) -> FilterCycle:
+        """Run every filter's per-pod step once; the result filters any number of nodes."""
+        view = cluster if cluster is not None else EMPTY_CLUSTER
+        checks: list[tuple[str, NodeCheck]] = []
+        for plugin in self.policy.filters:
+            name = plugin.name  # type: ignore[attr-defined]
+            prefilter = getattr(plugin, "prefilter", None)
+            if prefilter is None:
+                checks.append((name, partial(plugin.filter, pod)))  # type: ignore[attr-defined]
+                continue
+            try:
+                check = prefilter(pod, view) if getattr(plugin, "needs_cluster", False) else prefilter(pod)
+            except ExtenderError:
+                raise
+            except Exception as exc:
+                raise PluginError(f"filter {name} failed in prefilter: {exc}") from exc
+            if isinstance(check, Status):
+                if check.code == Code.SUCCESS:
+                    continue
+                return FilterCycle(pod, checks, _as_status(check, name), {})
+            if check is not None:
+                checks.append((name, check))
+        return FilterCycle(pod, checks, None, view.nominations())
+
+    def filter(self, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView | None = None) -> Decision:
+        """Run every filter; the decision lists feasible nodes and a Status for each refused one."""
+        return self.prepare(pod, cluster).run(nodes)
+
+    def score(self, pod: PodView, nodes: Sequence[NodeInfo], decision: Decision | None = None,
+              cluster: ClusterView | None = None) -> Decision:
         """Score `nodes` (normally the feasible ones) and fill the decision's scores."""
         if decision is None:
             decision = Decision(pod=pod, total=len(nodes))
             decision.feasible.extend(nodes)
+        view = cluster if cluster is not None else EMPTY_CLUSTER
         decision.scored = list(nodes)
         count = len(nodes)
         totals = [0.0] * count
         weight_sum = 0
         for entry in self.policy.scorers:
             name, plugin, weight = entry.name, entry.plugin, entry.weight
-            raw = self._raw_scores(name, plugin, pod, nodes)
-            if raw is None:
+            scored = self._raw_scores(name, plugin, pod, nodes, view)
+            if scored is None:
                 continue
-            normalize: Callable[[Sequence[float]], list[float]] = getattr(
-                plugin, "normalize_scores", default_normalize
-            )
+            raw, normalize = scored
             try:
                 normalized = normalize(raw)
                 out_of_range = [value for value in normalized if not 0 <= value <= MAX_SCORE]
@@ -178,13 +263,16 @@ class Engine:
         return decision
 
     @staticmethod
-    def _raw_scores(name: str, plugin: object, pod: PodView, nodes: Sequence[NodeInfo]) -> list[float] | None:
+    def _raw_scores(name: str, plugin: object, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
+                    ) -> tuple[list[float], Callable[[Sequence[float]], list[float]]] | None:
+        """Raw scores and the function that normalises them: the per-pod function's own
+        `normalize(scores, nodes)` when it has one, else the plugin's, else the default."""
         try:
             prescore = getattr(plugin, "prescore", None)
             if prescore is None:
                 fn = partial(plugin.score, pod)  # type: ignore[attr-defined]
             else:
-                fn = prescore(pod)
+                fn = prescore(pod, cluster, nodes) if getattr(plugin, "needs_cluster", False) else prescore(pod)
                 if fn is None:
                     return None
             raw = [fn(info) for info in nodes]
@@ -198,13 +286,49 @@ class Engine:
             finite = False
         if not finite:
             raise PluginError(f"scorer {name} returned {next(v for v in raw if not _finite(v))!r}")
-        return raw
+        own = getattr(fn, "normalize", None)
+        if own is not None:
+            return raw, partial(own, nodes=nodes)
+        return raw, getattr(plugin, "normalize_scores", default_normalize)
 
-    def decide(self, pod: PodView, nodes: Sequence[NodeInfo]) -> Decision:
+    def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None
+                ) -> list[Reservation] | Status:
+        """Ask every plugin with `reserve` to claim what `pod` needs on `node`, in policy order.
+
+        A refusal releases what the plugins before it reserved and is returned, stamped.
+        """
+        view = cluster if cluster is not None else EMPTY_CLUSTER
+        plugins = [*self.policy.filters, *(entry.plugin for entry in self.policy.scorers)]
+        reservations: list[Reservation] = []
+        seen: set[int] = set()
+        for plugin in plugins:
+            reserve = getattr(plugin, "reserve", None)
+            if reserve is None or id(plugin) in seen:
+                continue
+            seen.add(id(plugin))
+            name = plugin.name  # type: ignore[attr-defined]
+            try:
+                result = reserve(pod, node, view)
+            except ExtenderError:
+                release_all(reservations)
+                raise
+            except Exception as exc:
+                release_all(reservations)
+                raise PluginError(f"plugin {name} failed in reserve: {exc}") from exc
+            if isinstance(result, Status):
+                if result.code == Code.SUCCESS:
+                    continue
+                release_all(reservations)
+                return _as_status(result, name)
+            if result is not None:
+                reservations.append(result)
+        return reservations
+
+    def decide(self, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView | None = None) -> Decision:
         """Filter, then score the feasible nodes: the full answer that explain and the scheduler use."""
-        decision = self.filter(pod, nodes)
+        decision = self.filter(pod, nodes, cluster)
         if decision.feasible:
-            self.score(pod, decision.feasible, decision)
+            self.score(pod, decision.feasible, decision, cluster)
         return decision
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from extender import metrics
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
 
@@ -82,6 +83,7 @@ class BindJob:
     entry: QueuedPod
     node: str
     started: float  # perf_counter when the pod was popped
+    reservations: tuple[Reservation, ...] = ()
 
 
 class BindPool:
@@ -110,13 +112,16 @@ class BindPool:
     def in_flight(self) -> int:
         return self._in_flight
 
-    def submit(self, entry: QueuedPod, node: str, started: float) -> None:
+    def submit(self, entry: QueuedPod, node: str, started: float,
+               reservations: Sequence[Reservation] = ()) -> None:
+        job = BindJob(entry, node, started, tuple(reservations))
         with self._lock:
             self._in_flight += 1
         try:
-            self._pool.submit(self._run, BindJob(entry, node, started))
+            self._pool.submit(self._run, job)
         except RuntimeError:  # shut down under us: undo as if the bind had never been tried
             self._finish()
+            self._release(job)
             self.state.forget(entry.key)
             self.queue.give_back(entry)
 
@@ -147,15 +152,24 @@ class BindPool:
             self._finish()
 
     def _undo(self, job: BindJob) -> None:
+        self._release(job)
         self.state.forget(job.entry.key)
         # The space it held is free again: pods waiting for space may fit now.
         self.queue.move_all("assumed-pod-forgotten")
+
+    @staticmethod
+    def _release(job: BindJob) -> None:
+        try:
+            release_all(job.reservations)
+        except Exception:  # a plugin's bug must not lose the pod: log it, the pod is requeued anyway
+            log.exception("releasing the reservations of %s failed", job.entry.key)
 
     def _bind(self, job: BindJob) -> None:
         entry, node = job.entry, job.node
         pod = entry.pod
         if not self.may_bind():
             # Leadership lost (or stopping without finishing): hand the pod back untried.
+            self._release(job)
             self.state.forget(entry.key)
             self.queue.give_back(entry)
             return
@@ -168,7 +182,11 @@ class BindPool:
             self.queue.requeue_backoff(entry)
             return
         try:
-            self.binder.bind(pod.namespace, pod.name, pod.uid, node)
+            actions = all_actions(job.reservations)
+            if actions:
+                self.binder.prebind(actions)
+            self.binder.bind(pod.namespace, pod.name, pod.uid, node,
+                             annotations=merged_annotations(job.reservations) or None)
         except (ConflictError, NotFoundError) as exc:
             reason = conflict_reason(exc)
             metrics.BIND_ERRORS.labels(reason=reason).inc()

@@ -20,7 +20,7 @@ from extender.cluster.state import ClusterState
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.decisions import Decision
-from extender.policy.engine import Engine
+from extender.policy.engine import Engine, FilterCycle
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -52,7 +52,7 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
     return max(total * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def _filter_until(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], start: int,
+def _filter_until(cycle: FilterCycle, nodes: Sequence[NodeInfo], start: int,
                   wanted: int) -> tuple[Decision, int]:
     """Filter from `start` (wrapping) until `wanted` nodes pass or every node was tried.
 
@@ -61,8 +61,8 @@ def _filter_until(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], start
     count = len(nodes)
     if wanted >= count:
         ordered = list(nodes[start:]) + list(nodes[:start]) if start else nodes
-        return engine.filter(pod, ordered), count
-    merged = Decision(pod=pod, total=0)
+        return cycle.run(ordered), count
+    merged = Decision(pod=cycle.pod, total=0)
     processed = 0
     while processed < count and len(merged.feasible) < wanted:
         size = min(max(wanted - len(merged.feasible), _MIN_CHUNK), count - processed)
@@ -70,7 +70,7 @@ def _filter_until(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], start
         chunk = nodes[begin:begin + size]
         if len(chunk) < size:
             chunk = list(chunk) + list(nodes[:size - len(chunk)])
-        part = engine.filter(pod, chunk)
+        part = cycle.run(chunk)
         merged.feasible.extend(part.feasible)
         merged.failed.update(part.failed)
         processed += size
@@ -114,7 +114,7 @@ def schedule_one(
         return CycleResult(None, Decision(pod=pod, total=0))
     start = start_index % total
     wanted = nodes_to_find(total, percentage_of_nodes_to_score)
-    decision, processed = _filter_until(engine, pod, nodes, start, wanted)
+    decision, processed = _filter_until(engine.prepare(pod, state), nodes, start, wanted)
     if len(decision.feasible) > 1:
-        engine.score(pod, decision.feasible, decision)
+        engine.score(pod, decision.feasible, decision, state)
     return CycleResult(select_host(decision, rng), decision, processed, (start + processed) % total)

@@ -27,6 +27,9 @@ from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
 from extender.model.nodes import NodeView
+from extender.policy.engine import Engine
+from extender.policy.reservations import Reservation
+from extender.policy.status import Code, Status
 from extender.scheduler.binding import BindPool
 from extender.scheduler.cycle import schedule_one
 from extender.scheduler.leader import LeaderElector
@@ -250,10 +253,32 @@ class Scheduler:
             self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started)
             self.queue.requeue_unschedulable(entry)
             return
-        self.state.assume(pod.key, result.node, uid=pod.uid, requests=pod.requests,
-                          score_requests=pod.score_requests, scheduler_name=pod.scheduler_name)
+        reservations = self._reserve(entry, profile.engine, result.node, started)
+        if reservations is None:
+            return
+        self.state.assume(pod.key, result.node, uid=pod.uid, view=pod)
         metrics.SCHEDULING_LATENCY.labels(profile=entry.profile).observe(time.perf_counter() - started)
-        self.binds.submit(entry, result.node, started)
+        self.binds.submit(entry, result.node, started, reservations)
+
+    def _reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float) -> list[Reservation] | None:
+        """Let the plugins claim what the pod needs on `node` (Reserve); None when one refuses."""
+        info = self.state.node_info(node)
+        if info is None:
+            outcome: list[Reservation] | Status = Status(Code.UNSCHEDULABLE, (f"node {node} no longer exists",))
+        else:
+            try:
+                outcome = engine.reserve(entry.pod, info, self.state)
+            except Exception as exc:
+                self.reporter.failed(entry, f"reserving on node {node} failed: {exc}",
+                                     duration=time.perf_counter() - started)
+                self.queue.requeue_backoff(entry)
+                return None
+        if isinstance(outcome, Status):
+            self.reporter.failed(entry, f"node {node} refused at reserve: {outcome.reason}", node=node,
+                                 duration=time.perf_counter() - started)
+            self.queue.requeue_backoff(entry)
+            return None
+        return outcome
 
     # ---- cluster events ------------------------------------------------------------------------
 

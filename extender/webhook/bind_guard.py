@@ -127,11 +127,11 @@ def refuse_bind(runtime: Runtime, settings: Settings, args: BindingArgs) -> Refu
         return Refusal("node-cordoned", f"node {args.node} is cordoned (unschedulable)")
 
     engine = runtime.engine  # once: a policy reload mid-request must not mix two policies
-    status = engine.filter(pod, [info]).failed.get(args.node)
+    status = engine.filter(pod, [info], state).failed.get(args.node)
     if status is not None:
         return Refusal("policy", f"node {args.node} does not pass the policy for pod {key}: {status.reason}")
     core = _core_engine(frozenset(engine.policy.filter_names))
-    status = core.filter(pod, [info]).failed.get(args.node)
+    status = core.filter(pod, [info], state).failed.get(args.node)
     if status is not None:
         return Refusal("node-unfit", f"node {args.node} does not pass kube-scheduler's filters for pod {key}: "
                                      f"{status.reason}")

@@ -17,7 +17,8 @@ from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.engine import unknown_node_status
-from extender.policy.status import Code
+from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
+from extender.policy.status import Code, Status
 from extender.runtime import Runtime
 from extender.settings import Settings
 from extender.webhook.bind_guard import refuse_bind
@@ -70,7 +71,8 @@ def explain_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
     notes = []
     if args.node_names is not None and not runtime.state.ready:
         notes.append("the extender's cluster state is not synced yet: node usage may be incomplete")
-    explanation = explaining.explain_pod(runtime.engine, pod, infos, unknown=unknown, notes=notes)
+    explanation = explaining.explain_pod(runtime.engine, pod, infos, cluster=runtime.state,
+                                         unknown=unknown, notes=notes)
     return Outcome(explaining.to_json(explanation), "ok", pod.key, len(infos) + len(unknown))
 
 
@@ -87,7 +89,7 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
     if not_ready:
         return Outcome(wire.error_result(not_ready), "not-ready", pod.key)
     infos, unknown = _candidates(runtime, cache, args)
-    decision = runtime.engine.filter(pod, infos)
+    decision = runtime.engine.filter(pod, infos, runtime.state)
     for name in unknown:
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
@@ -134,7 +136,7 @@ def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcom
         names = args.node_names if args.node_names is not None else _item_names(args.nodes)
         return Outcome([{"Host": name, "Score": 0} for name in names], "ok", pod.key, len(names))
     infos, unknown = _candidates(runtime, cache, args)
-    decision = engine.score(pod, infos)
+    decision = engine.score(pod, infos, cluster=runtime.state)
     totals = {info.name: total for info, total in zip(decision.scored, decision.totals, strict=True)}
     names: Sequence[str] = args.node_names if args.node_names is not None else [i.name for i in infos]
     reply = wire.host_priorities([(name, totals.get(name, 0.0)) for name in names])
@@ -149,14 +151,36 @@ def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
         metrics.BIND_OUTCOMES.labels(result=refusal.code).inc()
         log.warning("refused bind of %s to %s: %s", key, args.node, refusal.message)
         return Outcome(wire.error_result(refusal.message), "refused", key, 1, refusal.message)
+    reserved = _reserve(runtime, key, args.node)
+    if isinstance(reserved, str):
+        metrics.BIND_OUTCOMES.labels(result="reserve-refused").inc()
+        log.warning("refused bind of %s to %s: %s", key, args.node, reserved)
+        return Outcome(wire.error_result(reserved), "refused", key, 1, reserved)
     try:
-        runtime.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        actions = all_actions(reserved)
+        if actions:
+            runtime.binder.prebind(actions)
+        runtime.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node,
+                            annotations=merged_annotations(reserved) or None)
     except ClusterError as exc:
+        release_all(reserved)
         metrics.BIND_OUTCOMES.labels(result="api-error").inc()
         log.warning("bind of %s to %s failed: %s", key, args.node, exc)
         return Outcome(wire.error_result(str(exc)), "error", key, 1, str(exc))
     metrics.BIND_OUTCOMES.labels(result="bound").inc()
     return Outcome(wire.error_result(""), "ok", key, 1, f"bound to {args.node}")
+
+
+def _reserve(runtime: Runtime, key: str, node: str) -> list[Reservation] | str:
+    """The policy's reservations for a bind refuse_bind let through, or why one plugin refused."""
+    record = runtime.state.pod(key)
+    info = runtime.state.node_info(node)
+    if record is None or record.view is None or info is None:
+        return f"pod {key} or node {node} left the extender's state"
+    outcome = runtime.engine.reserve(record.view, info, runtime.state)
+    if isinstance(outcome, Status):
+        return f"node {node} refused at reserve for pod {key}: {outcome.reason}"
+    return outcome
 
 
 def _as_meta_victims(victims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -181,7 +205,7 @@ def preempt_verb(runtime: Runtime, body: Any) -> Outcome:
     pod = _pod(args.pod)
     candidates = args.meta_victims if args.meta_victims is not None else _as_meta_victims(args.victims or {})
     infos, _unknown = runtime.state.node_infos(candidates)
-    decision = runtime.engine.filter(pod, infos)
+    decision = runtime.engine.filter(pod, infos, runtime.state)
     hopeless = {name for name, status in decision.failed.items() if status.code == Code.UNRESOLVABLE}
     kept = {node: v for node, v in candidates.items() if node not in hopeless}
     note = f"dropped {sorted(hopeless)}" if hopeless else ""

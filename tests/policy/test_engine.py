@@ -186,8 +186,8 @@ def test_a_plain_string_reason_is_stamped_with_the_plugin_name():
 
 def test_plugins_skipped_by_prefilter_cost_nothing():
     policy = Policy(filters=(TaintToleration(), ResourceFit()))
-    checks, refuse_all = Engine(policy)._checks(make_pod(tolerations=[{"operator": "Exists"}]))
-    assert [name for name, _ in checks] == ["ResourceFit"] and refuse_all is None
+    cycle = Engine(policy).prepare(make_pod(tolerations=[{"operator": "Exists"}]))
+    assert [name for name, _ in cycle.checks] == ["ResourceFit"] and cycle.refuse_all is None
 
 
 def test_gated_pod_is_refused_everywhere():

@@ -58,7 +58,7 @@ class Setup:
         waiting = self.queue.pop(timeout=0)
         assert waiting is not None
         self.queue.requeue_unschedulable(waiting)
-        self.state.assume("default/p", "n1", uid="uid-p", requests=view.requests)
+        self.state.assume("default/p", "n1", uid="uid-p", view=view)
 
     def bind(self) -> None:
         self.pool.submit(self.entry, "n1", 0.0)

@@ -117,8 +117,8 @@ def test_empty_cluster(engine: Engine) -> None:
 
 def test_best_node_wins(engine: Engine) -> None:
     state = cluster(3)
-    state.assume("default/busy-0", "n0000", requests={"cpu": 3000})
-    state.assume("default/busy-1", "n0001", requests={"cpu": 2000})
+    state.assume("default/busy-0", "n0000", view=pending("busy-0", cpu="3"))
+    state.assume("default/busy-1", "n0001", view=pending("busy-1", cpu="2"))
     result = schedule_one(engine, state, pending(), rng=random.Random(1))
     assert result.node == "n0002"  # least allocated
 

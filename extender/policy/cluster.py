@@ -1,0 +1,96 @@
+"""What a plugin may read about the rest of the cluster: a read-only view, and the interfaces around it.
+
+Most filters look at one node at a time. Some cannot: inter-pod affinity, topology spread,
+volumes and preemption need the pods on other nodes, namespaces' labels, claims.
+kube-scheduler gives its plugins a snapshot lister; here the engine passes a
+`ClusterView` (the live `ClusterState` in every mode, or `EMPTY_CLUSTER`) to the
+plugins that declare `needs_cluster = True`:
+
+    prefilter(pod, cluster)          -> NodeCheck | Status | None
+    prescore(pod, cluster, nodes)    -> NodeScore | None    (nodes: the ones to be scored)
+
+The view is an interface, not the state itself, so the policy layer stays free of the
+cluster adapters, and tests can hand a plugin any object with these methods.
+
+Preemption and nominated pods change what is on a node without changing the cluster:
+a NodeCheck that depends on pods elsewhere may implement `updated(changes)`, returning
+the check as it would be with those pods added (+1) or removed (-1), as kube-scheduler's
+PreFilterExtensions.AddPod / RemovePod do. Checks that only read their NodeInfo need
+nothing: the engine hands them a NodeInfo with the pods already added or removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from extender.model.affinity import PodAffinity
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.records import PodRecord
+from extender.model.selectors import LabelSelector
+
+
+class ClusterView(Protocol):
+    def node_info(self, name: str) -> NodeInfo | None: ...
+
+    def all_node_infos(self) -> list[NodeInfo]: ...
+
+    def matching_pods(self, namespaces: Iterable[str], selector: LabelSelector) -> list[PodRecord]:
+        """Placed pods (bound or assumed, not finished) of `namespaces` whose labels match."""
+
+    def owned_pods(self, namespace: str, kind: str, name: str) -> list[PodRecord]: ...
+
+    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
+        """Placed pods carrying pod (anti-)affinity terms, grouped by identical terms."""
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None: ...
+
+    def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]: ...
+
+    def nominations(self) -> Mapping[str, Sequence[PodRecord]]:
+        """Node name -> pending pods nominated there by preemption, as records placed on it."""
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` cached while node labels and taints do not change."""
+
+
+class PodChange(NamedTuple):
+    """A pod added to (+1) or removed from (-1) `node`, for NodeCheck.updated()."""
+
+    pod: PodRecord
+    node: NodeView
+    delta: int
+
+
+class _EmptyCluster:
+    """No nodes, no pods, no namespaces: for callers without a cluster state."""
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return None
+
+    def all_node_infos(self) -> list[NodeInfo]:
+        return []
+
+    def matching_pods(self, namespaces: Iterable[str], selector: LabelSelector) -> list[PodRecord]:
+        return []
+
+    def owned_pods(self, namespace: str, kind: str, name: str) -> list[PodRecord]:
+        return []
+
+    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
+        return []
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        return None
+
+    def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
+        return frozenset()
+
+    def nominations(self) -> Mapping[str, Sequence[PodRecord]]:
+        return {}
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        return compute()
+
+
+EMPTY_CLUSTER: ClusterView = _EmptyCluster()
