@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from extender.checking import check_policy, check_scheduler_config
-from extender.permissions import (
+from extender.checks.configs import check_policy, check_scheduler_config
+from extender.checks.permissions import (
     DEFAULT_NAMESPACE,
     MODES,
     SERVICE_ACCOUNTS,
@@ -183,9 +183,9 @@ def _check_cluster(
     leader_elect: bool,
     lease_namespace: str,
 ) -> bool:
+    from extender.checks.preflight import check_permissions, format_missing
     from extender.cluster.kube_client import build_api_client
     from extender.errors import ClusterError
-    from extender.preflight import check_permissions, format_missing
 
     user = service_account_user(namespace, name)
     who = user if impersonate else "this pod's service account"

@@ -18,10 +18,10 @@ import click
 from extender.cluster.snapshot import Snapshot, load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject, NotFoundError, PolicyError
-from extender.explaining import Explanation, explain_pod, render_table, to_json
 from extender.model.pods import PodView
 from extender.policy.engine import Engine, Policy
 from extender.settings import default_snapshot
+from extender.simulation.explaining import Explanation, explain_pod, render_table, to_json
 
 __all__ = ["explain", "policy_from_option"]
 
@@ -136,7 +136,7 @@ def explain(target: str, snapshot: str | None, kubeconfig: str | None, context: 
             (None, read_snapshot(snapshot or default_snapshot()))
         path = Path(target)
         if path.is_file():
-            from extender.simulating import read_pods
+            from extender.simulation.simulating import read_pods
 
             pods = read_pods(path)
             if not pods:

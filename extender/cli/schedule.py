@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from extender.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
+from extender.checks.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
 from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
 
 __all__ = ["schedule", "default_lease_namespace"]
@@ -53,8 +53,8 @@ def _parse_profiles(ctx: click.Context, param: click.Parameter, values: tuple[st
 def _preflight(api_client: Any, leader_elect: bool, lease_namespace: str,
                service_account: tuple[str, str] | None) -> None:
     """Refuse to start without every permission, naming each missing one (exit status 1)."""
-    from extender.permissions import required_permissions
-    from extender.preflight import PreflightError, check_permissions, format_missing
+    from extender.checks.permissions import required_permissions
+    from extender.checks.preflight import PreflightError, check_permissions, format_missing
 
     permissions = required_permissions("standalone", leader_elect=leader_elect)
     try:

@@ -10,11 +10,11 @@ import json
 
 import click
 
-from extender import simulating
 from extender.cli.explain import policy_from_option
 from extender.cluster.snapshot import read_snapshot
 from extender.errors import ExtenderError
-from extender.report import write_report
+from extender.simulation import simulating
+from extender.simulation.report import write_report
 
 __all__ = ["simulate"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender import explaining, metrics, wire
+from extender import metrics, wire
 from extender.cluster.state import infos_from_views
 from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
@@ -21,6 +21,7 @@ from extender.policy.reservations import Reservation, all_actions, merged_annota
 from extender.policy.status import Code, Status
 from extender.runtime import Runtime
 from extender.settings import Settings
+from extender.simulation import explaining
 from extender.webhook.bind_guard import refuse_bind
 from extender.webhook.nodeviews import NodeViewCache
 

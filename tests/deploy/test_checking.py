@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.checking import (
+from extender.checks.configs import (
     check_policy,
     check_scheduler_config,
     check_scheduler_config_text,

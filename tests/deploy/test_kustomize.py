@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.checking import check_scheduler_config_text
-from extender.permissions import DEFAULT_NAMESPACE
+from extender.checks.configs import check_scheduler_config_text
+from extender.checks.permissions import DEFAULT_NAMESPACE
 
 from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render
 
@@ -374,6 +374,6 @@ def test_policy_config_map_holds_both_policies(relative: str) -> None:
 
 @pytest.mark.parametrize("name", ["policy.yaml", "policy-webhook.yaml"])
 def test_deployed_policies_load(name: str) -> None:
-    from extender.checking import check_policy
+    from extender.checks.configs import check_policy
 
     assert check_policy(DEPLOY / "base" / name) == []

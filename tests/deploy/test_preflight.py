@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner
 
-from extender.cli.check import check
-from extender.cluster.kube_client import build_api_client
-from extender.permissions import (
+from extender.checks.permissions import (
     DEFAULT_NAMESPACE,
     Permission,
     can_i_command,
     required_permissions,
 )
-from extender.preflight import SSAR_PATH, PreflightError, check_permissions, format_missing
+from extender.checks.preflight import SSAR_PATH, PreflightError, check_permissions, format_missing
+from extender.cli.check import check
+from extender.cluster.kube_client import build_api_client
 
 from . import CONFIG
 

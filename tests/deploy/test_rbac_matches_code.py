@@ -1,4 +1,4 @@
-"""The RBAC in deploy/ grants exactly what extender/permissions.py says each mode needs.
+"""The RBAC in deploy/ grants exactly what extender/checks/permissions.py says each mode needs.
 
 No more (least privilege) and no less (the preflight would fail, or worse, pods
 would stay Pending). A permission added to the code but not to deploy/, or the
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from extender.permissions import (
+from extender.checks.permissions import (
     DEFAULT_NAMESPACE,
     SERVICE_ACCOUNTS,
     Permission,
@@ -88,7 +88,7 @@ def _assert_same(granted: set[Permission], required: list[Permission], mode: str
     extra, missing = difference(granted, required)
     lines = [f"- deploy/ grants, code does not need: {p.describe()}" for p in sorted(extra)]
     lines += [f"- code needs, deploy/ does not grant: {p.describe()}" for p in sorted(missing)]
-    assert not lines, f"RBAC for {mode} mode differs from extender/permissions.py:\n" + "\n".join(
+    assert not lines, f"RBAC for {mode} mode differs from extender/checks/permissions.py:\n" + "\n".join(
         lines
     )
 

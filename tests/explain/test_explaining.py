@@ -16,7 +16,10 @@ import pytest
 
 from extender.cluster.snapshot import Snapshot
 from extender.cluster.state import ClusterState
-from extender.explaining import (
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.policy.engine import Engine
+from extender.simulation.explaining import (
     FEASIBLE,
     UNRESOLVABLE,
     Explanation,
@@ -24,9 +27,6 @@ from extender.explaining import (
     render_table,
     to_json,
 )
-from extender.model.nodes import NodeInfo, NodeView
-from extender.model.pods import PodView
-from extender.policy.engine import Engine
 
 CORDONED = ("unresolvable", "NodeReady", "node(s) were unschedulable", "the node is cordoned (spec.unschedulable)")
 NOT_READY = ("unresolvable", "NodeReady", "node(s) were not ready", "the node's Ready condition is not True")

@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 from extender.cluster.snapshot import Snapshot
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy_file
-from extender.report import render_report, write_report
-from extender.simulating import compare, simulate
+from extender.simulation.report import render_report, write_report
+from extender.simulation.simulating import compare, simulate
 from tests.explain.conftest import LEAST, MOST
 
 

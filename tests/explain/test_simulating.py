@@ -20,7 +20,7 @@ from extender.cluster.snapshot import Snapshot
 from extender.errors import ExtenderError
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy_file
-from extender.simulating import (
+from extender.simulation.simulating import (
     Comparison,
     SimulationResult,
     compare,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from extender.checks.permissions import can_i_command, required_permissions
 from extender.cli.schedule import _preflight, default_lease_namespace, schedule
 from extender.cluster.kube_client import build_api_client
-from extender.permissions import can_i_command, required_permissions
 from extender.scheduler.health import HealthServer, parse_bind
 
 pytestmark = pytest.mark.apiserver

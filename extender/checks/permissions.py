@@ -3,7 +3,7 @@
 Every API call the webhook or the standalone scheduler makes needs a matching RBAC
 rule. The list lives here, in code, so that three things cannot drift apart:
 
-* the start-up preflight (`extender.preflight`) asks the API server about exactly
+* the start-up preflight (`extender.checks.preflight`) asks the API server about exactly
   these permissions and names the missing ones;
 * `deploy/` grants exactly these (tests/deploy/test_rbac_matches_code.py fails on
   any rule too many or too few);

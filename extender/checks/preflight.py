@@ -21,8 +21,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from extender.checks.permissions import Permission, can_i_command, service_account_user
 from extender.errors import ClusterError
-from extender.permissions import Permission, can_i_command, service_account_user
 
 __all__ = [
     "SSAR_PATH",

@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from extender.model.quantities import format_units
-from extender.simulating import Comparison, NodeUsage, SimulationResult, Unplaced
+from extender.simulation.simulating import Comparison, NodeUsage, SimulationResult, Unplaced
 
 RESOURCE_LABELS = (("cpu", "CPU"), ("memory", "Memory"), ("pods", "Pods"))
 # One accent per policy; the node chips cycle through a softer palette.
