@@ -7,6 +7,10 @@ TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_LABELS = "NodeLabels"
 UNSUPPORTED_CONSTRAINTS = "UnsupportedConstraints"
+# kube-scheduler's names: each is both a filter and a scorer there, and here.
+INTER_POD_AFFINITY = "InterPodAffinity"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+NODE_PORTS = "NodePorts"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"

@@ -27,6 +27,7 @@ from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
 from extender.model.nodes import NodeView
+from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
@@ -41,6 +42,8 @@ from extender.scheduler.reporting import Reporter
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.2
+_INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
+_NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:
@@ -250,6 +253,7 @@ class Scheduler:
             return
         self._next_start = result.next_start_index
         if result.node is None:
+            entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
             self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started)
             self.queue.requeue_unschedulable(entry)
             return
@@ -297,9 +301,13 @@ class Scheduler:
         elif event == cluster_state.POD_DELETED:
             if obj.node_name:
                 self.queue.move_all(event)
-        elif event == cluster_state.POD_UPDATED:
-            if obj.node_name and obj.phase in ("Succeeded", "Failed"):
-                self.queue.move_all(event)
+        elif event == cluster_state.POD_UPDATED and obj.node_name and obj.phase in ("Succeeded", "Failed"):
+            self.queue.move_all(event)
+        elif event in (cluster_state.POD_ADDED, cluster_state.POD_UPDATED) and obj.node_name:
+            # A placed pod can satisfy a waiting pod's affinity or even out a spread.
+            self.queue.move_all(event, rejected_by=_INTER_POD)
+        elif event == cluster_state.NAMESPACE_CHANGED:
+            self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
 
     def _is_placed(self, key: str) -> bool:
         record = self.state.pod(key)

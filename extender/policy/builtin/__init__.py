@@ -1,8 +1,11 @@
 """The built-in filters and scorers, registered by name (see `extender.policy.names`).
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
-(ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints). Each plugin is a frozen dataclass built
+(ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
+(PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints).
+InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
+kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -15,20 +18,25 @@ from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
+from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
+from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady
+from extender.policy.builtin.spread import PodTopologySpread, PreferredPodTopologySpread
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
 from extender.policy.plugins import PluginFactory
 
-FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, ResourceFit,
-           NodeLabels)
+FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, NodePorts,
+           ResourceFit, PodTopologySpread, InterPodAffinity, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
     BalancedAllocation,
     PreferredNodeAffinity,
     TaintPreferNoSchedule,
+    PreferredPodTopologySpread,
+    PreferredInterPodAffinity,
     LabelPreference,
 )
 
@@ -51,13 +59,18 @@ __all__ = [
     "FILTERS",
     "SCORERS",
     "BalancedAllocation",
+    "InterPodAffinity",
     "LabelPreference",
     "LeastAllocated",
     "MostAllocated",
     "NodeAffinity",
     "NodeLabels",
+    "NodePorts",
     "NodeReady",
+    "PodTopologySpread",
+    "PreferredInterPodAffinity",
     "PreferredNodeAffinity",
+    "PreferredPodTopologySpread",
     "ResourceFit",
     "SchedulingGates",
     "TaintPreferNoSchedule",
