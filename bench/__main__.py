@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|state|webhook|standalone|matrix`,
+Run one part with `python -m bench engine|interpod|state|webhook|standalone|matrix`,
 and `--quick` for a shorter pass.
 """
 
@@ -31,6 +31,12 @@ def _state(quick: bool) -> Rows:
     return bench_cluster_state.run()
 
 
+def _interpod(quick: bool) -> Rows:
+    from bench import bench_interpod
+
+    return bench_interpod.run(1000, 30_000, 3) if quick else bench_interpod.run()
+
+
 def _webhook(quick: bool) -> Rows:
     from bench import bench_webhook
 
@@ -50,7 +56,7 @@ def _matrix(quick: bool) -> Rows:
 
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
-    "engine": _engine, "state": _state, "webhook": _webhook, "standalone": _standalone,
+    "engine": _engine, "interpod": _interpod, "state": _state, "webhook": _webhook, "standalone": _standalone,
 }
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
 

@@ -66,6 +66,10 @@ SCHEDULING_LATENCY = Histogram(
 )
 QUEUE_DEPTH = Gauge("extender_queue_depth", "Pods waiting, by queue.", ["queue"], multiprocess_mode="livesum")
 BIND_ERRORS = Counter("extender_bind_errors_total", "Failed binds by reason.", ["reason"])
+PREEMPTION_ATTEMPTS = Counter("extender_preemption_attempts_total",
+                              "Preemption attempts for pods that fit nowhere, by result.", ["result"])
+PREEMPTION_VICTIMS = Counter("extender_preemption_victims_total", "Pods evicted to make room, by outcome.",
+                             ["outcome"])
 LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
 
 

@@ -110,12 +110,16 @@ def required_permissions(
         perms.append(Permission("create", "pods", subresource="binding", why="bind pods to nodes"))
         perms.append(Permission("create", "bindings", why="bind pods (legacy bindings endpoint)"))
     if mode == "standalone":
+        perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
+                        group="policy")
+        perms.append(Permission("delete", "pods", why="evict lower-priority pods to make room (preemption)"))
         perms.append(
             Permission(
                 "patch",
                 "pods",
                 subresource="status",
-                why="set PodScheduled=False/Unschedulable on pods that cannot be placed",
+                why="set PodScheduled=False/Unschedulable and nominatedNodeName on pods that cannot be "
+                    "placed, DisruptionTarget on preempted pods",
             )
         )
         perms.append(

@@ -3,7 +3,8 @@
 Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a single
 Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
 other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
-only for their labels (pod affinity's `namespaceSelector`).
+only for their labels (pod affinity's `namespaceSelector`), PodDisruptionBudgets for
+preemption.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     namespaces: list[dict[str, Any]] = field(default_factory=list)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -86,6 +88,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.pods.append(dict(obj))
             elif kind == "Namespace":
                 snapshot.namespaces.append(dict(obj))
+            elif kind == "PodDisruptionBudget":
+                snapshot.budgets.append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -105,6 +109,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
     state.replace_namespaces(snapshot.namespaces)
+    state.replace_budgets(snapshot.budgets)
     state.replace_pods(snapshot.pods)
 
 

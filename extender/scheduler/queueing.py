@@ -240,6 +240,16 @@ class SchedulingQueue:
                 moved += 1
             return moved
 
+    def retry(self, key: str) -> None:
+        """Something done in the background for a waiting pod failed (an eviction): try it
+        again after its backoff, without waiting for a cluster event."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.where != UNSCHEDULABLE:
+                return
+            entry.backoff_until = max(entry.backoff_until, self._clock() + self._backoff_for(entry))
+            self._place(entry, BACKOFF)
+
     # ---- loop side ----------------------------------------------------------------------
 
     def pop(self, timeout: float | None = None) -> QueuedPod | None:

@@ -35,6 +35,7 @@ from extender.scheduler.binding import BindPool
 from extender.scheduler.cycle import schedule_one
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
+from extender.scheduler.preemption import Preemptor
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
@@ -70,19 +71,22 @@ class Scheduler:
         rng: random.Random | None = None,
         instance: str = "",
         watch_options: dict[str, Any] | None = None,
+        preemption: bool = True,
     ) -> None:
         """`source` and `binder` default to the live ones (KubeSource, KubeBinder) for `api_client`;
-        `watch_options` go to every Reflector (backoff, page size...)."""
+        `watch_options` go to every Reflector (backoff, page size...). `preemption`: evict
+        lower-priority pods for pods that fit nowhere (kube-scheduler's DefaultPreemption)."""
         self.api_client = api_client
         self.profiles = {profile.name: profile for profile in profiles}
         if not self.profiles:
             raise ValueError("a scheduler needs at least one profile")
         self.state = state if state is not None else ClusterState()
+        self.state.track_nominations = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
             from extender.cluster.kube_source import KubeSource
 
-            source = KubeSource(self.state, api_client, **options)
+            source = KubeSource(self.state, api_client, watch_budgets=True, **options)
         self.source = source
         if binder is None:
             from extender.cluster.kube_binding import KubeBinder
@@ -94,6 +98,8 @@ class Scheduler:
             api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
         self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
                               may_bind=self._may_bind)
+        self.preemptor = Preemptor(api_client, self.state, self.queue, rng=rng,
+                                   instance=instance or (leader.identity if leader else "")) if preemption else None
         self.pending = [
             PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod, **options)
             for name in self.profiles
@@ -153,6 +159,8 @@ class Scheduler:
             self.leader.stop(release=release_lease)
         self._leading.clear()
         self.queue.close()
+        if self.preemptor is not None:
+            self.preemptor.close(timeout if finish_binds else 0)
         self.reporter.close(timeout if finish_binds else 0.5)
         if self.source is not None:
             self.source.stop()
@@ -254,7 +262,10 @@ class Scheduler:
         self._next_start = result.next_start_index
         if result.node is None:
             entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
-            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started)
+            outcome, nominated = self.preemptor.attempt(entry, profile.engine, result.decision) \
+                if self.preemptor is not None else (None, None)
+            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
+                                        preemption=outcome, nominated_node=nominated)
             self.queue.requeue_unschedulable(entry)
             return
         reservations = self._reserve(entry, profile.engine, result.node, started)

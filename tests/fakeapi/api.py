@@ -375,6 +375,14 @@ class ApiHandler:
                 return name
         raise ApiError(500, "InternalError", "unable to generate a unique name")
 
+    def _priority_classes(self) -> dict[str, dict[str, Any]]:
+        """Priority admission reads the built-in classes and the PriorityClass objects."""
+        stored, _ = self.store.list("priorityclasses")
+        classes: dict[str, dict[str, Any]] = {name: {"value": value}
+                                              for name, value in self.settings.priority_classes.items()}
+        classes.update({pc["metadata"]["name"]: pc for pc in stored})
+        return classes
+
     def _store_new(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Stamp identity, run the kind's create rules, store; caller holds the store lock."""
         meta = obj["metadata"]
@@ -391,7 +399,7 @@ class ApiHandler:
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         obj["apiVersion"], obj["kind"] = "v1" if rt.storage == "events" else rt.api_version, rt.kind
-        obj = kinds.prepare_create(rt, obj, self.settings.priority_classes)
+        obj = kinds.prepare_create(rt, obj, self._priority_classes())
         if (
             self.store.get(rt.storage, meta.get("namespace") or "", meta.get("name") or "")
             is not None

@@ -438,6 +438,35 @@ class KubeTestClient:
         }
         return self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
 
+    # -- priority classes and disruption budgets ------------------------------------------------
+
+    def ensure_priority_class(self, name: str, value: int, preemption_policy: str | None = None
+                              ) -> dict[str, Any]:
+        """Create a PriorityClass unless one of that name exists (they are cluster-wide and
+        outlive a test's clean-up on a real server)."""
+        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": name}, "value": value}
+        if preemption_policy:
+            body["preemptionPolicy"] = preemption_policy
+        try:
+            return self.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        except KubeApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+            return self.call("GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+    def create_pdb(self, name: str, selector: Mapping[str, str], *, disruptions_allowed: int,
+                   namespace: str = "default") -> dict[str, Any]:
+        """A PodDisruptionBudget with its status set as the disruption controller would."""
+        body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(selector)}}}
+        created = self.call("POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body)
+        status = {"disruptionsAllowed": disruptions_allowed, "currentHealthy": 1, "desiredHealthy": 1,
+                  "expectedPods": 1, "observedGeneration": created["metadata"].get("generation", 1)}
+        return self.call("PATCH", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}/status",
+                         {"status": status}, content_type=MERGE_PATCH)
+
     # -- events and leases -------------------------------------------------------------------
 
     def list_events(
@@ -482,6 +511,7 @@ class KubeTestClient:
                 f"/api/v1/namespaces/{ns}/pods",
                 f"/api/v1/namespaces/{ns}/events",
                 f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+                f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
             ):
                 if ns == "kube-node-lease" or (ns == "kube-system" and "leases" in path):
                     continue

@@ -69,6 +69,21 @@ def _lease_errors(lease: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
+def _priority_class_errors(pc: dict[str, Any]) -> list[FieldError]:
+    errs = validate_metadata(pc, namespaced=False)
+    value = pc.get("value")
+    if value is None:
+        errs.append(FieldError("Required", "value"))
+    elif isinstance(value, bool) or not isinstance(value, int) or value > 1_000_000_000:
+        # Values above one billion are reserved for the system classes.
+        errs.append(FieldError("Invalid", "value", value, "must be an integer no greater than 1000000000"))
+    policy = pc.get("preemptionPolicy")
+    if policy not in (None, "PreemptLowerPriority", "Never"):
+        errs.append(FieldError("NotSupported", "preemptionPolicy", policy,
+                               supported=["Never", "PreemptLowerPriority"]))
+    return errs
+
+
 def _check_times(rt: ResourceType, obj: dict[str, Any]) -> None:
     if rt.storage == "pods":
         pods.check_pod_times(obj)
@@ -84,7 +99,7 @@ def _raise(rt: ResourceType, obj: dict[str, Any], errs: list[FieldError]) -> Non
 
 
 def prepare_create(
-    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, int]
+    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """Validate and default a new object in its storage form (events already converted)."""
     _check_times(rt, obj)
@@ -101,6 +116,12 @@ def prepare_create(
         obj["status"] = {"phase": "Active"}
     elif rt.storage == "leases":
         _raise(rt, obj, _lease_errors(obj))
+    elif rt.storage == "priorityclasses":
+        _raise(rt, obj, _priority_class_errors(obj))
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif rt.storage == "poddisruptionbudgets":
+        _raise(rt, obj, validate_metadata(obj, namespaced=True))
+        obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
     return obj
 
 

@@ -140,8 +140,36 @@ LEASE = ResourceType(
     allow_unconditional_update=False,
 )
 
+PRIORITY_CLASS = ResourceType(
+    "scheduling.k8s.io",
+    "v1",
+    "priorityclasses",
+    "priorityclass",
+    "PriorityClass",
+    False,
+    "priorityclasses",
+    frozenset({"metadata.name"}),
+    selectors.meta_fields,
+    short_names=("pc",),
+)
+POD_DISRUPTION_BUDGET = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "poddisruptionbudget",
+    "PodDisruptionBudget",
+    True,
+    "poddisruptionbudgets",
+    _META,
+    selectors.meta_fields,
+    subresources=("status",),
+    short_names=("pdb",),
+    has_status=True,
+)
+
 RESOURCES: dict[tuple[str, str], ResourceType] = {
-    (r.group, r.plural): r for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE)
+    (r.group, r.plural): r
+    for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET)
 }
 
 # Create-only endpoints that are not stored as themselves.
@@ -149,7 +177,8 @@ BINDINGS = "bindings"
 SELF_SUBJECT_ACCESS_REVIEWS = "selfsubjectaccessreviews"
 AUTHZ_GROUP = "authorization.k8s.io"
 
-GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1"}
+GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1",
+                  "scheduling.k8s.io": "v1", "policy": "v1"}
 
 SERVER_VERSION = {
     "major": "1",

@@ -172,7 +172,8 @@ def spread(key: str = ZONE, *, max_skew: int = 1, labels: dict[str, str] | None 
 
 def placed(name: str, node: str, *, namespace: str = "default", labels: dict[str, str] | None = None,
            spec: dict[str, Any] | None = None, cpu: str = "100m", owner: tuple[str, str] | None = None,
-           deleting: bool = False, priority: int = 0) -> dict[str, Any]:
+           deleting: bool = False, priority: int = 0, started: str = "",
+           status: dict[str, Any] | None = None) -> dict[str, Any]:
     """A pod dict bound to `node` (or pending when `node` is empty)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels or {},
                             "creationTimestamp": "2026-01-01T00:00:00Z"}
@@ -185,7 +186,10 @@ def placed(name: str, node: str, *, namespace: str = "default", labels: dict[str
                             "priority": priority, **(spec or {})}
     if node:
         body["nodeName"] = node
-    return {"metadata": meta, "spec": body, "status": {"phase": "Running" if node else "Pending"}}
+    pod_status: dict[str, Any] = {"phase": "Running" if node else "Pending", **(status or {})}
+    if started:
+        pod_status["startTime"] = started
+    return {"metadata": meta, "spec": body, "status": pod_status}
 
 
 def zoned_nodes(zones: dict[str, int], **kwargs: Any) -> list[dict[str, Any]]:
@@ -208,10 +212,11 @@ def cluster_state(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (),
 
 
 def incoming(name: str = "new", *, labels: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
-             namespace: str = "default", owner: tuple[str, str] | None = None, priority: int = 0) -> PodView:
+             namespace: str = "default", owner: tuple[str, str] | None = None, priority: int = 0,
+             cpu: str = "100m") -> PodView:
     """A pending pod's view."""
     return PodView.from_dict(placed(name, "", namespace=namespace, labels=labels, spec=spec, owner=owner,
-                                    priority=priority))
+                                    priority=priority, cpu=cpu))
 
 
 def feasible(plugin: Any, pod: PodView, state: Any) -> dict[str, Any]:

@@ -112,7 +112,8 @@ def test_unschedulable_pod_is_reported_then_bound_when_a_node_arrives(
     kube.create_node("n2", cpu="1")
     make_scheduler()
     kube.create_pod("big", cpu="2", scheduler_name=SCHEDULER_NAME)
-    expected = "0/2 nodes are available: 2 Insufficient cpu."
+    expected = ("0/2 nodes are available: 2 Insufficient cpu. "
+                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     failed = kube.wait_for(lambda: events_for(kube, "big", "FailedScheduling"), message="FailedScheduling")
     assert failed[0]["message"] == expected
     assert failed[0]["type"] == "Warning"
@@ -135,7 +136,8 @@ def test_uncordoning_a_node_retries_waiting_pods(kube: Any, make_scheduler: Any)
     make_scheduler()
     kube.create_pod("p", scheduler_name=SCHEDULER_NAME)
     failed = kube.wait_for(lambda: events_for(kube, "p", "FailedScheduling"), message="FailedScheduling")
-    assert failed[0]["message"] == "0/1 nodes are available: 1 node(s) were unschedulable."
+    assert failed[0]["message"] == ("0/1 nodes are available: 1 node(s) were unschedulable. "
+                                    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     kube.cordon_node("n1", unschedulable=False)
     assert wait_bound(kube, "p", timeout=5) == "n1"
 

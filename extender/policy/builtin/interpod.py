@@ -59,6 +59,13 @@ def _bump(counts: dict[Pair, int], pair: Pair, delta: int) -> None:
         counts.pop(pair, None)
 
 
+def _by_key(counts: dict[Pair, int]) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for (key, value), count in counts.items():
+        nested.setdefault(key, {})[value] = count
+    return nested
+
+
 def _matches_all(terms: Sequence[AffinityTerm], namespace: str, labels: Mapping[str, str]) -> bool:
     """podMatchesAllAffinityTerms: false for no terms, as in kube-scheduler."""
     if not terms:
@@ -98,31 +105,33 @@ class AffinityCheck:
         self.namespace_labels = namespace_labels
         self.cluster = cluster
         self.self_match = _matches_all(required, pod.namespace, pod.labels)
-        by_key: dict[str, dict[str, int]] = {}
-        for (key, value), count in counts.existing_anti.items():
-            by_key.setdefault(key, {})[value] = count
-        self._existing_by_key = by_key
+        # What the per-node check reads, keyed by topology key then value (no tuple per lookup).
+        self._affinity = _by_key(counts.affinity)
+        self._required_keys = tuple(dict.fromkeys(t.topology_key for t in required))
+        anti_by_key = _by_key(counts.anti)
+        self._anti = tuple((key, anti_by_key[key]) for key in dict.fromkeys(t.topology_key for t in anti)
+                           if key in anti_by_key)
+        self._existing = tuple(_by_key(counts.existing_anti).items())
 
     def __call__(self, info: NodeInfo) -> Status | None:
         labels = info.node.labels
-        if self.required:
-            affinity = self.counts.affinity
+        if self._required_keys:
+            affinity = self._affinity
             pods_exist = True
-            for term in self.required:
-                value = labels.get(term.topology_key)
+            for key in self._required_keys:
+                value = labels.get(key)
                 if value is None:
                     return self._refuse(Code.UNRESOLVABLE, REASON_AFFINITY, info)
-                if affinity.get((term.topology_key, value), 0) <= 0:
+                values = affinity.get(key)
+                if values is None or values.get(value, 0) <= 0:
                     pods_exist = False
             if not pods_exist and not (not affinity and self.self_match):
                 return self._refuse(Code.UNRESOLVABLE, REASON_AFFINITY, info)
-        anti = self.counts.anti
-        if anti:
-            for term in self.anti:
-                value = labels.get(term.topology_key)
-                if value is not None and anti.get((term.topology_key, value), 0) > 0:
-                    return self._refuse(Code.UNSCHEDULABLE, REASON_ANTI_AFFINITY, info)
-        for key, values in self._existing_by_key.items():
+        for key, values in self._anti:
+            value = labels.get(key)
+            if value is not None and values.get(value, 0) > 0:
+                return self._refuse(Code.UNSCHEDULABLE, REASON_ANTI_AFFINITY, info)
+        for key, values in self._existing:
             value = labels.get(key)
             if value is not None and values.get(value, 0) > 0:
                 return self._refuse(Code.UNSCHEDULABLE, REASON_EXISTING_ANTI_AFFINITY, info)
@@ -189,21 +198,21 @@ class AffinityCheck:
 
     def _explain_existing(self, node: NodeView) -> str:
         found = []
-        for terms, records in self.cluster.affinity_groups():
-            for term in terms.required_anti:
+        for group in self.cluster.affinity_groups():
+            for term in group.terms.required_anti:
                 if term.matches(self.pod.namespace, self.pod.labels, self.namespace_labels):
-                    found.append((term, records))
+                    found.append((term, group.pods()))
         return self._explain_pods(node, found, "the anti-affinity of")
 
 
 def _existing_anti_counts(pod: PodView, cluster: ClusterView, namespace_labels: Mapping[str, str] | None
                           ) -> dict[Pair, int]:
     counts: dict[Pair, int] = {}
-    for terms, records in cluster.affinity_groups():
-        matched = [t for t in terms.required_anti if t.matches(pod.namespace, pod.labels, namespace_labels)]
+    for group in cluster.affinity_groups():
+        matched = [t for t in group.terms.required_anti if t.matches(pod.namespace, pod.labels, namespace_labels)]
         if not matched:
             continue
-        for record in records:
+        for record in group.pods():
             labels = _node_labels(cluster, record.node_name)
             if labels is None:
                 continue
@@ -345,7 +354,8 @@ class PreferredInterPodAffinity:
     def _existing_terms(self, pod: PodView, cluster: ClusterView, scores: dict[str, dict[str, int]]) -> None:
         """The placed pods' terms against the pod: required affinity (hard weight) and preferred."""
         namespace_labels = cluster.namespace_labels(pod.namespace)
-        for terms, records in cluster.affinity_groups():
+        for group in cluster.affinity_groups():
+            terms = group.terms
             weighted: list[tuple[AffinityTerm, int]] = []
             if self.hard_pod_affinity_weight > 0:
                 weighted += [(t, self.hard_pod_affinity_weight) for t in terms.required]
@@ -355,7 +365,7 @@ class PreferredInterPodAffinity:
             matched = [(t, w) for t, w in weighted if t.matches(pod.namespace, pod.labels, namespace_labels)]
             if not matched:
                 continue
-            for record in records:
+            for record in group.pods():
                 labels = _node_labels(cluster, record.node_name)
                 if labels:
                     for term, weight in matched:

@@ -146,25 +146,27 @@ class SpreadCheck:
         self.pod = pod
         self.rules = rules
         self.counts = counts
-        self.minimums = []
+        # Per rule, what the check reads for every node: (key, counts, skew allowance).
+        # allowance = maxSkew + min - self: a domain fails when its count exceeds it.
+        plan = []
         for rule, domains in zip(rules, counts, strict=True):
             low = min(domains.values()) if domains else _MAX_INT32
-            self.minimums.append(0 if len(domains) < rule.constraint.min_domains else low)
-        self.self_match = [rule.selects(pod.labels, pod.owner) for rule in rules]
+            minimum = 0 if len(domains) < rule.constraint.min_domains else low
+            self_match = 1 if rule.selects(pod.labels, pod.owner) else 0
+            plan.append((rule.key, domains, rule.constraint.max_skew + minimum - self_match, rule, minimum, self_match))
+        self._plan = tuple(plan)
 
     def __call__(self, info: NodeInfo) -> Status | None:
         labels = info.node.labels
-        for i, rule in enumerate(self.rules):
-            value = labels.get(rule.key)
+        for key, domains, allowance, rule, minimum, self_match in self._plan:
+            value = labels.get(key)
             if value is None:
                 return Status(Code.UNRESOLVABLE, (REASON_MISSING_LABEL,),
-                              f"node has no label {rule.key}", names.POD_TOPOLOGY_SPREAD)
-            count = self.counts[i].get(value, 0)
-            skew = count + self.self_match[i] - self.minimums[i]
-            if skew > rule.constraint.max_skew:
+                              f"node has no label {key}", names.POD_TOPOLOGY_SPREAD)
+            count = domains.get(value, 0)
+            if count > allowance:
                 return Status(Code.UNSCHEDULABLE, (REASON_NOT_MATCH,),
-                              _detail(rule, value, count, self.minimums[i], self.self_match[i]),
-                              names.POD_TOPOLOGY_SPREAD)
+                              _detail(rule, value, count, minimum, self_match), names.POD_TOPOLOGY_SPREAD)
         return None
 
     def updated(self, changes: Sequence[PodChange]) -> SpreadCheck:
@@ -271,43 +273,38 @@ class PodTopologySpread:
 # ---- scoring -----------------------------------------------------------------------------
 
 
-def _round(value: float) -> int:
-    """Go's math.Round (half away from zero); scores here are never negative."""
-    return math.floor(value + 0.5)
-
-
 class SpreadScore:
     def __init__(self, rules: tuple[_Rule, ...], domain_counts: list[dict[str, int]],
                  node_counts: list[dict[str, int]], weights: list[float], ignored: frozenset[str]) -> None:
-        self.rules = rules
-        self.domain_counts = domain_counts
-        self.node_counts = node_counts
-        self.weights = weights
         self.ignored = ignored
+        # Per rule: (key, whether counts are per node, the counts, weight, maxSkew - 1).
+        self._plan = tuple(
+            (rule.key, rule.key == HOSTNAME, node_counts[i] if rule.key == HOSTNAME else domain_counts[i],
+             weights[i], rule.constraint.max_skew - 1)
+            for i, rule in enumerate(rules))
 
     def __call__(self, info: NodeInfo) -> float:
-        if info.name in self.ignored:
+        node = info.node
+        name = node.name
+        if name in self.ignored:
             return 0
-        labels = info.node.labels
+        labels = node.labels
         score = 0.0
-        for i, rule in enumerate(self.rules):
-            value = labels.get(rule.key)
-            if value is None:
-                continue
-            if rule.key == HOSTNAME:
-                count = self.node_counts[i].get(info.name, 0)
-            else:
-                count = self.domain_counts[i].get(value, 0)
-            score += count * self.weights[i] + (rule.constraint.max_skew - 1)
-        return _round(score)
+        for key, per_node, counts, weight, extra in self._plan:
+            value = labels.get(key)
+            if value is not None:
+                score += counts.get(name if per_node else value, 0) * weight + extra
+        return math.floor(score + 0.5)  # Go's math.Round; scores are never negative
 
     def normalize(self, scores: Sequence[float], nodes: Sequence[NodeInfo] = ()) -> list[float]:
-        kept = [s for s, info in zip(scores, nodes, strict=True) if info.name not in self.ignored]
+        ignored = self.ignored
+        kept = [s for s, info in zip(scores, nodes, strict=True) if info.node.name not in ignored] \
+            if ignored else list(scores)
         low = min(kept) if kept else 0
         high = max(max(kept), 0) if kept else 0
         result = []
         for score, info in zip(scores, nodes, strict=True):
-            if info.name in self.ignored:
+            if ignored and info.node.name in ignored:
                 result.append(0.0)
             elif high == 0:
                 result.append(100.0)
