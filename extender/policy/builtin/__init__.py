@@ -2,7 +2,8 @@
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints). Each plugin is a frozen dataclass built
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
+(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage). Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -16,6 +17,7 @@ from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocate
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
+from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
@@ -31,6 +33,9 @@ SCORERS = (
     TaintPreferNoSchedule,
     LabelPreference,
 )
+# Opt-in: they need thresholds or a usage source (settings.usage), so no default policy runs them.
+OPT_IN_FILTERS = (NodeLoad,)
+OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing)
 
 
 class _Registry(Protocol):
@@ -41,27 +46,32 @@ class _Registry(Protocol):
 
 def register(registry: _Registry) -> None:
     """Add every built-in to `registry` (the same hook third-party packages provide)."""
-    for plugin in FILTERS:
+    for plugin in (*FILTERS, *OPT_IN_FILTERS):
         registry.add_filter(plugin.name, plugin.from_args)
-    for plugin in SCORERS:
+    for plugin in (*SCORERS, *OPT_IN_SCORERS):
         registry.add_scorer(plugin.name, plugin.from_args)
 
 
 __all__ = [
     "FILTERS",
+    "OPT_IN_FILTERS",
+    "OPT_IN_SCORERS",
     "SCORERS",
     "BalancedAllocation",
     "LabelPreference",
     "LeastAllocated",
+    "LoadVariationRiskBalancing",
     "MostAllocated",
     "NodeAffinity",
     "NodeLabels",
+    "NodeLoad",
     "NodeReady",
     "PreferredNodeAffinity",
     "ResourceFit",
     "SchedulingGates",
     "TaintPreferNoSchedule",
     "TaintToleration",
+    "TargetLoadPacking",
     "UnsupportedConstraints",
     "register",
 ]
