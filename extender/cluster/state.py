@@ -189,7 +189,7 @@ class ClusterState:
 
     def remove_pod_hook(self, hook: PodHook) -> None:
         with self._lock:
-            self._pod_hooks = tuple(h for h in self._pod_hooks if h is not hook)
+            self._pod_hooks = tuple(h for h in self._pod_hooks if h != hook)  # bound methods: equal, not identical
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)

@@ -37,6 +37,7 @@ from extender.scheduler.pending import PendingPods
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
+from extender.usage.service import UsageService
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class Scheduler:
         if leader is not None:
             leader.on_started_leading = self._started_leading
             leader.on_stopped_leading = self._stopped_leading
+        self.usage = UsageService(self.state, api_client, [profile.policy for profile in self.profiles.values()])
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
         self._next_start = 0
@@ -119,6 +121,7 @@ class Scheduler:
             profile.policy.start_watching()
         if self.source is not None:
             self.source.start()
+        self.usage.start()
         for watch in self.pending:
             watch.start()
         self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
@@ -151,6 +154,7 @@ class Scheduler:
         self._leading.clear()
         self.queue.close()
         self.reporter.close(timeout if finish_binds else 0.5)
+        self.usage.stop()
         if self.source is not None:
             self.source.stop()
         for profile in self.profiles.values():
@@ -183,7 +187,9 @@ class Scheduler:
             return False, "cluster state not synced"
         if not all(watch.synced for watch in self.pending):
             return False, "pending pods not listed"
-        return True, "leader" if self.leading else "follower"
+        role = "leader" if self.leading else "follower"
+        usage = self.usage.describe()  # informational: no usage means placement by requests alone
+        return True, f"{role}; {usage}" if usage else role
 
     # ---- leadership -------------------------------------------------------------------------
 
@@ -213,7 +219,7 @@ class Scheduler:
                 if self._leading.is_set() and not self._may_schedule():
                     time.sleep(_IDLE_WAIT)  # flagged leader but the lease is stale: wait for the elector
                 continue
-            if not self.state.ready:
+            if not self.state.ready or not self.usage.settled:  # usage: its first fetch, bounded
                 time.sleep(0.05)
                 continue
             entry = self.queue.pop(timeout=_IDLE_WAIT)

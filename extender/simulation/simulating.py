@@ -35,6 +35,7 @@ from extender.policy.engine import Engine, PluginError, Policy
 from extender.policy.reservations import all_actions, merged_annotations, release_all
 from extender.policy.status import Status
 from extender.scheduler.cycle import schedule_one
+from extender.usage.offline import snapshot_usage
 
 RESOURCES = ("cpu", "memory", "pods")
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -80,6 +81,7 @@ class SimulationResult:
     unschedulable: tuple[Unplaced, ...]
     nodes: tuple[NodeUsage, ...]
     order: tuple[str, ...] = ()  # every pod considered, in the order the queue gave them
+    notes: tuple[str, ...] = ()  # e.g. where the node usage for load-aware plugins came from
 
     def node_of(self, pod: str) -> str | None:
         for placement in self.placements:
@@ -209,6 +211,7 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
     load_into(state, snapshot)
     for pod in extra_pods:
         state.upsert_pod(pod)
+    notes = snapshot_usage(state, snapshot.node_metrics, policy)  # placements count on top of it
     binder = MemoryBinder(state)
     engine = Engine(policy)
     rng = random.Random(seed)
@@ -254,12 +257,16 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
                                     len(result.decision.feasible)))
 
     nodes = []
+    measured = state.node_usage()
     for info in state.all_node_infos():
-        used, notes = before.get(info.name, ({}, ()))
+        used, node_notes = before.get(info.name, ({}, ()))
+        if measured.source:  # measured usage after the run: the sample plus the pods placed since
+            node_notes = (*node_notes, f"usage {measured.describe(info.name)}")
         allocatable = {r: info.node.allocatable.get(r, 0) for r in RESOURCES}
-        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), notes))
+        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
-    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order)
+    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
+                            tuple(notes))
 
 
 def compare(snapshot: Snapshot, policies: Sequence[Policy], *, extra_pods: Sequence[Mapping[str, Any]] = (),
@@ -301,6 +308,7 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
                           for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
                    "before": n.before, "after": n.after} for n in result.nodes],
+        **({"notes": list(result.notes)} if result.notes else {}),
     }
 
 
@@ -339,6 +347,7 @@ def render_result(result: SimulationResult) -> str:
     lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES"],
                     [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-"]
                      for n in result.nodes])
+    lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 
 

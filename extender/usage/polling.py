@@ -50,7 +50,8 @@ class UsagePoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported: tuple[str, str] | None = None
-        self.fetches = 0
+        self.attempts = 0  # fetches tried, successful or not
+        self.fetches = 0  # fetches that succeeded
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"usage-{self.source.name}", daemon=True)
@@ -75,6 +76,7 @@ class UsagePoller:
                 except Exception:  # the loop must outlive any bug in one fetch
                     log.exception("usage fetch from %s failed unexpectedly", self.source.name)
                     ok = False
+                self.attempts += 1
                 delay = self.interval if ok else min(self.interval, RETRY_AFTER_FAILURE)
                 next_fetch = time.monotonic() + delay
             self.refresh_metrics()
@@ -115,7 +117,7 @@ class UsagePoller:
     def _report(self, state: str, reason: str, detail: str, *, published: int = 0, dropped: int = 0) -> None:
         """Set the store's state; log only when it changes (up/down, or a different failure reason)."""
         self.store.set_state(state, detail)
-        key = (state, reason or detail)
+        key = (state, reason)
         if key == self._reported:
             return
         first = self._reported is None

@@ -36,7 +36,10 @@ class PrometheusSource:
 
     def __init__(self, settings: PrometheusSettings) -> None:
         self.settings = settings
-        options: dict[str, Any] = {"maxsize": 2, "retries": urllib3.Retry(total=1, redirect=2, raise_on_status=False)}
+        # No retries (urllib3 would log each one: a log line per fetch during an outage) and no kept
+        # connections, so a pooled socket Prometheus closed meanwhile can never fail a fetch: one
+        # new connection every interval costs nothing.
+        options: dict[str, Any] = {"maxsize": 1, "retries": urllib3.Retry(total=0, redirect=2, raise_on_status=False)}
         if settings.ca_file:
             options["ca_certs"] = settings.ca_file
             options["cert_reqs"] = "CERT_REQUIRED"
@@ -46,7 +49,7 @@ class PrometheusSource:
         self._pool.clear()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, "Connection": "close"}
         if self.settings.bearer_token_file:
             # Read on every fetch: projected service account tokens are rotated in place.
             try:
