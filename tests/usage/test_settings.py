@@ -111,3 +111,21 @@ def test_uses_usage_and_usage_settings_of_a_policy():
     assert not uses_usage(plain) and uses_usage(loaded)
     assert usage_settings(loaded.settings).interval == 10.0
     assert usage_settings(plain.settings) == UsageSettings()
+
+
+def test_the_shipped_example_and_its_commented_alternatives_load():
+    from extender.policy.loading import load_policy_file
+    from tests.helpers import ROOT
+
+    path = ROOT / "config" / "policy-load-aware.yaml"
+    policy = load_policy_file(path)
+    assert uses_usage(policy) and usage_settings(policy.settings).source == "metrics-server"
+    text = path.read_text()
+    head, _, alternatives = text.partition("    varianceSamples: 10\n")
+    for source in ("prometheus", "annotations"):
+        start = alternatives.index(f"    # source: {source}")
+        block = alternatives[start:].split("\n\n")[0]
+        uncommented = "\n".join(line.replace("    # ", "    ", 1) for line in block.splitlines()
+                                if line.startswith("    # ") and not line.startswith("    # Or "))
+        variant = load_policy(head.replace("    source: metrics-server\n", "") + uncommented + "\n")
+        assert usage_settings(variant.settings).source == source
