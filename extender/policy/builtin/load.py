@@ -358,11 +358,23 @@ class LoadVariationRiskBalancing:
             sample = samples.get(info.name)
             if sample is None or now > sample.expires:
                 return 0
+            # _resource_score for both resources, inlined: this runs for every node.
             allocatable = info.node.allocatable
-            cpu = _resource_score(sample, "cpu", allocatable.get("cpu", 0), cpu_request, margin, sensitivity)
-            memory = _resource_score(sample, "memory", allocatable.get("memory", 0), memory_request, margin,
-                                     sensitivity)
-            return _risk_total(cpu, memory)
+            cpu = memory = None
+            measured, capacity = sample.cpu, sample.cpu_capacity
+            if measured is not None and capacity > 0:
+                share = allocatable.get("cpu", 0) / capacity
+                cpu = risk_score(allocatable.get("cpu", 0), cpu_request, measured * share + sample.recent_cpu,
+                                 (sample.cpu_stdev or 0.0) * share, margin, sensitivity)[0]
+            measured, capacity = sample.memory, sample.memory_capacity
+            if measured is not None and capacity > 0:
+                share = allocatable.get("memory", 0) / capacity
+                memory = risk_score(allocatable.get("memory", 0), memory_request,
+                                    measured * share + sample.recent_memory, (sample.memory_stdev or 0.0) * share,
+                                    margin, sensitivity)[0]
+            if cpu is not None and memory is not None:
+                return go_round(cpu if cpu < memory else memory)
+            return go_round(cpu if cpu is not None else memory if memory is not None else 0.0)
 
         score.explain = partial(_risk_parts, samples, now, cpu_request, memory_request,  # type: ignore[attr-defined]
                                 margin, sensitivity)
