@@ -100,7 +100,8 @@ def test_several_profiles_share_the_first_ones_source(state: ClusterState, caplo
 
 def write_snapshot(path: Path) -> Path:
     nodes = [node("idle", annotations={"cpu_usage_avg_5m": "10"}), node("hot", annotations={"cpu_usage_avg_5m": "90"})]
-    path.write_text(yaml.safe_dump_all([{"kind": "Node", **n} for n in nodes]))
+    pending = {"kind": "Pod", **pod("burst-0", cpu="1", memory="1Gi")}
+    path.write_text(yaml.safe_dump_all([*({"kind": "Node", **n} for n in nodes), pending]))
     return path
 
 
@@ -125,6 +126,13 @@ def test_webhook_scores_by_usage_and_shows_the_source_in_readyz(tmp_path: Path):
         scores = {entry["Host"]: entry["Score"] for entry in reply.json}
         # idle: 10% + pod 150m/4000 -> 13.75% -> 61 -> wire 6; hot: 93.75% -> 4 -> wire 0
         assert scores == {"idle": 6, "hot": 0}
+        # a bind through /bind counts on top of the sample at once (kube-scheduler's next pod sees it)
+        bind = {"PodName": "burst-0", "PodNamespace": "default", "PodUID": "uid-burst-0", "Node": "idle"}
+        assert client.post("/bind", json=bind).json == {"Error": ""}
+        sample = runtime.state.node_usage().fresh("idle")
+        assert (sample.recent_pods, sample.recent_cpu) == (1, 1000)
+        scores = {e["Host"]: e["Score"] for e in client.post("/prioritize", json=body).json}
+        assert scores["idle"] == 10  # 10% + 1 core placed + 150m: 38.75% -> 98, closer to the 40% target
     finally:
         runtime.stop()
 
