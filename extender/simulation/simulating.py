@@ -66,6 +66,7 @@ class NodeUsage:
     before: dict[str, int]
     after: dict[str, int]
     notes: tuple[str, ...] = ()  # why new pods may not go there: cordoned, NotReady, tainted
+    measured: str = ""  # measured usage after the run (load-aware policies): the sample plus pods placed since
 
     def fraction(self, resource: str, when: str) -> float:
         total = self.allocatable.get(resource, 0)
@@ -257,13 +258,12 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
                                     len(result.decision.feasible)))
 
     nodes = []
-    measured = state.node_usage()
+    table = state.node_usage()
     for info in state.all_node_infos():
         used, node_notes = before.get(info.name, ({}, ()))
-        if measured.source:  # measured usage after the run: the sample plus the pods placed since
-            node_notes = (*node_notes, f"usage {measured.describe(info.name)}")
         allocatable = {r: info.node.allocatable.get(r, 0) for r in RESOURCES}
-        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes))
+        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes,
+                               table.describe(info.name) if table.source else ""))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
     return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
                             tuple(notes))
@@ -307,7 +307,8 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
         "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority}
                           for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
-                   "before": n.before, "after": n.after} for n in result.nodes],
+                   "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {})}
+                  for n in result.nodes],
         **({"notes": list(result.notes)} if result.notes else {}),
     }
 
@@ -344,9 +345,10 @@ def render_result(result: SimulationResult) -> str:
     if result.unschedulable:
         lines += _table(["UNSCHEDULABLE", "REASON"], [[u.pod, u.reason] for u in result.unschedulable])
         lines.append("")
-    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES"],
-                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-"]
-                     for n in result.nodes])
+    measured = any(n.measured for n in result.nodes)
+    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES", *(["MEASURED"] if measured else [])],
+                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-",
+                      *([n.measured or "-"] if measured else [])] for n in result.nodes])
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 

@@ -30,8 +30,10 @@ def test_simulate_counts_each_placement_on_top_of_the_snapshot_sample():
     assert [p.node for p in result.placements] == ["b", "a", "a", "b", "a", "b"]
     assert result.notes == ("node usage: 2/2 node(s) with a fresh sample from the snapshot's NodeMetrics "
                             "(dropped: 1 unknown-node)",)
-    usage = {n.node: n.notes[-1] for n in result.nodes}
-    assert usage["a"] == "usage cpu 48%, memory 34%, incl. 3 pod(s) placed since; 2s old"
+    measured = {n.node: n.measured for n in result.nodes}
+    assert measured["a"] == "cpu 48%, memory 34%, incl. 3 pod(s) placed since; 2s old"
+    assert all(not n.notes for n in result.nodes)  # notes say why pods may not go there: nothing here
+    assert simulating.to_json(result)["nodes"][0]["measured"] == measured[result.nodes[0].node]
 
 
 def test_without_recent_placements_the_burst_would_pile_onto_one_node(monkeypatch: pytest.MonkeyPatch):
@@ -99,4 +101,4 @@ def test_simulate_cli_prints_the_usage_notes():
     result = CliRunner().invoke(simulate_command, [str(LOAD), "--policy", str(LOAD_POLICY)])
     assert result.exit_code == 0, result.output
     assert "Note: node usage: 2/2 node(s) with a fresh sample from the snapshot's NodeMetrics" in result.output
-    assert "usage cpu 48%, memory 34%, incl. 3 pod(s) placed since" in result.output
+    assert "MEASURED" in result.output and "cpu 48%, memory 34%, incl. 3 pod(s) placed since" in result.output
