@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|interpod|state|webhook|standalone|matrix`,
+Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|matrix`,
 and `--quick` for a shorter pass.
 """
 
@@ -23,6 +23,12 @@ def _engine(quick: bool) -> Rows:
     from bench import bench_engine
 
     return bench_engine.run((100, 1000) if quick else (100, 1000, 5000))
+
+
+def _load(quick: bool) -> Rows:
+    from bench import bench_load
+
+    return bench_load.run((1000,) if quick else (1000, 5000), runs=3 if quick else 7)
 
 
 def _state(quick: bool) -> Rows:
@@ -56,7 +62,8 @@ def _matrix(quick: bool) -> Rows:
 
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
-    "engine": _engine, "interpod": _interpod, "state": _state, "webhook": _webhook, "standalone": _standalone,
+    "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
+    "standalone": _standalone,
 }
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
 

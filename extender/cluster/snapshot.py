@@ -4,7 +4,8 @@ Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a s
 Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
 other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
 only for their labels (pod affinity's `namespaceSelector`), PodDisruptionBudgets for
-preemption.
+preemption. NodeMetrics (metrics.k8s.io, `kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes`)
+give simulate and explain the nodes' measured usage for the load-aware plugins.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Snapshot:
     pods: list[dict[str, Any]] = field(default_factory=list)
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     budgets: list[dict[str, Any]] = field(default_factory=list)
+    node_metrics: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -60,7 +62,8 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace"}.get(list_kind, "")
+    return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
+            "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -90,6 +93,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.namespaces.append(dict(obj))
             elif kind == "PodDisruptionBudget":
                 snapshot.budgets.append(dict(obj))
+            elif kind == "NodeMetrics":
+                snapshot.node_metrics.append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:

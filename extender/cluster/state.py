@@ -31,6 +31,7 @@ from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
+from extender.model.usage import EMPTY_USAGE, UsageTable
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-del
 POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
 NAMESPACE_CHANGED = "namespace-changed"
 Listener = Callable[[str, Any], None]
+# Called under the state's lock with a pod's record before and after a change (None: absent),
+# so a hook sees exactly when a pod starts or stops counting on a node. Keep it short.
+PodHook = Callable[[PodRecord | None, PodRecord | None], None]
 
 
 @dataclass(slots=True)
@@ -69,6 +73,8 @@ class ClusterState:
         self._nominated: dict[str, tuple[PodRecord, ...]] = {}
         self._nomination_of: dict[str, str] = {}  # pod key -> node
         self._listeners: list[Listener] = []
+        self._pod_hooks: tuple[PodHook, ...] = ()
+        self._usage_provider: Callable[[], UsageTable] | None = None
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -178,6 +184,22 @@ class ClusterState:
             if len(memo) < 1024:
                 memo[key] = value
             return value
+
+    def node_usage(self) -> UsageTable:
+        """The usage samples a usage source published (extender/usage), or an empty table."""
+        provider = self._usage_provider
+        return provider() if provider is not None else EMPTY_USAGE
+
+    def set_usage_provider(self, provider: Callable[[], UsageTable] | None) -> None:
+        self._usage_provider = provider
+
+    def add_pod_hook(self, hook: PodHook) -> None:
+        with self._lock:
+            self._pod_hooks = (*self._pod_hooks, hook)
+
+    def remove_pod_hook(self, hook: PodHook) -> None:
+        with self._lock:
+            self._pod_hooks = tuple(h for h in self._pod_hooks if h != hook)  # bound methods: equal, not identical
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)
@@ -429,6 +451,8 @@ class ClusterState:
                 self._rebuild(name)
             self.pods_synced = True
             self.last_event = self._clock()
+            for record in gone:
+                self._hook(record, None)
         _settle_heap()
         for record in gone:
             self._notify(POD_DELETED, record)
@@ -503,11 +527,22 @@ class ClusterState:
             usage.pods[record.key] = record
             self._index.add(record)
             self._rebuild(record.node_name)
+        if self._pod_hooks:
+            self._hook(old, record)
 
     def _remove(self, key: str) -> None:
         old = self._pods.pop(key, None)
         if old is not None and old.counts:
             self._unaccount(old)
+        if old is not None and self._pod_hooks:
+            self._hook(old, None)
+
+    def _hook(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        for hook in self._pod_hooks:
+            try:
+                hook(old, new)
+            except Exception:  # a hook must never break the watch or a bind
+                log.exception("cluster state pod hook failed")
 
     def _unaccount(self, record: PodRecord) -> None:
         usage = self._usage.get(record.node_name)

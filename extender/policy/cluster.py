@@ -29,6 +29,7 @@ from extender.model.budgets import DisruptionBudget
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
+from extender.model.usage import EMPTY_USAGE, UsageTable
 
 
 class PodGroup(Protocol):
@@ -67,6 +68,9 @@ class ClusterView(Protocol):
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` cached while node labels and taints do not change."""
+
+    def node_usage(self) -> UsageTable:
+        """The latest published node usage samples (load-aware plugins), read once per cycle."""
 
 
 class PodChange(NamedTuple):
@@ -112,6 +116,9 @@ class _EmptyCluster:
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         return compute()
+
+    def node_usage(self) -> UsageTable:
+        return EMPTY_USAGE
 
 
 EMPTY_CLUSTER: ClusterView = _EmptyCluster()

@@ -11,6 +11,7 @@ UNSUPPORTED_CONSTRAINTS = "UnsupportedConstraints"
 INTER_POD_AFFINITY = "InterPodAffinity"
 POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 NODE_PORTS = "NodePorts"
+NODE_LOAD = "NodeLoad"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -18,6 +19,8 @@ BALANCED_ALLOCATION = "BalancedAllocation"
 PREFERRED_NODE_AFFINITY = "PreferredNodeAffinity"
 TAINT_PREFER_NO_SCHEDULE = "TaintPreferNoSchedule"
 LABEL_PREFERENCE = "LabelPreference"
+TARGET_LOAD_PACKING = "TargetLoadPacking"
+LOAD_VARIATION_RISK_BALANCING = "LoadVariationRiskBalancing"
 
 # Not a plugin: the engine's own refusal for a node it cannot read.
 NODE_UNUSABLE = "NodeUnusable"

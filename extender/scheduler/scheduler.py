@@ -39,6 +39,7 @@ from extender.scheduler.preemption import Preemptor
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
+from extender.usage.service import UsageService
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class Scheduler:
         if leader is not None:
             leader.on_started_leading = self._started_leading
             leader.on_stopped_leading = self._stopped_leading
+        self.usage = UsageService(self.state, api_client, [profile.policy for profile in self.profiles.values()])
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
         self._next_start = 0
@@ -128,6 +130,7 @@ class Scheduler:
             profile.policy.start_watching()
         if self.source is not None:
             self.source.start()
+        self.usage.start()
         for watch in self.pending:
             watch.start()
         self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
@@ -162,6 +165,7 @@ class Scheduler:
         if self.preemptor is not None:
             self.preemptor.close(timeout if finish_binds else 0)
         self.reporter.close(timeout if finish_binds else 0.5)
+        self.usage.stop()
         if self.source is not None:
             self.source.stop()
         for profile in self.profiles.values():
@@ -194,7 +198,9 @@ class Scheduler:
             return False, "cluster state not synced"
         if not all(watch.synced for watch in self.pending):
             return False, "pending pods not listed"
-        return True, "leader" if self.leading else "follower"
+        role = "leader" if self.leading else "follower"
+        usage = self.usage.describe()  # informational: no usage means placement by requests alone
+        return True, f"{role}; {usage}" if usage else role
 
     # ---- leadership -------------------------------------------------------------------------
 
@@ -224,7 +230,7 @@ class Scheduler:
                 if self._leading.is_set() and not self._may_schedule():
                     time.sleep(_IDLE_WAIT)  # flagged leader but the lease is stale: wait for the elector
                 continue
-            if not self.state.ready:
+            if not self.state.ready or not self.usage.settled:  # usage: its first fetch, bounded
                 time.sleep(0.05)
                 continue
             entry = self.queue.pop(timeout=_IDLE_WAIT)

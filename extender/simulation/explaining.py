@@ -18,11 +18,12 @@ from typing import Any
 from extender import wire
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.preemption import preempt
 from extender.policy.status import Code
+from extender.simulation.usage_lines import with_usage
 
 FEASIBLE = "feasible"
 REFUSED = "refused"
@@ -40,6 +41,8 @@ class Row:
     total: float | None = None  # weighted average, 0..100
     wire_score: int | None = None  # what /prioritize would send kube-scheduler, 0..10
     rank: int | None = None  # 1 = best; ties share a rank
+    usage: str = ""  # the node's measured usage and its age, when a usage source runs (usage_lines)
+    parts: tuple[tuple[str, str], ...] = ()  # (scorer, how its score came about), for load scorers
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
     decision.total += len(unknown)
     order = [info.name for info in nodes] + list(unknown)
     explanation = explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
+    explanation = with_usage(explanation, engine, pod, decision.scored,
+                             cluster if cluster is not None else EMPTY_CLUSTER)
     return replace(explanation, preemption=preemption)
 
 
@@ -163,6 +168,10 @@ def row_to_dict(row: Row) -> dict[str, Any]:
         ]
     else:
         entry.update({"plugin": row.plugin, "reason": row.reason, "detail": row.detail})
+    if row.usage:
+        entry["usage"] = row.usage
+    if row.parts:
+        entry["scoreParts"] = dict(row.parts)
     return entry
 
 
@@ -239,6 +248,12 @@ def render_table(explanation: Explanation) -> str:
     if details:
         text += ["", "Details:"]
         text += [f"  {row.node}: {row.plugin}: {row.detail}" for row in details]
+    usage = [row for row in explanation.rows if row.usage or row.parts]
+    if usage:
+        text += ["", "Usage:"]
+        for row in usage:
+            text += [f"  {row.node}: {row.usage}"] if row.usage else []
+            text += [f"  {row.node}: {plugin}: {part}" for plugin, part in row.parts]
     if explanation.scorers:
         text += ["", "TOTAL is the weighted average of the scorers' 0..100 scores (column header: x weight); "
                  "WIRE is the 0..10 score /prioritize sends."]

@@ -38,6 +38,7 @@ from extender.policy.preemption import preempt
 from extender.policy.reservations import all_actions, merged_annotations, release_all
 from extender.policy.status import Status
 from extender.scheduler.cycle import CycleResult, schedule_one
+from extender.usage.offline import snapshot_usage
 
 RESOURCES = ("cpu", "memory", "pods")
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -69,6 +70,7 @@ class NodeUsage:
     before: dict[str, int]
     after: dict[str, int]
     notes: tuple[str, ...] = ()  # why new pods may not go there: cordoned, NotReady, tainted
+    measured: str = ""  # measured usage after the run (load-aware policies): the sample plus pods placed since
 
     def fraction(self, resource: str, when: str) -> float:
         total = self.allocatable.get(resource, 0)
@@ -84,6 +86,7 @@ class SimulationResult:
     unschedulable: tuple[Unplaced, ...]
     nodes: tuple[NodeUsage, ...]
     order: tuple[str, ...] = ()  # every pod considered, in the order the queue gave them
+    notes: tuple[str, ...] = ()  # e.g. where the node usage for load-aware plugins came from
 
     def node_of(self, pod: str) -> str | None:
         for placement in self.placements:
@@ -236,6 +239,7 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
     load_into(state, snapshot)
     for pod in extra_pods:
         state.upsert_pod(pod)
+    notes = snapshot_usage(state, snapshot.node_metrics, policy)  # placements count on top of it
     binder = MemoryBinder(state)
     engine = Engine(policy)
     rng = random.Random(seed)
@@ -285,12 +289,15 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
                                     len(result.decision.feasible), victims))
 
     nodes = []
+    table = state.node_usage()
     for info in state.all_node_infos():
-        used, notes = before.get(info.name, ({}, ()))
+        used, node_notes = before.get(info.name, ({}, ()))
         allocatable = {r: info.node.allocatable.get(r, 0) for r in RESOURCES}
-        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), notes))
+        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes,
+                               table.describe(info.name) if table.source else ""))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
-    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order)
+    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
+                            tuple(notes))
 
 
 def compare(snapshot: Snapshot, policies: Sequence[Policy], *, extra_pods: Sequence[Mapping[str, Any]] = (),
@@ -332,7 +339,9 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
         "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority}
                           for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
-                   "before": n.before, "after": n.after} for n in result.nodes],
+                   "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {})}
+                  for n in result.nodes],
+        **({"notes": list(result.notes)} if result.notes else {}),
     }
 
 
@@ -371,9 +380,11 @@ def render_result(result: SimulationResult) -> str:
     if result.unschedulable:
         lines += _table(["UNSCHEDULABLE", "REASON"], [[u.pod, u.reason] for u in result.unschedulable])
         lines.append("")
-    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES"],
-                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-"]
-                     for n in result.nodes])
+    measured = any(n.measured for n in result.nodes)
+    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES", *(["MEASURED"] if measured else [])],
+                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-",
+                      *([n.measured or "-"] if measured else [])] for n in result.nodes])
+    lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 
 

@@ -44,6 +44,9 @@ class Settings:
     bookmark_interval: float = 1.0
     user: str = "fakeapi-user"
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES))
+    # metrics.k8s.io, as the aggregation layer serves it: "absent" (no APIService: 404, as on
+    # envtest), "unavailable" (registered, metrics-server down: 503) or "served".
+    metrics_api: str = "absent"
 
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
@@ -71,8 +74,12 @@ class ApiHandler:
 
     def handle(self, req: ApiRequest) -> ApiResponse | WatchPlan:
         parts = [p for p in req.path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "apis" and parts[1] == resources.METRICS_GROUP:
+            refusal = self._aggregated_refusal()
+            if refusal is not None:
+                return refusal
         if req.method == "GET":
-            discovery_reply = discovery(parts, self.address)
+            discovery_reply = discovery(parts, self.address, self._aggregated())
             if discovery_reply is not None:
                 return discovery_reply
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
@@ -86,6 +93,18 @@ class ApiHandler:
                 return ApiResponse(201, review_reply(self.authz, req.json(), self.settings.user))
             return self._resource_request(req, parts[1], parts[2], parts[3:])
         raise ApiError.unknown_path()
+
+    def _aggregated(self) -> frozenset[str]:
+        return frozenset({resources.METRICS_GROUP}) if self.settings.metrics_api == "served" else frozenset()
+
+    def _aggregated_refusal(self) -> ApiResponse | None:
+        """No APIService: the path is unknown (404). Registered but its service down: the
+        aggregator's proxy answers 503 with a plain-text body (http.Error), not a Status."""
+        if self.settings.metrics_api == "absent":
+            raise ApiError.unknown_path()
+        if self.settings.metrics_api == "unavailable":
+            return ApiResponse(503, b"service unavailable\n", {"Content-Type": "text/plain; charset=utf-8"})
+        return None
 
     def _authorize(self, verb: str, route: Route, name: str | None = None) -> None:
         resource = route.plural
@@ -118,6 +137,8 @@ class ApiHandler:
             raise ApiError.method_not_allowed()
         if rt.namespaced and route.namespace is None and method != "GET":
             raise ApiError.method_not_allowed()  # e.g. POST /api/v1/pods: only reads span namespaces
+        if (method != "GET" and rt is resources.NODE_METRICS) or (watching and "watch" not in rt.verbs):
+            raise ApiError.method_not_allowed()
         if route.name is None:
             if method == "GET":
                 if watching:
@@ -704,6 +725,16 @@ class ApiHandler:
     # -----------------------------------------------------------------------------------------
     # Test-side helpers
     # -----------------------------------------------------------------------------------------
+
+    def put_node_metrics(self, name: str, usage: dict[str, str], timestamp: str, window: str) -> dict[str, Any]:
+        """Store what metrics-server would report for node ``name`` (tests set values this way)."""
+        body = {"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": {"name": name, "creationTimestamp": now_rfc3339()},
+                "timestamp": timestamp, "window": window, "usage": dict(usage)}
+        with self.store.lock:
+            if self.store.get("nodemetrics", "", name) is None:
+                return self.store.create("nodemetrics", body)
+            return self.store.update("nodemetrics", body)
 
     def create_default_namespaces(self) -> None:
         ns_type = resources.NAMESPACE

@@ -3,7 +3,8 @@
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
 (PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints).
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
+(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage).
 InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
@@ -20,6 +21,7 @@ from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
+from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking
 from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.spread import PodTopologySpread, PreferredPodTopologySpread
@@ -39,6 +41,9 @@ SCORERS = (
     PreferredInterPodAffinity,
     LabelPreference,
 )
+# Opt-in: they need thresholds or a usage source (settings.usage), so no default policy runs them.
+OPT_IN_FILTERS = (NodeLoad,)
+OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing)
 
 
 class _Registry(Protocol):
@@ -49,23 +54,27 @@ class _Registry(Protocol):
 
 def register(registry: _Registry) -> None:
     """Add every built-in to `registry` (the same hook third-party packages provide)."""
-    for plugin in FILTERS:
+    for plugin in (*FILTERS, *OPT_IN_FILTERS):
         registry.add_filter(plugin.name, plugin.from_args)
-    for plugin in SCORERS:
+    for plugin in (*SCORERS, *OPT_IN_SCORERS):
         registry.add_scorer(plugin.name, plugin.from_args)
 
 
 __all__ = [
     "FILTERS",
+    "OPT_IN_FILTERS",
+    "OPT_IN_SCORERS",
     "SCORERS",
     "BalancedAllocation",
     "InterPodAffinity",
     "LabelPreference",
     "LeastAllocated",
+    "LoadVariationRiskBalancing",
     "MostAllocated",
     "NodeAffinity",
     "NodeLabels",
     "NodePorts",
+    "NodeLoad",
     "NodeReady",
     "PodTopologySpread",
     "PreferredInterPodAffinity",
@@ -75,6 +84,7 @@ __all__ = [
     "SchedulingGates",
     "TaintPreferNoSchedule",
     "TaintToleration",
+    "TargetLoadPacking",
     "UnsupportedConstraints",
     "register",
 ]
