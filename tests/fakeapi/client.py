@@ -62,8 +62,12 @@ class KubeTestClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # Given with every request, not as ``session.verify``: requests lets the environment
+        # ($REQUESTS_CA_BUNDLE, $CURL_CA_BUNDLE) override a session's setting, so a CA file or
+        # False on the session is silently replaced by the system bundle, which does not hold
+        # the control plane's CA (psf/requests#3829).
+        self.verify = verify
         self.session = requests.Session()
-        self.session.verify = verify
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.session.headers["Accept"] = "application/json"
@@ -95,6 +99,7 @@ class KubeTestClient:
             params=params,
             headers=headers,
             timeout=timeout or self.timeout,
+            verify=self.verify,
         )
 
     def call(

@@ -39,6 +39,15 @@ class ApiServerHandle:
     is_fake: bool
     fake: FakeApiServer | None
     token: str
+    #: The CA to verify the server with (None for the fake, which serves plain HTTP).
+    ca_file: Path | None = None
+    #: The real control plane (None on the fake): its processes, etcd, user kubeconfigs.
+    plane: EnvtestControlPlane | None = None
+
+    @property
+    def verify(self) -> bool | str:
+        """What to pass as ``requests``' ``verify=`` for this server."""
+        return str(self.ca_file) if self.ca_file else True
 
     def reset(self) -> None:
         """Remove everything the previous test created."""
@@ -60,6 +69,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requires_fake: needs the fake API server (skipped under envtest)"
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the switchable server is an ``apiserver`` test, marked or not, so
+    ``pytest -m apiserver`` selects exactly what runs against envtest."""
+    for item in items:
+        if "apiserver_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.apiserver)
 
 
 def start_fake(directory: Path, **options: Any) -> ApiServerHandle:
@@ -85,12 +102,20 @@ def apiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiS
             handle.fake.close()
         return
     plane = EnvtestControlPlane(assets).start()
-    client = KubeTestClient(plane.url, token=plane.token, verify=False)
     try:
-        yield ApiServerHandle(plane.url, plane.kubeconfig, client, False, None, plane.token)
+        handle = start_envtest_handle(plane)
+        yield handle
+        handle.client.close()
     finally:
-        client.close()
         plane.stop()
+
+
+def start_envtest_handle(plane: EnvtestControlPlane) -> ApiServerHandle:
+    """The handle of a started real control plane: its kubeconfig and a client trusting its CA."""
+    client = KubeTestClient(plane.url, token=plane.token, verify=str(plane.ca_file))
+    return ApiServerHandle(
+        plane.url, plane.kubeconfig, client, False, None, plane.token, plane.ca_file, plane
+    )
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ def raw_watch(apiserver):
     opened: list[RawWatch] = []
 
     def open_watch(path: str, **params) -> RawWatch:
-        w = RawWatch(apiserver.url, path, params, apiserver.token)
+        w = RawWatch(apiserver.url, path, params, apiserver.token, apiserver.verify)
         opened.append(w)
         return w
 
