@@ -21,6 +21,7 @@ from .patches import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 T = TypeVar("T")
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
 
 
 class KubeApiError(Exception):
@@ -163,7 +164,10 @@ class KubeTestClient:
         annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Create a node, then report its status as a kubelet would (capacity, allocatable,
-        conditions). ``allocatable`` defaults to the capacity."""
+        conditions), then do the node lifecycle controller's part: the API server taints
+        every new node ``node.kubernetes.io/not-ready:NoSchedule`` and only that controller
+        removes the taint, so a Ready node gets it removed here and a NotReady one keeps it,
+        as in a real cluster. ``allocatable`` defaults to the capacity."""
         meta: dict[str, Any] = {
             "name": name,
             "labels": {
@@ -211,7 +215,24 @@ class KubeTestClient:
                 "bootID": "",
             },
         }
-        return self.patch_node(name, {"status": status}, status_subresource=True)
+        node = self.patch_node(name, {"status": status}, status_subresource=True)
+        return self._set_not_ready_taint(node, present=not ready)
+
+    def _set_not_ready_taint(self, node: dict[str, Any], present: bool) -> dict[str, Any]:
+        """The node lifecycle controller's NoSchedule tainting for the Ready condition."""
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        has = any(t.get("key") == NOT_READY_TAINT_KEY and t.get("effect") == "NoSchedule" for t in taints)
+        if has == present:
+            return node
+        if present:
+            taints.append({"key": NOT_READY_TAINT_KEY, "effect": "NoSchedule"})
+        else:
+            taints = [t for t in taints if not (t.get("key") == NOT_READY_TAINT_KEY and t.get("effect") == "NoSchedule")]
+        patch = {
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": taints or None},
+        }
+        return self.patch_node(node["metadata"]["name"], patch, content_type=MERGE_PATCH)
 
     @staticmethod
     def _node_conditions(ready: bool) -> list[dict[str, Any]]:
@@ -271,6 +292,8 @@ class KubeTestClient:
         )
 
     def set_node_ready(self, name: str, ready: bool) -> dict[str, Any]:
+        """Report the Ready condition as the kubelet would, then taint or untaint the node as
+        the node lifecycle controller would."""
         now = _now()
         condition = {
             "type": "Ready",
@@ -279,9 +302,10 @@ class KubeTestClient:
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         }
-        return self.patch_node(
+        node = self.patch_node(
             name, {"status": {"conditions": [condition]}}, status_subresource=True
         )
+        return self._set_not_ready_taint(node, present=not ready)
 
     def cordon_node(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
         return self.patch_node(

@@ -182,7 +182,7 @@ def test_stop_and_start_on_the_same_port(fake_apiserver) -> None:
     assert fake.port == port and kube.request("GET", "/healthz").text == "ok"
     resp = requests.get(
         f"{fake.url}/api/v1/pods",
-        params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "0.2"},
+        params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "1"},
         timeout=5,
     )
     assert [
@@ -248,10 +248,10 @@ def test_reset_clears_everything(fake_apiserver) -> None:
     kube.create_pod("a")
     fake.deny(verb="list")
     fake.fail_next(5, status=500, path_regex="nodes")
-    fake.configure(graceful_delete=True)
+    fake.configure(graceful_delete=False)
     fake.stop()
     fake.reset()
-    assert fake.running and not fake.settings.graceful_delete
+    assert fake.running and fake.settings.graceful_delete
     assert kube.list_pods() == [] and kube.list_nodes() == []
     assert [n["metadata"]["name"] for n in kube.call("GET", "/api/v1/namespaces")["items"]] == [
         "default",

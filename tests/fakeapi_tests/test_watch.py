@@ -42,7 +42,14 @@ def test_list_then_watch_sees_exactly_the_later_changes(kube, core_v1) -> None:
         (e["type"], e["object"].metadata.name, int(e["object"].metadata.resource_version))
         for e in stream
     ]
-    assert [(t, n) for t, n, _ in events] == [("ADDED", "c"), ("MODIFIED", "a"), ("DELETED", "b")]
+    # A pod's deletion is recorded first (MODIFIED: deletionTimestamp, grace 0), then the
+    # object goes (DELETED), even when it is not bound: the real server's two events.
+    assert [(t, n) for t, n, _ in events] == [
+        ("ADDED", "c"),
+        ("MODIFIED", "a"),
+        ("MODIFIED", "b"),
+        ("DELETED", "b"),
+    ]
     versions = [rv for _, _, rv in events]
     assert versions == sorted(versions) and versions[0] > int(listing.metadata.resource_version)
 
@@ -67,10 +74,14 @@ def test_deleted_event_carries_the_deletion_resource_version(raw_watch, kube) ->
         timeoutSeconds=5,
     )
     kube.delete_pod("a")
-    event = w.wait_for(lambda ev: len(ev) >= 1)[0]
+    marked, event = w.wait_for(lambda ev: len(ev) >= 2)
+    assert marked["type"] == "MODIFIED" and marked["object"]["metadata"]["deletionTimestamp"]
     assert event["type"] == "DELETED"
-    assert int(event["object"]["metadata"]["resourceVersion"]) > int(
-        pod["metadata"]["resourceVersion"]
+    assert event["object"]["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert (
+        int(event["object"]["metadata"]["resourceVersion"])
+        > int(marked["object"]["metadata"]["resourceVersion"])
+        > int(pod["metadata"]["resourceVersion"])
     )
 
 
@@ -110,7 +121,7 @@ def test_bounded_history_window(fake, raw_watch, kube) -> None:
     )  # needs p0's event: evicted
     w.wait_closed()
     assert w.events[0]["object"]["code"] == 410
-    ok = raw_watch("/api/v1/namespaces/default/pods", resourceVersion=first, timeoutSeconds=0.5)
+    ok = raw_watch("/api/v1/namespaces/default/pods", resourceVersion=first, timeoutSeconds=1)
     ok.wait_closed()
     assert types_and_names(ok.events) == [("ADDED", "p1"), ("ADDED", "p2"), ("ADDED", "p3")]
 
@@ -131,11 +142,9 @@ def test_python_client_watch_raises_410(fake, kube, core_v1) -> None:
 
 @pytest.mark.requires_fake
 def test_bookmarks_are_periodic_and_sent_before_timeout(fake, raw_watch, kube) -> None:
-    fake.configure(bookmark_interval=0.15)
+    fake.configure(bookmark_interval=0.25)
     rv = kube.create_pod("a")["metadata"]["resourceVersion"]
-    w = raw_watch(
-        "/api/v1/pods", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=0.7
-    )
+    w = raw_watch("/api/v1/pods", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=1)
     w.wait_closed()
     bookmarks = [e for e in w.events if e["type"] == "BOOKMARK"]
     assert len(bookmarks) >= 3 and w.events[-1]["type"] == "BOOKMARK"
@@ -144,7 +153,7 @@ def test_bookmarks_are_periodic_and_sent_before_timeout(fake, raw_watch, kube) -
         "apiVersion": "v1",
         "metadata": {"resourceVersion": rv},
     }
-    plain = raw_watch("/api/v1/pods", resourceVersion=rv, timeoutSeconds=0.3)
+    plain = raw_watch("/api/v1/pods", resourceVersion=rv, timeoutSeconds=1)
     plain.wait_closed()
     assert plain.events == []
 
@@ -206,11 +215,12 @@ def test_label_selector_watch_transitions(raw_watch, kube) -> None:
     kube.patch_pod("p", {"metadata": {"labels": {"app": "db"}}})
     kube.patch_pod("p", {"metadata": {"labels": {"app": "web"}}})
     kube.delete_pod("p")
-    events = w.wait_for(lambda ev: len(ev) >= 4)
+    events = w.wait_for(lambda ev: len(ev) >= 5)
     assert types_and_names(events) == [
         ("ADDED", "p"),
         ("DELETED", "p"),
         ("ADDED", "p"),
+        ("MODIFIED", "p"),  # marked for deletion
         ("DELETED", "p"),
     ]
 
@@ -269,9 +279,15 @@ def test_future_resource_version_waits_for_the_write(apiserver, kube) -> None:
 
 
 def test_single_object_and_legacy_watch_paths(raw_watch, kube) -> None:
+    """Only the legacy /watch/ path watches one object; ?watch=true on the object's own URL
+    is a plain GET on kube-apiserver v1.36 (one JSON object, not a stream)."""
     rv = kube.create_pod("a")["metadata"]["resourceVersion"]
     kube.create_pod("b")
-    one = raw_watch("/api/v1/namespaces/default/pods/a", resourceVersion=rv, timeoutSeconds=5)
+    plain = kube.request(
+        "GET", "/api/v1/namespaces/default/pods/a", params={"watch": "true", "resourceVersion": rv}
+    )
+    assert plain.status_code == 200 and plain.json()["kind"] == "Pod"
+    one = raw_watch("/api/v1/watch/namespaces/default/pods/a", resourceVersion=rv, timeoutSeconds=5)
     legacy = raw_watch(
         "/api/v1/watch/namespaces/default/pods", resourceVersion=rv, timeoutSeconds=5
     )
@@ -284,7 +300,7 @@ def test_single_object_and_legacy_watch_paths(raw_watch, kube) -> None:
 
 
 def test_timeout_ends_the_stream_cleanly(raw_watch) -> None:
-    w = raw_watch("/api/v1/nodes", timeoutSeconds=0.3)
+    w = raw_watch("/api/v1/nodes", timeoutSeconds=1)
     w.wait_closed()
     assert w.error is None and w.headers["Transfer-Encoding"] == "chunked"
 
