@@ -60,6 +60,7 @@ class KubeTestClient:
         token: str | None = None,
         verify: bool | str = True,
         timeout: float = 10.0,
+        cert: tuple[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -69,6 +70,8 @@ class KubeTestClient:
         # the control plane's CA (psf/requests#3829).
         self.verify = verify
         self.session = requests.Session()
+        if cert:
+            self.session.cert = cert  # a client certificate (the environment does not touch this)
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.session.headers["Accept"] = "application/json"
