@@ -7,7 +7,7 @@ runs against envtest when ``KUBEBUILDER_ASSETS`` is set.
 
 from .authz import Attributes
 from .client import KubeApiError, KubeTestClient
-from .fixtures import ApiServerHandle, requires_fake, skip_unless_fake
+from .fixtures import ApiServerHandle, fake_only, requires_fake, skip_unless_fake
 from .server import FAKE_TOKEN, FakeApiServer
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "FakeApiServer",
     "KubeApiError",
     "KubeTestClient",
+    "fake_only",
     "requires_fake",
     "skip_unless_fake",
 ]

@@ -29,6 +29,13 @@ REQUIRES_FAKE_REASON = (
 requires_fake = pytest.mark.skipif(find_assets() is not None, reason=REQUIRES_FAKE_REASON)
 
 
+def fake_only(why: str) -> pytest.MarkDecorator:
+    """Skip under envtest, saying why this test cannot run on a real kube-apiserver (what it
+    injects that a real server does not produce on demand, and where the real-server
+    counterpart is tested, if anywhere)."""
+    return pytest.mark.skipif(find_assets() is not None, reason=f"real kube-apiserver: {why}")
+
+
 @dataclass
 class ApiServerHandle:
     """What a test gets: where the server is and how to talk to it."""
@@ -65,9 +72,10 @@ def skip_unless_fake(server: ApiServerHandle) -> FakeApiServer:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The marker form, ``@pytest.mark.requires_fake``, is honoured by the ``apiserver`` fixture.
+    # The marker form, ``@pytest.mark.requires_fake("why")``, is honoured by the ``apiserver``
+    # fixture; the reason is shown when the test is skipped under envtest.
     config.addinivalue_line(
-        "markers", "requires_fake: needs the fake API server (skipped under envtest)"
+        "markers", "requires_fake(why): needs the fake API server (skipped under envtest, saying why)"
     )
 
 
@@ -123,8 +131,9 @@ def apiserver(
     apiserver_session: ApiServerHandle, request: pytest.FixtureRequest
 ) -> ApiServerHandle:
     """A clean server for this test (objects, faults and rules of earlier tests removed)."""
-    if request.node.get_closest_marker("requires_fake") and not apiserver_session.is_fake:
-        pytest.skip(REQUIRES_FAKE_REASON)
+    marker = request.node.get_closest_marker("requires_fake")
+    if marker and not apiserver_session.is_fake:
+        pytest.skip(f"real kube-apiserver: {marker.args[0]}" if marker.args else REQUIRES_FAKE_REASON)
     apiserver_session.reset()
     return apiserver_session
 

@@ -260,7 +260,7 @@ class ApiError(Exception):
         return cls(
             504,
             "Timeout",
-            f"Too large resource version: {requested}, current: {current}",
+            f"Timeout: Too large resource version: {requested}, current: {current}",
             {
                 "causes": [
                     {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}

@@ -278,7 +278,7 @@ def test_finalizers_hold_deletion_until_removed(kube) -> None:
     assert kube.get_pod("p") is None
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake("graceful_delete=False is a switch of the fake; the real server is always graceful")
 def test_graceful_delete_can_be_switched_off(apiserver, kube) -> None:
     """The fake's lax mode (a switch of the fake: the real server is always graceful)."""
     apiserver.fake.configure(graceful_delete=False)
@@ -297,7 +297,10 @@ def test_delete_collection(kube) -> None:
     assert [p["metadata"]["name"] for p in kube.list_pods("tmp")] == ["b"]
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake(
+    "the fake does the namespace controller's work at once; envtest runs no controllers, so a "
+    "deleted namespace stays Terminating with its content"
+)
 def test_namespace_delete_removes_content_at_once(kube) -> None:
     kube.ensure_namespace("gone")
     kube.create_pod("a", namespace="gone")
@@ -322,7 +325,10 @@ def test_pagination_with_limit_and_continue(kube) -> None:
     assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake(
+    "expiring a continue token needs the fake's compact(); on the shared real server that would "
+    "compact etcd under every other test"
+)
 def test_expired_continue_token_is_410(fake, kube) -> None:
     for i in range(3):
         kube.create_pod(f"p{i}")
