@@ -247,6 +247,12 @@ class EnvtestControlPlane:
         return self.cert_dir / "ca.crt"
 
     @property
+    def ca(self) -> CertificateAuthority:
+        """The control plane's CA, to issue more certificates (a kube-scheduler's serving one)."""
+        assert self._ca is not None, "start() first"
+        return self._ca
+
+    @property
     def running(self) -> bool:
         return self._apiserver is not None and self._apiserver.poll() is None
 
