@@ -149,6 +149,20 @@ def test_uncordoning_a_node_retries_waiting_pods(kube: Any, make_scheduler: Any)
     assert wait_bound(kube, "p", timeout=5) == "n1"
 
 
+def test_pod_tolerating_the_cordon_is_bound_to_a_cordoned_node(kube: Any, make_scheduler: Any) -> None:
+    """As kube-scheduler does (DaemonSet pods carry this toleration). The policy let such a
+    pod through but the bind-time check refused the cordoned node, so the pod was retried
+    forever; found by tests/e2e/test_side_by_side.py against kube-scheduler."""
+    kube.create_node("cordoned", unschedulable=True)
+    make_scheduler()
+    kube.create_pod("daemon", scheduler_name=SCHEDULER_NAME, tolerations=[
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    kube.create_pod("plain", scheduler_name=SCHEDULER_NAME)
+    assert wait_bound(kube, "daemon") == "cordoned"
+    kube.wait_for(lambda: events_for(kube, "plain", "FailedScheduling"), message="plain refused")
+    assert node_of(kube, "plain") == ""
+
+
 def test_gated_pod_is_left_alone_until_its_gates_are_removed(
         apiserver: Any, kube: Any, make_scheduler: Any) -> None:
     kube.create_node("n1")
