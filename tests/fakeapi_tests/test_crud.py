@@ -326,8 +326,9 @@ def test_pagination_with_limit_and_continue(kube) -> None:
 
 
 @pytest.mark.requires_fake(
-    "expiring a continue token needs the fake's compact(); on the shared real server that would "
-    "compact etcd under every other test"
+    "needs the fake's compact(): a real kube-apiserver serves continue tokens from its watch "
+    "cache, which etcd compaction does not expire (only a server started with "
+    "--watch-cache=false answers 410 then)"
 )
 def test_expired_continue_token_is_410(fake, kube) -> None:
     for i in range(3):
