@@ -51,17 +51,20 @@ def test_long_note_is_truncated_not_refused(apiserver, api_client, pod) -> None:
 
 @pytest.fixture
 def refuse_events(apiserver, api_client):
-    """Make event posts fail; returns the ApiClient to post with.
+    """Make event posts fail; returns (the ApiClient to post with, the test client of that
+    server, the pod "p" there).
 
     On the fake: a 404 (events.k8s.io not served), a 403 on events.k8s.io, or a 500 on
-    every events request, injected for everybody. On a real server: a user of its own whose
-    RBAC lacks the refused API groups ("403"; "500" becomes "no events permission at all").
-    A kube-apiserver that does not serve events.k8s.io needs its own flags, so "404" is
-    fake-only."""
+    every events request, injected for everybody. On a real server: "404" is a private
+    kube-apiserver started with --runtime-config=events.k8s.io/v1=false (it answers the
+    plain text "404 page not found"); "403" a user of its own whose RBAC allows core events
+    only; "500" becomes a user with no events permission at all."""
     from extender.cluster.kube_client import build_api_client
+    from tests.fakeapi.envtest import EnvtestControlPlane
+    from tests.fakeapi.fixtures import start_envtest_handle
     from tests.fakeapi.rbac import create_user, rule
 
-    made = []
+    cleanup = []
 
     def refuse(how: str):
         if apiserver.fake is not None:
@@ -71,30 +74,36 @@ def refuse_events(apiserver, api_client):
                 apiserver.fake.deny(verb="create", resource="events", group="events.k8s.io")
             else:
                 apiserver.fake.fail_next(1, status=500, path_regex=r"/events$")
-            return api_client
+            return api_client, apiserver.client, apiserver.client.get_pod("p")
         if how == "404":
-            pytest.skip("a real kube-apiserver serves events.k8s.io/v1 unless started with "
-                        "--runtime-config=events.k8s.io/v1=false; the 404 fallback runs on the fake")
+            plane = EnvtestControlPlane(apiserver.plane.assets,
+                                        extra_apiserver_args=["--runtime-config=events.k8s.io/v1=false"])
+            cleanup.append(plane.stop)
+            handle = start_envtest_handle(plane.start())
+            cleanup.append(handle.client.close)
+            client = build_api_client(kubeconfig=str(plane.kubeconfig))
+            cleanup.append(client.close)
+            return client, handle.client, handle.client.create_pod("p", cpu="100m")
         rules = [rule(["create"], ["events"])] if how == "403" else [rule(["get"], ["pods"])]
         user = create_user(apiserver.plane, apiserver.client, rules, prefix="events")
+        cleanup.append(user.delete)
         user.wait_can(True, *(("create", "events") if how == "403" else ("get", "pods")))
         client = build_api_client(kubeconfig=str(user.kubeconfig))
-        made.append((user, client))
-        return client
+        cleanup.append(client.close)
+        return client, apiserver.client, apiserver.client.get_pod("p")
 
     yield refuse
-    for user, client in made:
-        client.close()
-        user.delete()
+    for step in reversed(cleanup):
+        step()
 
 
 @pytest.mark.parametrize("refusal", ["404", "403"])
 def test_core_event_fallback(apiserver, refuse_events, pod, refusal: str) -> None:
-    client = refuse_events(refusal)
+    client, kube, pod = refuse_events(refusal)
     assert events.post_event(client, pod, reason="FailedScheduling", type="Warning",
                              message="0/1 nodes are available: 1 node(s) were unschedulable.",
                              reporting_controller="extender")
-    (event,) = _events(apiserver, "FailedScheduling")
+    (event,) = kube.list_events("default", reason="FailedScheduling")
     assert event["involvedObject"]["name"] == "p" and event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert event["message"].startswith("0/1 nodes are available")
     assert event["source"] == {"component": "extender"} and event["count"] == 1
@@ -106,6 +115,6 @@ def test_core_event_fallback(apiserver, refuse_events, pod, refusal: str) -> Non
 
 
 def test_event_failure_returns_false(apiserver, refuse_events, pod) -> None:
-    client = refuse_events("500")
+    client, _, pod = refuse_events("500")
     assert events.post_event(client, pod, reason="Scheduled", message="m") is False
     assert _events(apiserver, "Scheduled") == []

@@ -48,6 +48,18 @@ class Settings:
 
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
+_NON_API_PATHS = ("healthz", "readyz", "livez", "version")
+
+
+def _outside_the_api(parts: list[str]) -> bool:
+    """Neither /api nor a served /apis/{group} (nor a health or version endpoint)."""
+    if not parts:
+        return False
+    if parts[0] in _NON_API_PATHS or parts[0] == "api":
+        return False
+    if parts[0] != "apis":
+        return True
+    return len(parts) >= 2 and resources.api_group(parts[1]) is None
 
 
 class ApiHandler:
@@ -72,6 +84,9 @@ class ApiHandler:
 
     def handle(self, req: ApiRequest) -> ApiResponse | WatchPlan:
         parts = [p for p in req.path.split("/") if p]
+        if _outside_the_api(parts):
+            # Paths no API group serves fall through to the server's mux: plain text, no Status.
+            return ApiResponse(404, b"404 page not found\n", {"Content-Type": "text/plain; charset=utf-8"})
         if req.method == "GET":
             discovery_reply = discovery(parts, self.address)
             if discovery_reply is not None:

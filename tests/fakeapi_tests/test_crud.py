@@ -356,6 +356,15 @@ def test_unknown_paths_and_methods(kube) -> None:
     assert resp.status_code == 400
 
 
+@pytest.mark.parametrize("path", ["/apis/nonexistent.example.com/v1/namespaces/default/foos", "/nope"])
+def test_paths_outside_every_api_group_are_a_plain_404(kube, path: str) -> None:
+    """Not a Status: kube-apiserver's mux answers text (a client reading events.k8s.io from a
+    server that does not serve it gets this, found on the real server)."""
+    resp = kube.request("GET", path)
+    assert resp.status_code == 404 and resp.text == "404 page not found\n"
+    assert resp.headers["Content-Type"].startswith("text/plain")
+
+
 def test_node_taint_validation(kube) -> None:
     with pytest.raises(KubeApiError) as err:
         kube.create_node("n1", taints=["gpu=true:NoScheduel"])
