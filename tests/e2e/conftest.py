@@ -84,7 +84,7 @@ def kube_scheduler(
     """Start kube-scheduler processes (as system:kube-scheduler) for this test. They stop
     before the extender processes (this fixture depends on ``extender``): a webhook whose
     caller is gone stops at once, while one with a caller holding an idle spare connection
-    waits for gunicorn's graceful timeout (see the closing notes of issue 16)."""
+    waits for gunicorn's graceful timeout (docs/reliability.md, "Known failures")."""
     started: list[KubeScheduler] = []
 
     def start(config: Mapping[str, Any], name: str = "kube-scheduler") -> KubeScheduler:
