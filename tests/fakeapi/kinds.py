@@ -7,26 +7,49 @@ matching pkg/registry strategy and pkg/apis/*/validation code do.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import events, pods
 from .resources import ResourceType
-from .status import ApiError, FieldError
-from .validation import check_times, validate_metadata
+from .status import ApiError, FieldError, GoLiteral
+from .validation import check_times, qualified_name_errors, validate_metadata
 
 _TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+#: The taint the NodeTaint admission plugin (TaintNodesByCondition) puts on every new node;
+#: the node lifecycle controller removes it once the node reports Ready. envtest runs no
+#: controller, so on a real server it stays until someone removes it.
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def add_not_ready_taint(node: dict[str, Any]) -> None:
+    """plugin/pkg/admission/nodetaint: taint a node at creation, unless it already has it."""
+    spec = node.setdefault("spec", {})
+    taints = spec.get("taints") or []
+    if not any(
+        isinstance(t, dict) and t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == "NoSchedule"
+        for t in taints
+    ):
+        spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
+
+
+def _go_taint(taint: dict[str, Any]) -> GoLiteral:
+    """How field.Duplicate prints a core.Taint value (the Go struct, JSON-encoded)."""
+    key, value, effect = (json.dumps(taint.get(k) or "") for k in ("key", "value", "effect"))
+    added = json.dumps(taint.get("timeAdded"))
+    return GoLiteral(f'{{"Key":{key},"Value":{value},"Effect":{effect},"TimeAdded":{added}}}')
 
 
 def _node_errors(node: dict[str, Any]) -> list[FieldError]:
     errs = validate_metadata(node, namespaced=False)
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate((node.get("spec") or {}).get("taints") or []):
-        path = f"spec.taints[{i}]"
+        # ValidateNode validates spec.taints under the path "metadata.taints" (sic).
+        path = f"metadata.taints[{i}]"
         if not isinstance(taint, dict):
             errs.append(FieldError("Invalid", path, str(taint), "must be an object"))
             continue
-        if not taint.get("key"):
-            errs.append(FieldError("Required", f"{path}.key"))
+        errs += qualified_name_errors(taint.get("key") or "", f"{path}.key")
         effect = taint.get("effect")
         if not effect:
             errs.append(FieldError("Required", f"{path}.effect"))
@@ -38,10 +61,7 @@ def _node_errors(node: dict[str, Any]) -> list[FieldError]:
         if pair in seen:
             errs.append(
                 FieldError(
-                    "Duplicate",
-                    path,
-                    f"{pair[0]}:{pair[1]}",
-                    "taints must be unique by key and effect pair",
+                    "Duplicate", path, _go_taint(taint), "taints must be unique by key and effect pair"
                 )
             )
         seen.add(pair)
@@ -109,6 +129,7 @@ def prepare_create(
         events.validate(obj, rt.group)
         return obj
     if rt.storage == "nodes":
+        add_not_ready_taint(obj)  # admission runs before validation
         _raise(rt, obj, _node_errors(obj))
     elif rt.storage == "namespaces":
         _raise(rt, obj, validate_metadata(obj, namespaced=False, name_check="label"))

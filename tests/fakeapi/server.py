@@ -200,7 +200,7 @@ class FakeApiServer:
         port: int = 0,
         history_size: int = 1000,
         bookmark_interval: float = 1.0,
-        graceful_delete: bool = False,
+        graceful_delete: bool = True,
         copy_binding_labels: bool = True,
         too_large_rv_wait: float = 3.0,
         user: str = "fakeapi-user",
