@@ -272,17 +272,24 @@ class ClusterState:
         meta = as_object(raw.get("metadata"), "metadata")
         return object_name(meta), as_string_map(meta.get("labels"), "metadata.labels")
 
+    def _readable(self, raws: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, Any]], Any],
+                  kind: str) -> list[Any]:
+        """`parse` of every object that can be read; the others are counted and logged."""
+        parsed = []
+        for raw in raws:
+            try:
+                parsed.append(parse(raw))
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping %s: %s", kind, exc)
+        return parsed
+
     def upsert_namespace(self, raw: Mapping[str, Any]) -> None:
-        try:
-            name, labels = self._namespace(raw)
-        except InvalidObject as exc:
-            self.rejected_objects += 1
-            log.warning("skipping namespace: %s", exc)
-            return
-        with self._lock:
-            self._namespaces[name] = labels
-            self.last_event = self._clock()
-        self._notify(NAMESPACE_CHANGED, name)
+        for name, labels in self._readable([raw], self._namespace, "namespace"):
+            with self._lock:
+                self._namespaces[name] = labels
+                self.last_event = self._clock()
+            self._notify(NAMESPACE_CHANGED, name)
 
     def delete_namespace(self, name: str) -> None:
         with self._lock:
@@ -290,15 +297,7 @@ class ClusterState:
             self.last_event = self._clock()
 
     def replace_namespaces(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        namespaces = {}
-        for raw in raws:
-            try:
-                name, labels = self._namespace(raw)
-            except InvalidObject as exc:
-                self.rejected_objects += 1
-                log.warning("skipping namespace from list: %s", exc)
-                continue
-            namespaces[name] = labels
+        namespaces = dict(self._readable(raws, self._namespace, "namespace"))
         with self._lock:
             self._namespaces = namespaces
             self.namespaces_synced = True
@@ -308,15 +307,10 @@ class ClusterState:
     # ---- PodDisruptionBudgets (preemption prefers victims whose budget allows it) ----------
 
     def upsert_budget(self, raw: Mapping[str, Any]) -> None:
-        try:
-            budget = budget_from_dict(raw)
-        except InvalidObject as exc:
-            self.rejected_objects += 1
-            log.warning("skipping PodDisruptionBudget: %s", exc)
-            return
-        with self._lock:
-            self._budgets[budget.key] = budget
-            self.last_event = self._clock()
+        for budget in self._readable([raw], budget_from_dict, "PodDisruptionBudget"):
+            with self._lock:
+                self._budgets[budget.key] = budget
+                self.last_event = self._clock()
 
     def delete_budget(self, key: str) -> None:
         with self._lock:
@@ -324,15 +318,7 @@ class ClusterState:
             self.last_event = self._clock()
 
     def replace_budgets(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        budgets = {}
-        for raw in raws:
-            try:
-                budget = budget_from_dict(raw)
-            except InvalidObject as exc:
-                self.rejected_objects += 1
-                log.warning("skipping PodDisruptionBudget from list: %s", exc)
-                continue
-            budgets[budget.key] = budget
+        budgets = {b.key: b for b in self._readable(raws, budget_from_dict, "PodDisruptionBudget")}
         with self._lock:
             self._budgets = budgets
             self.budgets_synced = True
