@@ -18,6 +18,7 @@ from extender.model.fields import as_list, as_object, as_str, as_string_map, obj
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
+from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 _EMPTY_LABELS: dict[str, str] = {}
 _INTERN_LIMIT = 200_000
@@ -65,6 +66,7 @@ class PodRecord:
     host_ports: tuple[HostPort, ...] = ()
     owner: tuple[str, str] | None = None  # the controller: (kind, name)
     start_time: str = ""  # status.startTime, else creationTimestamp (preemption's tie-break)
+    volumes: PodVolumes = NO_VOLUMES  # claims and inline disks (volume limits, conflicts, ReadWriteOncePod)
 
     @property
     def name(self) -> str:
@@ -113,6 +115,7 @@ def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bo
         host_ports=view.host_ports,
         owner=_intern_owner(view.owner),
         start_time=view.start_time,
+        volumes=view.volumes,
     )
 
 
@@ -149,4 +152,5 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         owner=_intern_owner(_owner(meta)),
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")
                               or as_str(meta.get("creationTimestamp"), "metadata.creationTimestamp")),
+        volumes=parse_pod_volumes(spec, name),
     )
