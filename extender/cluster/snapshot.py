@@ -3,7 +3,9 @@
 Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a single
 Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
 other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
-only for their labels (pod affinity's `namespaceSelector`).
+only for their labels (pod affinity's `namespaceSelector`). The storage objects the
+volume plugins read are accepted too (`kubectl get pvc,pv,storageclass,csinode,csidriver,
+csistoragecapacity,volumeattachment -A -o yaml`), alone or as their `...List`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import orjson
 import yaml
 
 from extender.cluster.state import ClusterState
+from extender.cluster.volumes import KIND_NAMES
 from extender.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,7 @@ class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     namespaces: list[dict[str, Any]] = field(default_factory=list)
+    storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -58,6 +62,8 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
+    if list_kind.endswith("List") and list_kind[:-4] in KIND_NAMES:
+        return list_kind[:-4]
     return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace"}.get(list_kind, "")
 
 
@@ -86,6 +92,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.pods.append(dict(obj))
             elif kind == "Namespace":
                 snapshot.namespaces.append(dict(obj))
+            elif kind in KIND_NAMES:
+                snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -105,6 +113,8 @@ def read_snapshot(path: str | Path) -> Snapshot:
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
     state.replace_namespaces(snapshot.namespaces)
+    for resource, objects in snapshot.storage.items():
+        state.volumes.replace(resource, objects)
     state.replace_pods(snapshot.pods)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.cluster.podindex import PodIndex
+from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
 from extender.model.fields import as_object, as_string_map, object_name
@@ -63,6 +64,7 @@ class ClusterState:
         self._namespaces: dict[str, dict[str, str]] = {}
         self._nominated: dict[str, list[PodRecord]] = {}
         self._listeners: list[Listener] = []
+        self.volumes = VolumeStore(self._notify)  # claims, volumes, classes, CSI objects
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -78,7 +80,7 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return self.nodes_synced and self.pods_synced and self.namespaces_synced
+        return self.nodes_synced and self.pods_synced and self.namespaces_synced and self.volumes.synced
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -154,6 +156,16 @@ class ClusterState:
     def nominations(self) -> dict[str, list[PodRecord]]:
         """Node -> pods nominated there by preemption (see issue 15's scheduler), as placed records."""
         return self._nominated
+
+    def storage(self) -> VolumeStore:
+        """Claims, volumes, classes and CSI objects, for the volume plugins."""
+        return self.volumes
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
+        """Placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""
+        pods = self._pods
+        return [r for r in (pods.get(k) for k in self._index.claim_users(namespace, claim))
+                if r is not None and r.counts]
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A value derived from node labels and taints only, computed once per node generation."""
