@@ -18,6 +18,7 @@ from kubernetes import client as k8s_client
 
 from extender import metrics
 from extender.cluster.state import ClusterState
+from extender.cluster.volume_source import publish_counts, storage_reflectors
 from extender.cluster.watching import Reflector
 from extender.errors import InvalidObject
 
@@ -60,8 +61,9 @@ def _node_name(obj: Mapping[str, Any]) -> str | None:
 
 
 class KubeSource:
-    """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods and
-    namespaces (whose labels pod affinity terms select with `namespaceSelector`)."""
+    """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods,
+    namespaces (whose labels pod affinity terms select with `namespaceSelector`) and the
+    storage objects of the volume plugins (see volume_source.py)."""
 
     kind = "kube"
 
@@ -94,6 +96,7 @@ class KubeSource:
             on_list=self.state.replace_namespaces, on_event=self._namespace_event, **reflector_options,
         )
         state.namespaces_synced = False
+        self.storage = storage_reflectors(state, api_client, **reflector_options)
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
 
@@ -125,7 +128,7 @@ class KubeSource:
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (self.nodes, self.pods, self.namespaces)
+        return (self.nodes, self.pods, self.namespaces, *self.storage)
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 
@@ -203,6 +206,7 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="node").set(self.state.node_count())
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
+        publish_counts(self.state.volumes)
         now = time.monotonic()
         for reflector in self.reflectors:
             if reflector.synced:
