@@ -1,7 +1,8 @@
 """The built-in default policies, one per mode (DESIGN.md "Default policies").
 
 standalone: this scheduler replaces kube-scheduler for its pods, so it runs every
-    built-in filter (never place a pod kube-scheduler would refuse, and also refuse
+    built-in filter, the volume ones in kube-scheduler's order after ResourceFit
+    (never place a pod kube-scheduler would refuse, and also refuse
     NotReady and pressured nodes at once instead of waiting for the condition taints)
     and kube-scheduler's default scoring with its default weights (NodeResourcesFit
     LeastAllocated 1, BalancedAllocation 1, NodeAffinity 2, TaintToleration 3).
@@ -26,12 +27,16 @@ from extender.policy.builtin import (
     NodeAffinity,
     NodeLabels,
     NodeReady,
+    NodeVolumeLimits,
     PreferredNodeAffinity,
     ResourceFit,
     SchedulingGates,
     TaintPreferNoSchedule,
     TaintToleration,
     UnsupportedConstraints,
+    VolumeBinding,
+    VolumeRestrictions,
+    VolumeZone,
 )
 from extender.policy.builtin.readiness import ALL_PRESSURE_CONDITIONS
 from extender.policy.engine import Policy, WeightedScorer
@@ -47,6 +52,10 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         TaintToleration(),
         NodeAffinity(),
         ResourceFit(),
+        VolumeRestrictions(),
+        NodeVolumeLimits(),
+        VolumeBinding(),
+        VolumeZone(),
         NodeLabels(),
     )
     scorers = (

@@ -7,6 +7,10 @@ TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_LABELS = "NodeLabels"
 UNSUPPORTED_CONSTRAINTS = "UnsupportedConstraints"
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+VOLUME_BINDING = "VolumeBinding"  # also an opt-in scorer (kube-scheduler's VolumeBinding Score)
+VOLUME_ZONE = "VolumeZone"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"

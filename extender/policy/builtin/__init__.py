@@ -2,7 +2,9 @@
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints). Each plugin is a frozen dataclass built
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), and the volume
+plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding (also the opt-in
+VolumeBinding scorer) and volume_zone. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -19,10 +21,14 @@ from extender.policy.builtin.labels import LabelPreference, NodeLabels
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
+from extender.policy.builtin.volume_binding import VolumeBinding, VolumeBindingScore
+from extender.policy.builtin.volume_limits import NodeVolumeLimits
+from extender.policy.builtin.volume_restrictions import VolumeRestrictions
+from extender.policy.builtin.volume_zone import VolumeZone
 from extender.policy.plugins import PluginFactory
 
 FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, ResourceFit,
-           NodeLabels)
+           VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
@@ -30,6 +36,7 @@ SCORERS = (
     PreferredNodeAffinity,
     TaintPreferNoSchedule,
     LabelPreference,
+    VolumeBindingScore,
 )
 
 
@@ -57,11 +64,16 @@ __all__ = [
     "NodeAffinity",
     "NodeLabels",
     "NodeReady",
+    "NodeVolumeLimits",
     "PreferredNodeAffinity",
     "ResourceFit",
     "SchedulingGates",
     "TaintPreferNoSchedule",
     "TaintToleration",
     "UnsupportedConstraints",
+    "VolumeBinding",
+    "VolumeBindingScore",
+    "VolumeRestrictions",
+    "VolumeZone",
     "register",
 ]
