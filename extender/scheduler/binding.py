@@ -13,6 +13,9 @@ back. What happens to the pod depends on why the bind failed:
   will refuse every retry, so the pod is dropped (a newer version, if any, comes back
   through the pending watch);
 * anything else (429, 5xx, network, node vanished): retry after the pod's backoff.
+
+Bind-time actions (reservations' PreBind work, such as waiting for a pod's volumes to be
+bound) run on the same worker, before the bind; `shutdown` ends their waits at once.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender import metrics
+from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
@@ -107,6 +111,7 @@ class BindPool:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="bind")
         self._lock = threading.Condition()
         self._in_flight = 0
+        self._stopping = threading.Event()  # ends bind-time waits (volumes) on shutdown
 
     @property
     def in_flight(self) -> int:
@@ -131,6 +136,7 @@ class BindPool:
             return self._lock.wait_for(lambda: self._in_flight == 0, timeout)
 
     def shutdown(self, timeout: float | None = 10.0) -> bool:
+        self._stopping.set()
         drained = self.drain(timeout)
         self._pool.shutdown(wait=drained, cancel_futures=not drained)
         return drained
@@ -184,7 +190,13 @@ class BindPool:
         try:
             actions = all_actions(job.reservations)
             if actions:
-                self.binder.prebind(actions)
+                with prebinding.stoppable(self._stopping):
+                    self.binder.prebind(actions)
+                if not self.may_bind():  # leadership lost while waiting: the next leader takes it
+                    self._release(job)
+                    self.state.forget(entry.key)
+                    self.queue.give_back(entry)
+                    return
             self.binder.bind(pod.namespace, pod.name, pod.uid, node,
                              annotations=merged_annotations(job.reservations) or None)
         except (ConflictError, NotFoundError) as exc:
