@@ -203,8 +203,9 @@ def bindings_done(api_client: Any, action: AwaitVolumes) -> bool:
             raise VolumeBindingError(f"failed to check provisioning pvc: persistentvolumeclaim {ref.key!r} not found")
         claim = _parse(Claim.from_dict, raw_claim, f"persistentvolumeclaim {ref.key}")
         if claim.selected_node != action.node:
+            now = "was removed" if claim.selected_node is None else f"now names node {claim.selected_node!r}"
             raise VolumeBindingError(f"provisioning failed for PVC {ref.name!r} (its {ANN_SELECTED_NODE} "
-                                     f"annotation is {claim.selected_node!r}, not {action.node!r})")
+                                     f"annotation {now})")
         if claim.volume_name:
             raw_volume = _get(api_client, _pv_path(claim.volume_name), f"persistentvolume {claim.volume_name}")
             if raw_volume is None:
