@@ -16,9 +16,12 @@ it cannot evaluate as a mismatch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from extender.errors import InvalidObject, QuantityError
 from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
@@ -67,8 +70,22 @@ def _storage(raw: Any, where: str) -> int | None:
         raise InvalidObject(f"{where}: {exc}") from None
 
 
+# Interned: tens of thousands of claims and volumes share a few mode sets, classes and
+# namespaces, and the volumes of one node share its node affinity.
+_INTERN_LIMIT = 100_000
+_mode_sets: dict[frozenset[str], frozenset[str]] = {}
+_affinities: dict[bytes, NodeAffinity | None] = {}
+
+
 def _modes(raw: Any, where: str) -> frozenset[str]:
-    return frozenset(as_str(mode, f"{where}[{i}]") for i, mode in enumerate(as_list(raw, where)))
+    modes = frozenset(as_str(mode, f"{where}[{i}]") for i, mode in enumerate(as_list(raw, where)))
+    if len(_mode_sets) < _INTERN_LIMIT:
+        return _mode_sets.setdefault(modes, modes)
+    return modes
+
+
+def _intern(text: str) -> str:
+    return sys.intern(text) if text else text
 
 
 def _class_of(annotations: Mapping[str, str], spec_class: Any, where: str) -> str:
@@ -149,16 +166,16 @@ class Claim:
             if ref.get("controller") is True:
                 controller = as_str(ref.get("uid"), f"metadata.ownerReferences[{i}].uid")
         return cls(
-            namespace=as_str(meta.get("namespace"), "metadata.namespace") or "default",
+            namespace=_intern(as_str(meta.get("namespace"), "metadata.namespace") or "default"),
             name=object_name(meta),
             uid=as_str(meta.get("uid"), "metadata.uid"),
             resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
-            class_name=_class_of(annotations, spec.get("storageClassName"), "spec.storageClassName"),
+            class_name=_intern(_class_of(annotations, spec.get("storageClassName"), "spec.storageClassName")),
             volume_name=as_str(spec.get("volumeName"), "spec.volumeName"),
-            phase=as_str(status.get("phase"), "status.phase") or "Pending",
+            phase=_intern(as_str(status.get("phase"), "status.phase") or "Pending"),
             deleting=bool(meta.get("deletionTimestamp")),
             access_modes=_modes(spec.get("accessModes"), "spec.accessModes"),
-            volume_mode=as_str(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM,
+            volume_mode=_intern(as_str(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM),
             request=_storage(requests.get("storage"), "spec.resources.requests.storage"),
             selector=None if selector is None else parse_label_selector(selector, "spec.selector"),
             attributes_class=as_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
@@ -200,8 +217,26 @@ class NodeAffinity:
 
 
 def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
-    where = "spec.nodeAffinity.required"
     raw = spec.get("nodeAffinity")
+    if raw is None:
+        return None
+    try:
+        key = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON (a YAML oddity): parse it without sharing
+        return _parse_node_affinity(raw)
+    found = _affinities.get(key, _MISSING)
+    if found is _MISSING:
+        found = _parse_node_affinity(raw)
+        if len(_affinities) < _INTERN_LIMIT:
+            _affinities[key] = found
+    return found  # type: ignore[return-value]
+
+
+_MISSING = object()
+
+
+def _parse_node_affinity(raw: Any) -> NodeAffinity | None:
+    where = "spec.nodeAffinity.required"
     try:
         required = as_object(as_object(raw, "spec.nodeAffinity").get("required"), where)
     except InvalidObject as exc:
@@ -300,7 +335,7 @@ class Volume:
         claim_ref = None
         if spec.get("claimRef") is not None:
             ref = as_object(spec.get("claimRef"), "spec.claimRef")
-            claim_ref = ClaimRef(as_str(ref.get("namespace"), "spec.claimRef.namespace"),
+            claim_ref = ClaimRef(_intern(as_str(ref.get("namespace"), "spec.claimRef.namespace")),
                                  as_str(ref.get("name"), "spec.claimRef.name"),
                                  as_str(ref.get("uid"), "spec.claimRef.uid"),
                                  as_str(ref.get("resourceVersion"), "spec.claimRef.resourceVersion"))
@@ -309,13 +344,13 @@ class Volume:
             uid=as_str(meta.get("uid"), "metadata.uid"),
             resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
             labels=labels,
-            class_name=_class_of(annotations, spec.get("storageClassName"), "spec.storageClassName"),
+            class_name=_intern(_class_of(annotations, spec.get("storageClassName"), "spec.storageClassName")),
             capacity=_storage(capacity.get("storage"), "spec.capacity.storage") or 0,
             access_modes=_modes(spec.get("accessModes"), "spec.accessModes"),
-            volume_mode=as_str(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM,
+            volume_mode=_intern(as_str(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM),
             attributes_class=as_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
             claim_ref=claim_ref,
-            phase=as_str(status.get("phase"), "status.phase"),
+            phase=_intern(as_str(status.get("phase"), "status.phase")),
             deleting=bool(meta.get("deletionTimestamp")),
             node_affinity=_node_affinity(spec),
             csi=_csi_source(spec, labels, "spec"),
