@@ -2,6 +2,9 @@
 
 Against the API server (kube-scheduler's bindAPIUpdate and checkBindings):
 
+* `CheckVolumes`: read the claims that were bound when the node was chosen, their
+  volumes and the node: each claim must still exist, not be being deleted and be bound
+  to the same volume, whose node affinity must still match the node;
 * `BindVolume`: read the PV; if its claimRef already names the claim (uid included)
   there is nothing to write; if it changed since it was chosen, or another claim took
   it, fail (the pod is scheduled again); else PUT it with the claimRef and the
@@ -49,7 +52,7 @@ from extender.model.volumes import (
     ClaimRef,
     Volume,
 )
-from extender.policy.volume_actions import AwaitVolumes, BindVolume, SelectNode
+from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +106,33 @@ def _names_claim(volume: Volume, ref: ClaimRef) -> bool:
     return bound is not None and (bound.namespace, bound.name, bound.uid) == (ref.namespace, ref.name, ref.uid)
 
 
+def _still_bound(claim: Claim | None, volume: Volume | None, volume_name: str, ref: ClaimRef) -> Volume:
+    """The volume of a claim that was bound when its pod's node was chosen, if it still is."""
+    what = f"persistentvolumeclaim {ref.key}"
+    if claim is None:
+        raise VolumeBindingError(f"{what} no longer exists")
+    if ref.uid and claim.uid != ref.uid:
+        raise VolumeBindingError(f"{what} was recreated since the node was chosen")
+    if claim.deleting:
+        raise VolumeBindingError(f"{what} is being deleted")
+    if claim.volume_name != volume_name or not claim.fully_bound:
+        raise VolumeBindingError(f"{what} is no longer bound to persistentvolume {volume_name}")
+    if volume is None:
+        raise VolumeBindingError(f"persistentvolume {volume_name}, bound to {ref.key}, no longer exists")
+    return volume
+
+
 # ---- against the API server --------------------------------------------------------------
+
+
+def check_volumes(api_client: Any, action: CheckVolumes) -> None:
+    labels = _node_labels(api_client, action.node)
+    for volume_name, ref in action.bound:
+        raw_claim = _get(api_client, _pvc_path(ref.namespace, ref.name), f"persistentvolumeclaim {ref.key}")
+        raw_volume = _get(api_client, _pv_path(volume_name), f"persistentvolume {volume_name}")
+        claim = None if raw_claim is None else _parse(Claim.from_dict, raw_claim, f"persistentvolumeclaim {ref.key}")
+        volume = None if raw_volume is None else _parse(Volume.from_dict, raw_volume, f"persistentvolume {volume_name}")
+        _reachable(_still_bound(claim, volume, volume_name, ref), action.node, labels)
 
 
 def bind_volume(api_client: Any, action: BindVolume) -> None:
@@ -242,6 +271,17 @@ def await_volumes(api_client: Any, action: AwaitVolumes) -> None:
 # ---- in memory ------------------------------------------------------------------------------
 
 
+def check_volumes_in_memory(state: ClusterState, action: CheckVolumes) -> None:
+    info = state.node_info(action.node)
+    if info is None:
+        raise VolumeBindingError(f"node {action.node} no longer exists")
+    store = state.volumes
+    for volume_name, ref in action.bound:
+        claim = store.stored_claim(ref.namespace, ref.name)
+        volume = _still_bound(claim, store.stored_volume(volume_name), volume_name, ref)
+        _reachable(volume, action.node, info.node.labels)
+
+
 def _stored_claim(state: ClusterState, ref: ClaimRef) -> Claim:
     claim = state.volumes.stored_claim(ref.namespace, ref.name)
     if claim is None:
@@ -281,6 +321,7 @@ def await_volumes_in_memory(state: ClusterState, action: AwaitVolumes) -> None:
         _stored_claim(state, ref)
 
 
+prebinding.register(CheckVolumes, kube=check_volumes, memory=check_volumes_in_memory)
 prebinding.register(BindVolume, kube=bind_volume, memory=bind_volume_in_memory)
 prebinding.register(SelectNode, kube=select_node, memory=select_node_in_memory)
 prebinding.register(AwaitVolumes, kube=await_volumes, memory=await_volumes_in_memory)

@@ -3,6 +3,9 @@
 Plain data, carried out in order by the binder of each mode through
 `extender.cluster.prebinding` (handlers in `extender.cluster.volume_prebinding`):
 
+0. `CheckVolumes`: the claims that were already bound must still be, to volumes the node
+   can reach (nothing is written; kube-scheduler skips this, but a claim deleted or a
+   volume changed between the decision and the bind would leave a pod that cannot start);
 1. `BindVolume`: set a chosen PersistentVolume's `claimRef` to the claim (static
    provisioning); the PV controller then completes the binding;
 2. `SelectNode`: annotate a claim with `volume.kubernetes.io/selected-node` (dynamic
@@ -23,6 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extender.model.volumes import ClaimRef
+
+
+@dataclass(frozen=True, slots=True)
+class CheckVolumes:
+    node: str
+    bound: tuple[tuple[str, ClaimRef], ...]  # (volume name, claim) of the claims bound at decision time
 
 
 @dataclass(frozen=True, slots=True)

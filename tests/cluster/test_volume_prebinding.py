@@ -13,7 +13,7 @@ from extender.cluster.volume_prebinding import VolumeBindingError
 from extender.cluster.volumes import CLAIMS, VOLUMES
 from extender.errors import ConflictError, NotFoundError
 from extender.model.volumes import ClaimRef
-from extender.policy.volume_actions import AwaitVolumes, BindVolume, SelectNode
+from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.policy.storage_cluster import cluster, nodes
 from tests.storage_controllers import bind, create_storage, delete_storage, get_claim, get_volume
@@ -164,6 +164,34 @@ def test_await_is_bounded_and_ends_when_the_binder_stops(kube, api_client):
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize("change", ["none", "claim-deleted", "claim-deleting", "volume-deleted", "node-gone"])
+def test_check_volumes_verifies_claims_bound_at_decision_time(kube, api_client, change):
+    _, data = setup(kube)
+    bind(kube, "data", "pv")
+    action = CheckVolumes("node-1", (("pv", ref(get_claim(kube, "data"))),))
+    if change == "none":
+        volume_prebinding.check_volumes(api_client, action)
+        return
+    if change == "claim-deleted":
+        delete_storage(kube)
+        match = "persistentvolumeclaim default/data no longer exists"
+    elif change == "claim-deleting":  # kept by its pvc-protection finalizer, as in a real cluster
+        kube.call("PATCH", "/api/v1/namespaces/default/persistentvolumeclaims/data",
+                  {"metadata": {"finalizers": ["kubernetes.io/pvc-protection"]}}, content_type=MERGE_PATCH)
+        kube.call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/data")
+        match = "is being deleted"
+    elif change == "volume-deleted":
+        kube.call("PATCH", "/api/v1/persistentvolumes/pv", {"metadata": {"finalizers": None}},
+                  content_type=MERGE_PATCH)
+        kube.call("DELETE", "/api/v1/persistentvolumes/pv")
+        match = "persistentvolume pv, bound to default/data, no longer exists"
+    else:
+        kube.call("DELETE", "/api/v1/nodes/node-1")
+        match = "node node-1 no longer exists"
+    with pytest.raises(VolumeBindingError, match=match):
+        volume_prebinding.check_volumes(api_client, action)
+
+
 # ---- in memory ---------------------------------------------------------------------------------
 
 
@@ -195,3 +223,16 @@ def test_in_memory_bind_refuses_a_taken_volume():
     with pytest.raises(Exception, match="already bound to claim default/dyn"):
         prebinding.run([BindVolume("pv", store.volume("pv").resource_version, store.claim("default", "data").ref())],
                        kind=prebinding.MEMORY, target=state)
+
+
+def test_in_memory_check_of_bound_claims():
+    state = memory_state()
+    store = state.volumes
+    data = store.claim("default", "data")
+    prebinding.run([BindVolume("pv", store.volume("pv").resource_version, data.ref())],
+                   kind=prebinding.MEMORY, target=state)
+    check = CheckVolumes("node-1", (("pv", data.ref()),))
+    prebinding.run([check], kind=prebinding.MEMORY, target=state)
+    store.delete(CLAIMS, "default/data")
+    with pytest.raises(VolumeBindingError, match="no longer exists"):
+        prebinding.run([check], kind=prebinding.MEMORY, target=state)

@@ -9,7 +9,7 @@ from extender.policy.builtin import VolumeBinding, VolumeBindingScore
 from extender.policy.engine import Engine, PluginError, Policy, WeightedScorer
 from extender.policy.reservations import Reservation, release_all
 from extender.policy.status import Status
-from extender.policy.volume_actions import AwaitVolumes, BindVolume, SelectNode
+from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 from tests.storage_objects import (
     CSI_DRIVER,
     FAST,
@@ -291,10 +291,14 @@ def test_reserve_fails_cleanly_when_a_volume_changed_under_it():
     assert all(state.volumes.volume(n).claim_ref is None for n in ("pv-a", "pv-b"))  # first one undone
 
 
-def test_bound_pods_need_no_reservation():
-    state = cluster(NODES, local_class(), claim("data", volume="pv", bound=True),
+def test_bound_claims_are_only_checked_again_at_bind_time():
+    state = cluster(NODES, local_class(), claim("data", volume="pv", bound=True, uid="uid-data"),
                     persistent_volume("pv", node="node-1", claim=("default", "data")))
-    assert Engine(ONLY).reserve(PodView.from_dict(pod("data")), state.node_info("node-1"), state) == []
+    (reserved,) = Engine(ONLY).reserve(PodView.from_dict(pod("data")), state.node_info("node-1"), state)
+    assert reserved.release is None  # nothing assumed
+    (check,) = reserved.actions
+    assert isinstance(check, CheckVolumes) and check.node == "node-1"
+    assert [(name, ref.key, ref.uid) for name, ref in check.bound] == [("pv", "default/data", "uid-data")]
 
 
 def test_bind_timeout_argument():

@@ -21,6 +21,7 @@ from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
 from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.patches import MERGE_PATCH
 from tests.scheduler.conftest import SCHEDULER_NAME
 from tests.storage_controllers import (
     StorageControllers,
@@ -272,3 +273,25 @@ def test_node_affinity_of_a_zonal_volume(kube, make_scheduler):
     make_scheduler([profile()])
     create_pod(kube, "db", "data")
     assert wait_bound(kube, "db") == "node-2"
+
+
+@requires_fake
+def test_a_bound_claim_deleted_between_filter_and_bind_stops_the_bind(apiserver, kube, make_scheduler):
+    fake = apiserver.fake
+    three_nodes(kube)
+    create_storage(kube, local_class(), persistent_volume("pv", node="node-2"), claim("data"))
+    bind(kube, "data", "pv")
+    make_scheduler([profile()])
+    # Hold the bind step's first read (the node) while the claim goes away.
+    node_read = r"^/api/v1/nodes/node-2$"
+    fake.delay(1.5, path_regex=node_read, method="GET", count=1)
+    create_pod(kube, "db", "data")
+    kube.wait_for(lambda: fake.requests_matching("GET", node_read), message="the bind step started")
+    claim_path = "/api/v1/namespaces/default/persistentvolumeclaims/data"
+    kube.call("PATCH", claim_path, {"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
+    kube.call("DELETE", claim_path)
+    assert wait_failure(kube, "db", "no longer exists") == \
+        "Binding rejected: persistentvolumeclaim default/data no longer exists"
+    assert binding_posts(apiserver, "db") == 0
+    wait_failure(kube, "db", 'persistentvolumeclaim "data" not found')  # the next attempt
+    assert node_of(kube, "db") == ""

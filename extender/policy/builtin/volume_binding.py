@@ -20,7 +20,10 @@ step by step:
 * Reserve: the chosen volumes are taken (their `claimRef` set) and the claims to
   provision carry the node, in the cluster state's assume cache, so the next pod does
   not pick the same volume; the reservation's actions make the API writes and wait
-  for the binding before the pod is bound (see `extender.policy.volume_actions`).
+  for the binding before the pod is bound (see `extender.policy.volume_actions`). Claims
+  already bound are checked again at bind time (kube-scheduler does not): a claim deleted
+  or a volume changed meanwhile sends the pod back to the queue instead of to a node
+  where its volume cannot be mounted.
 
 As an opt-in scorer (`scores: - name: VolumeBinding`), it rates nodes by how well the
 chosen volumes fit: kube-scheduler's VolumeBinding Score, which v1.36 runs only with the
@@ -51,7 +54,7 @@ from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView
-from extender.policy.volume_actions import AwaitVolumes, BindVolume, SelectNode
+from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 
 NAME = names.VOLUME_BINDING
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -368,11 +371,12 @@ def _reserve(pod: PodView, node: NodeView, storage: StorageView, timeout: float)
     claims = pod_claims(pod, storage)
     if isinstance(claims, Status):
         return claims
-    if not claims.delayed:
-        return None  # every claim is bound: nothing to do before the bind
     found = find_pod_volumes(claims, node)
     if found.reasons:
         return Status(Code.UNRESOLVABLE, found.reasons, found.detail, NAME)
+    check = CheckVolumes(node.name, tuple((c.volume_name, c.ref()) for c in claims.bound))
+    if not claims.delayed:  # every claim is bound: only make sure they still are at bind time
+        return Reservation(NAME, actions=(check,))
     volumes: list[Volume] = []
     provisioned: list[Claim] = []
 
@@ -395,8 +399,8 @@ def _reserve(pod: PodView, node: NodeView, storage: StorageView, timeout: float)
     except ValueError as exc:
         release()
         raise PluginError(f"{NAME}: cannot assume volumes of pod {pod.key} on node {node.name}: {exc}") from None
-    actions: list[Any] = [BindVolume(volume.name, volume.resource_version, claim.ref())
-                          for claim, volume in found.static]
+    actions: list[Any] = [check] if check.bound else []
+    actions += [BindVolume(volume.name, volume.resource_version, claim.ref()) for claim, volume in found.static]
     actions += [SelectNode(claim.ref(), node.name) for claim, _ in found.provisions]
     actions.append(AwaitVolumes(
         namespace=pod.namespace, pod=pod.name, pod_uid=pod.uid, node=node.name,
