@@ -7,8 +7,8 @@ pkg/apis/{core,storage}/validation and two default admission plugins):
 * defaults: a claim's and a volume's ``volumeMode`` Filesystem, a volume's reclaim policy
   Retain, a class's reclaim policy Delete and ``volumeBindingMode`` Immediate, a CSI
   driver's ``attachRequired`` and ``storageCapacity`` flags;
-* create resets status: a claim's to ``{}``, a volume's to phase Pending (only the PV
-  controller makes it Available; the fake has none, tests play it);
+* create resets status to phase Pending (only the PV controller makes a volume Available
+  or binds a claim; the fake has none, tests play it);
 * StorageObjectInUseProtection admission: ``kubernetes.io/pvc-protection`` and
   ``kubernetes.io/pv-protection`` finalizers, so a deleted claim or volume stays
   (being deleted) until a controller lets it go;
@@ -101,7 +101,7 @@ def _prepare_claim(claim: dict[str, Any], store: Store) -> None:
         default = _default_class(store)
         if default is not None:
             spec["storageClassName"] = default
-    claim["status"] = {}
+    claim["status"] = {"phase": "Pending"}  # status reset, then the v1 default phase
     _add_finalizer(claim, PVC_PROTECTION)
 
 
