@@ -10,7 +10,8 @@ Against the API server (kube-scheduler's bindAPIUpdate and checkBindings):
   it, fail (the pod is scheduled again); else PUT it with the claimRef and the
   bound-by-controller annotation. The PUT carries the resourceVersion just read, so a
   concurrent change is a conflict, never an overwrite.
-* `SelectNode`: the same for a claim and its `volume.kubernetes.io/selected-node`.
+* `SelectNode`: the same for a claim and its `volume.kubernetes.io/selected-node`, after
+  checking that its storage class still exists, provisions and allows the node;
 * `AwaitVolumes`: poll the API server every second (the objects themselves, not the
   watch cache, which our own writes may not have reached) until every claim is bound,
   failing as soon as the pod is gone or bound elsewhere, the node is gone, a claimRef
@@ -36,6 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -50,6 +52,7 @@ from extender.model.volumes import (
     ANN_SELECTED_NODE,
     Claim,
     ClaimRef,
+    StorageClass,
     Volume,
 )
 from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
@@ -104,6 +107,15 @@ def _parse(parse: Any, raw: dict[str, Any], what: str) -> Any:
 def _names_claim(volume: Volume, ref: ClaimRef) -> bool:
     bound = volume.claim_ref
     return bound is not None and (bound.namespace, bound.name, bound.uid) == (ref.namespace, ref.name, ref.uid)
+
+
+def _provisions_on(cls: StorageClass | None, action: SelectNode, labels: Mapping[str, str]) -> None:
+    """The claim's class must still exist and provision volumes the node can reach."""
+    name = action.storage_class
+    if cls is None:
+        raise VolumeBindingError(f"storageclass {name} of {action.claim.key} no longer exists")
+    if not cls.provisions or not cls.topology_matches(labels):
+        raise VolumeBindingError(f"storageclass {name} no longer provisions volumes for node {action.node}")
 
 
 def _still_bound(claim: Claim | None, volume: Volume | None, volume_name: str, ref: ClaimRef) -> Volume:
@@ -175,6 +187,12 @@ def select_node(api_client: Any, action: SelectNode) -> None:
         raise VolumeBindingError(f"{what} changed since node {action.node} was chosen for it "
                                  f"(resourceVersion {ref.resource_version} -> {claim.resource_version}); "
                                  "will retry", status=409)
+    if action.storage_class:
+        raw_class = _get(api_client, f"/apis/storage.k8s.io/v1/storageclasses/{quote(action.storage_class, safe='')}",
+                         f"storageclass {action.storage_class}")
+        cls = None if raw_class is None else _parse(StorageClass.from_dict, raw_class,
+                                                    f"storageclass {action.storage_class}")
+        _provisions_on(cls, action, _node_labels(api_client, action.node))
     body = copy.deepcopy(raw)
     body.setdefault("metadata", {}).setdefault("annotations", {})[ANN_SELECTED_NODE] = action.node
     _put(api_client, _pvc_path(ref.namespace, ref.name), body, what, "persistentvolumeclaim")
@@ -310,6 +328,10 @@ def select_node_in_memory(state: ClusterState, action: SelectNode) -> None:
     claim = _stored_claim(state, action.claim)
     if claim.fully_bound or claim.selected_node == action.node:
         return
+    if action.storage_class:
+        info = state.node_info(action.node)
+        _provisions_on(state.volumes.storage_class(action.storage_class), action,
+                       info.node.labels if info is not None else {})
     state.volumes.write(CLAIMS, replace(claim, selected_node=action.node))
 
 

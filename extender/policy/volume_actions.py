@@ -45,6 +45,7 @@ class BindVolume:
 class SelectNode:
     claim: ClaimRef  # resource_version: the claim's when it was chosen
     node: str
+    storage_class: str = ""  # must still exist and allow the node (its allowedTopologies)
 
 
 @dataclass(frozen=True, slots=True)

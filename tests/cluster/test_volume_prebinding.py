@@ -89,6 +89,17 @@ def test_select_node_annotates_the_claim_unless_it_changed(kube, api_client):
         volume_prebinding.select_node(api_client, SelectNode(ClaimRef("default", "data", "other-uid", "1"), "n"))
 
 
+def test_select_node_checks_the_class_still_provisions_there(kube, api_client):
+    kube.create_node("node-1", labels={"zone": "a"})
+    data = create_storage(kube, storage_class(FAST, topologies=[{"zone": ["b"]}]), claim("data", cls=FAST))[1]
+    with pytest.raises(VolumeBindingError, match="storageclass fast no longer provisions volumes for node node-1"):
+        volume_prebinding.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
+    kube.call("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{FAST}")
+    with pytest.raises(VolumeBindingError, match="storageclass fast of default/data no longer exists"):
+        volume_prebinding.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
+    assert SELECTED_NODE not in (get_claim(kube, "data")["metadata"].get("annotations") or {})
+
+
 def await_action(pod: dict[str, Any], node: str, *, bindings=(), provisions=(), timeout=5.0) -> AwaitVolumes:
     meta = pod["metadata"]
     return AwaitVolumes(meta["namespace"], meta["name"], meta["uid"], node, tuple(bindings), tuple(provisions),

@@ -401,7 +401,7 @@ def _reserve(pod: PodView, node: NodeView, storage: StorageView, timeout: float)
         raise PluginError(f"{NAME}: cannot assume volumes of pod {pod.key} on node {node.name}: {exc}") from None
     actions: list[Any] = [check] if check.bound else []
     actions += [BindVolume(volume.name, volume.resource_version, claim.ref()) for claim, volume in found.static]
-    actions += [SelectNode(claim.ref(), node.name) for claim, _ in found.provisions]
+    actions += [SelectNode(claim.ref(), node.name, claim.class_name) for claim, _ in found.provisions]
     actions.append(AwaitVolumes(
         namespace=pod.namespace, pod=pod.name, pod_uid=pod.uid, node=node.name,
         bindings=tuple((volume.name, claim.ref()) for claim, volume in found.static),
