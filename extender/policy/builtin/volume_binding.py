@@ -48,6 +48,7 @@ from extender.model.volumes import Claim, StorageCapacity, StorageClass, Volume
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
+from extender.policy.builtin.volume_matching import VolumeCandidates
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.engine import PluginError
 from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
@@ -83,7 +84,7 @@ class PodClaims:
     delayed: tuple[Claim, ...]  # unbound, WaitForFirstConsumer
     bound_volumes: Mapping[str, Volume | None]  # volume name -> volume (None: missing)
     classes: Mapping[str, StorageClass]  # of the delayed claims
-    volumes: Mapping[str, Sequence[Volume]]  # class -> its volumes (assumed versions included)
+    candidates: Mapping[str, VolumeCandidates]  # claim key -> the volumes it could get (no selected node yet)
     capacities: Mapping[str, Sequence[StorageCapacity] | None]  # class -> capacities; None: unchecked
 
     @property
@@ -135,9 +136,22 @@ def pod_claims(pod: PodView, storage: StorageView) -> PodClaims | Status:
         delayed=tuple(delayed),
         bound_volumes={c.volume_name: storage.volume(c.volume_name) for c in bound},
         classes=classes,
-        volumes={name: storage.volumes_of_class(name) for name in classes},
+        candidates=_candidates(delayed, storage),
         capacities={name: _capacities(cls, storage) for name, cls in classes.items()},
     )
+
+
+def _candidates(delayed: Sequence[Claim], storage: StorageView) -> dict[str, VolumeCandidates]:
+    """The volumes each unbound claim could get, filed by node (see volume_matching)."""
+    found: dict[str, VolumeCandidates] = {}
+    by_class: dict[str, Sequence[Volume]] = {}
+    for claim in delayed:
+        if claim.selected_node is None:
+            volumes = by_class.get(claim.class_name)
+            if volumes is None:
+                volumes = by_class[claim.class_name] = storage.volumes_of_class(claim.class_name)
+            found[claim.key] = VolumeCandidates.of(claim, volumes)
+    return found
 
 
 def _immediate_detail(claim: Claim, storage: StorageView) -> str:
@@ -215,37 +229,6 @@ def _describe(fact: tuple[Any, ...]) -> str:
     return str(fact)
 
 
-def find_matching_volume(claim: Claim, volumes: Sequence[Volume], labels: Mapping[str, str],
-                         excluded: set[str]) -> Volume | None:
-    """FindMatchingVolume on the scheduler's path: a volume pre-bound to the claim, else the
-    smallest available one of its class that fits the claim and the node."""
-    smallest: Volume | None = None
-    wanted = claim.size
-    for volume in volumes:
-        if volume.name in excluded:
-            continue
-        if volume.claim_ref is not None and not volume.bound_to(claim):
-            continue
-        if volume.capacity < wanted or volume.volume_mode != claim.volume_mode:
-            continue
-        if volume.attributes_class != claim.attributes_class or volume.deleting:
-            continue
-        affinity_ok = volume.affinity_matches(labels)
-        if volume.bound_to(claim):
-            return volume if affinity_ok else None
-        if volume.phase != "Available":
-            continue
-        if claim.selector is not None and not claim.selector.matches(volume.labels):
-            continue
-        if volume.class_name != claim.class_name or not affinity_ok:
-            continue
-        if not claim.access_modes <= volume.access_modes:
-            continue
-        if smallest is None or smallest.capacity > volume.capacity:
-            smallest = volume
-    return smallest
-
-
 def find_pod_volumes(claims: PodClaims, node: NodeView) -> NodeVolumes:
     """FindPodVolumes: every reason the node cannot serve the pod's claims, or what it would use."""
     bound_ok = found = unbound_ok = enough = True
@@ -297,7 +280,7 @@ def _unbound(claims: PodClaims, node: NodeView, facts: list[tuple[Any, ...]],
     if to_match:
         chosen: set[str] = set()
         for claim in sorted(to_match, key=lambda c: c.size):  # smallest first, stable
-            volume = find_matching_volume(claim, claims.volumes.get(claim.class_name, ()), node.labels, chosen)
+            volume = claims.candidates[claim.key].match(node.labels, chosen)
             if volume is None:
                 to_provision.append(claim)
                 unmatched.add(claim.key)

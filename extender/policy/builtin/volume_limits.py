@@ -28,11 +28,17 @@ from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.model.volumes import IN_TREE_PROVISIONERS, Claim, CSINode, CSIVolume, PodVolumes
+from extender.model.volumes import (
+    IN_TREE_PROVISIONERS,
+    NO_VOLUMES,
+    Claim,
+    CSINode,
+    CSIVolume,
+    PodVolumes,
+)
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.engine import PluginError
 from extender.policy.plugins import FilterResult, NodeCheck
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView
@@ -42,13 +48,14 @@ REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 _UNBOUND_HANDLE_PREFIX = "unbound-claim"
 
 
-def claim_volume(claim: Claim, storage: StorageView, csi_node: CSINode | None) -> CSIVolume | None:
-    """getCSIDriverInfo: the driver and handle a claim's volume is counted under, if any."""
+def claim_volume(claim: Claim, storage: StorageView, has_csi_node: bool) -> CSIVolume | None:
+    """getCSIDriverInfo: the driver and handle a claim's volume is counted under, if any (in-tree
+    volumes count as their CSI driver only on a node with a CSINode)."""
     if claim.volume_name:
         volume = storage.volume(claim.volume_name)
         if volume is not None:
             csi = volume.csi
-            if csi is None or (csi.in_tree_plugin and csi_node is None):
+            if csi is None or (csi.in_tree_plugin and not has_csi_node):
                 return None
             return csi
     if not claim.class_name:
@@ -59,16 +66,16 @@ def claim_volume(claim: Claim, storage: StorageView, csi_node: CSINode | None) -
     handle = f"{_UNBOUND_HANDLE_PREFIX}-{claim.namespace}/{claim.name}"
     driver = IN_TREE_PROVISIONERS.get(cls.provisioner)
     if driver is not None:
-        return CSIVolume(driver, handle, cls.provisioner) if csi_node is not None else None
+        return CSIVolume(driver, handle, cls.provisioner) if has_csi_node else None
     return CSIVolume(cls.provisioner, handle)
 
 
 def _attachable(namespace: str, pod_uid: str, volumes: PodVolumes, storage: StorageView,
-                csi_node: CSINode | None, into: dict[str, str], *, new_pod: bool) -> Status | None:
+                has_csi_node: bool, into: dict[str, str], *, new_pod: bool) -> Status | None:
     """filterAttachableVolumes: add the pod's countable volumes to `into` (unique name -> driver)."""
     for ref in volumes.claims:
-        if not ref.name:
-            raise PluginError(f"{NAME}: PersistentVolumeClaim had no name")
+        if not ref.name:  # an error, not a node's fault: the engine fails the attempt when it is read
+            return Status(Code.ERROR, (f"{NAME}: PersistentVolumeClaim had no name",))
         claim = storage.claim(namespace, ref.name)
         if claim is None:
             if new_pod:
@@ -77,12 +84,12 @@ def _attachable(namespace: str, pod_uid: str, volumes: PodVolumes, storage: Stor
             continue
         if ref.ephemeral and claim.controller_uid != pod_uid:
             if new_pod:
-                raise PluginError(f"{NAME}: PVC {namespace}/{ref.name} was not created for the pod (pod is not owner)")
+                return Status(Code.ERROR, (f"PVC {namespace}/{ref.name} was not created for the pod (pod is not owner)",))
             continue
-        volume = claim_volume(claim, storage, csi_node)
+        volume = claim_volume(claim, storage, has_csi_node)
         if volume is not None and volume.driver and volume.handle:
             into[volume.unique_name] = volume.driver
-    if csi_node is not None:
+    if has_csi_node:
         for inline in volumes.inline_csi:
             into[inline.unique_name] = inline.driver
     return None
@@ -115,41 +122,52 @@ class NodeVolumeLimits:
         if not volumes.claims and not volumes.inline_csi:
             return None
         storage = cluster.storage()
+        # The pod's own volumes depend on the node only through whether it has a CSINode. What
+        # cannot be read is reported per node, as kube-scheduler's Filter does, so that the
+        # PreFilter refusals of the plugins after this one keep precedence.
+        new_pod: dict[bool, tuple[Status | None, dict[str, str]]] = {}
+        for has_csi_node in (True, False):
+            found: dict[str, str] = {}
+            refusal = _attachable(pod.namespace, pod.uid, volumes, storage, has_csi_node, found, new_pod=True)
+            new_pod[has_csi_node] = (refusal, found)
 
         def check(info: NodeInfo) -> Status | None:
             csi_node = storage.csi_node(info.name)
-            new: dict[str, str] = {}
-            refusal = _attachable(pod.namespace, pod.uid, volumes, storage, csi_node, new, new_pod=True)
-            if refusal is not None or not new:
+            refusal, found = new_pod[csi_node is not None]
+            if refusal is not None or not found:
                 return refusal
-            if csi_node is None or not csi_node.limits:
-                return None
-            attached: dict[str, str] = {}
-            for placed in info.pods:
-                if placed.volumes:
-                    _attachable(placed.namespace, placed.uid, placed.volumes, storage, csi_node, attached,
-                                new_pod=False)
-            counts: dict[str, int] = {}
-            for unique, driver in attached.items():
-                new.pop(unique, None)
-                counts[driver] = counts.get(driver, 0) + 1
-            leftover = {}
-            for attachment in storage.attachments_on(info.name):
-                unique = _attached_volume(attachment.attacher, attachment.volume_name, storage)
-                if unique is not None and unique not in attached:
-                    leftover[unique] = attachment.attacher
-            for driver in leftover.values():
-                counts[driver] = counts.get(driver, 0) + 1
-            wanted: dict[str, int] = {}
-            for driver in new.values():
-                wanted[driver] = wanted.get(driver, 0) + 1
-            return _limit_refusal(csi_node, counts, wanted)
+            if csi_node is None or not any(driver in csi_node.limits for driver in found.values()):
+                return None  # no limit on any driver the pod adds volumes of
+            return _count(info, csi_node, storage, dict(found))
 
         return check
 
     def filter(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None) -> FilterResult:
         check = self.prefilter(pod, cluster if cluster is not None else EMPTY_CLUSTER)
         return None if check is None else check(node)
+
+
+def _count(info: NodeInfo, csi_node: CSINode, storage: StorageView, new: dict[str, str]) -> Status | None:
+    """The volumes attached to the node, per driver, against the limits, with the pod's new ones."""
+    attached: dict[str, str] = {}
+    for placed in info.pods:
+        if placed.volumes is not NO_VOLUMES:  # most pods: an identity check, not a call
+            _attachable(placed.namespace, placed.uid, placed.volumes, storage, True, attached, new_pod=False)
+    counts: dict[str, int] = {}
+    for unique, driver in attached.items():
+        new.pop(unique, None)
+        counts[driver] = counts.get(driver, 0) + 1
+    leftover = {}
+    for attachment in storage.attachments_on(info.name):
+        unique = _attached_volume(attachment.attacher, attachment.volume_name, storage)
+        if unique is not None and unique not in attached:
+            leftover[unique] = attachment.attacher
+    for driver in leftover.values():
+        counts[driver] = counts.get(driver, 0) + 1
+    wanted: dict[str, int] = {}
+    for driver in new.values():
+        wanted[driver] = wanted.get(driver, 0) + 1
+    return _limit_refusal(csi_node, counts, wanted)
 
 
 def _attached_volume(attacher: str, volume_name: str, storage: StorageView) -> str | None:

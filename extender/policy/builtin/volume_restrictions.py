@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.model.volumes import READ_WRITE_ONCE_POD, InlineDisk
+from extender.model.volumes import NO_VOLUMES, READ_WRITE_ONCE_POD, InlineDisk
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_binding import claim_not_found
@@ -40,6 +40,8 @@ REASON_READ_WRITE_ONCE_POD = ("node(s) unavailable due to PersistentVolumeClaim 
 
 def _disk_conflict(disks: Sequence[InlineDisk], info: NodeInfo) -> Status | None:
     for pod in info.pods:
+        if pod.volumes is NO_VOLUMES:
+            continue
         for theirs in pod.volumes.disks:
             for mine in disks:
                 if mine.conflicts(theirs):
