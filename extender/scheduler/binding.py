@@ -15,7 +15,9 @@ back. What happens to the pod depends on why the bind failed:
 * anything else (429, 5xx, network, node vanished): retry after the pod's backoff.
 
 Bind-time actions (reservations' PreBind work, such as waiting for a pod's volumes to be
-bound) run on the same worker, before the bind; `shutdown` ends their waits at once.
+bound) run before the bind, on a pool of their own: a pod may wait minutes for a volume
+to be provisioned, and those waits must not hold up the binds of other pods (kube-scheduler
+gives every binding cycle its own goroutine). `shutdown` ends the waits at once.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class BindPool:
         reporter: Reporter,
         *,
         workers: int = 16,
+        prebind_workers: int = 64,
         may_bind: Callable[[], bool] = lambda: True,
     ) -> None:
         self.binder = binder
@@ -109,6 +112,8 @@ class BindPool:
         self.reporter = reporter
         self.may_bind = may_bind
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="bind")
+        # Binds with bind-time actions (volumes): mostly asleep, waiting for controllers.
+        self._prebind_pool = ThreadPoolExecutor(max_workers=max(1, prebind_workers), thread_name_prefix="prebind")
         self._lock = threading.Condition()
         self._in_flight = 0
         self._stopping = threading.Event()  # ends bind-time waits (volumes) on shutdown
@@ -122,8 +127,9 @@ class BindPool:
         job = BindJob(entry, node, started, tuple(reservations))
         with self._lock:
             self._in_flight += 1
+        pool = self._prebind_pool if all_actions(job.reservations) else self._pool
         try:
-            self._pool.submit(self._run, job)
+            pool.submit(self._run, job)
         except RuntimeError:  # shut down under us: undo as if the bind had never been tried
             self._finish()
             self._release(job)
@@ -138,7 +144,8 @@ class BindPool:
     def shutdown(self, timeout: float | None = 10.0) -> bool:
         self._stopping.set()
         drained = self.drain(timeout)
-        self._pool.shutdown(wait=drained, cancel_futures=not drained)
+        for pool in (self._pool, self._prebind_pool):
+            pool.shutdown(wait=drained, cancel_futures=not drained)
         return drained
 
     def _finish(self) -> None:

@@ -295,3 +295,14 @@ def test_a_bound_claim_deleted_between_filter_and_bind_stops_the_bind(apiserver,
     assert binding_posts(apiserver, "db") == 0
     wait_failure(kube, "db", 'persistentvolumeclaim "data" not found')  # the next attempt
     assert node_of(kube, "db") == ""
+
+
+def test_a_pod_waiting_for_its_volumes_does_not_hold_up_other_binds(kube, make_scheduler):
+    three_nodes(kube)
+    create_storage(kube, local_class(), persistent_volume("pv", node="node-1"), claim("data"))
+    scheduler = make_scheduler([profile()], parallel_binds=1)
+    create_pod(kube, "db", "data")
+    kube.wait_for(lambda: get_volume(kube, "pv")["spec"].get("claimRef"), message="db waiting for its volume")
+    kube.create_pod("web", scheduler_name=SCHEDULER_NAME)
+    assert wait_bound(kube, "web")  # the only bind worker is free: the wait runs elsewhere
+    assert node_of(kube, "db") == "" and scheduler.binds.in_flight == 1
