@@ -3,8 +3,8 @@
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
 allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), and the volume
-plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding (also the opt-in
-VolumeBinding scorer) and volume_zone. Each plugin is a frozen dataclass built
+plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone, and
+volume_scoring (the opt-in VolumeBinding scorer). Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -21,9 +21,10 @@ from extender.policy.builtin.labels import LabelPreference, NodeLabels
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
-from extender.policy.builtin.volume_binding import VolumeBinding, VolumeBindingScore
+from extender.policy.builtin.volume_binding import VolumeBinding
 from extender.policy.builtin.volume_limits import NodeVolumeLimits
 from extender.policy.builtin.volume_restrictions import VolumeRestrictions
+from extender.policy.builtin.volume_scoring import VolumeBindingScore
 from extender.policy.builtin.volume_zone import VolumeZone
 from extender.policy.plugins import PluginFactory
 
