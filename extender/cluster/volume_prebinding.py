@@ -66,6 +66,9 @@ _TIMEOUT = (5.0, 30.0)
 class VolumeBindingError(ClusterError):
     """A volume could not be bound for the pod: schedule it again (never final)."""
 
+    def __init__(self, message: str, status: int | None = None, reason: str = "volume-binding") -> None:
+        super().__init__(message, status=status, reason=reason)
+
 
 def _pv_path(name: str) -> str:
     return f"/api/v1/persistentvolumes/{quote(name, safe='')}"

@@ -68,8 +68,11 @@ def conflict_reason(error: ClusterError) -> str:
 
 
 def error_reason(error: ClusterError) -> str:
-    """A BIND_ERRORS label for a non-conflict failure: the HTTP status, or `unreachable`."""
-    return str(error.status) if error.status is not None else "unreachable"
+    """A BIND_ERRORS label for a non-conflict failure: the HTTP status, else the error's own
+    reason (`volume-binding` for a bind-time volume check), else `unreachable`."""
+    if error.status is not None:
+        return str(error.status)
+    return error.reason or "unreachable"
 
 
 def node_problem(state: ClusterState, node: str) -> str:

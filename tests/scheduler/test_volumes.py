@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from extender import metrics
 from extender.policy.builtin import VolumeBinding
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
@@ -171,8 +172,12 @@ def test_the_pod_is_not_bound_until_its_claims_are_and_the_wait_is_bounded(apise
     three_nodes(kube)
     create_storage(kube, local_class(), persistent_volume("pv", node="node-2"), claim("data"))
     make_scheduler([profile(bind_timeout=1)])
+    errors = metrics.BIND_ERRORS.labels(reason="volume-binding")._value.get()
+    timeouts = metrics.VOLUME_WAITS.labels(outcome="timeout")._value.get()
     create_pod(kube, "db", "data")
     message = wait_failure(kube, "db", "timed out")
+    assert metrics.BIND_ERRORS.labels(reason="volume-binding")._value.get() > errors
+    assert metrics.VOLUME_WAITS.labels(outcome="timeout")._value.get() > timeouts
     assert message == ("Binding rejected: binding volumes: timed out after 1s waiting for claim(s) "
                        "default/data to be bound")
     assert node_of(kube, "db") == "" and binding_posts(apiserver, "db") == 0
