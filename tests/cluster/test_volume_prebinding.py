@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -113,9 +112,8 @@ def test_await_returns_once_the_claims_are_bound(kube, api_client):
     action = await_action(pod, "node-1", bindings=[("pv", ref(data))])
     assert not volume_prebinding.bindings_done(api_client, action)
     threading.Timer(0.3, bind, (kube, "data", "pv")).start()
-    started = time.monotonic()
-    volume_prebinding.await_volumes(api_client, action)
-    assert time.monotonic() - started < 4.5
+    volume_prebinding.await_volumes(api_client, action)  # raises if the binding is not seen within 5 s
+    assert volume_prebinding.bindings_done(api_client, action)
 
 
 @pytest.mark.parametrize("fault", ["claim-ref-reset", "wrong-node", "pod-gone", "pod-recreated", "pod-bound"])
@@ -169,10 +167,9 @@ def test_await_is_bounded_and_ends_when_the_binder_stops(kube, api_client):
         volume_prebinding.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=0.3))
     stopping = threading.Event()
     threading.Timer(0.2, stopping.set).start()
-    started = time.monotonic()
+    # Without the stop it would wait the full 60 s and fail with "timed out" instead.
     with prebinding.stoppable(stopping), pytest.raises(VolumeBindingError, match="shutting down"):
         volume_prebinding.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=60))
-    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("change", ["none", "claim-deleted", "claim-deleting", "volume-deleted", "node-gone"])

@@ -194,9 +194,9 @@ def test_stopping_ends_a_wait_for_volumes_at_once(kube, make_scheduler):
     create_pod(kube, "db", "data")
     kube.wait_for(lambda: get_volume(kube, "pv")["spec"].get("claimRef"), message="claimRef written")
     assert scheduler.binds.in_flight == 1  # waiting for the PV controller
-    started = time.monotonic()
     scheduler.stop(timeout=5)
-    assert time.monotonic() - started < 4, "stop() waited for the volume binding timeout"
+    # Had the wait gone on (600 s), the drain would have timed out with the bind still in flight.
+    assert scheduler.binds.in_flight == 0
     assert node_of(kube, "db") == ""
 
 
