@@ -16,7 +16,11 @@ from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import kube_client, prebinding
+from extender.cluster import (
+    kube_client,
+    prebinding,
+    volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
+)
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.cluster.podindex import PodIndex
+from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
@@ -75,6 +76,7 @@ class ClusterState:
         self._listeners: list[Listener] = []
         self._pod_hooks: tuple[PodHook, ...] = ()
         self._usage_provider: Callable[[], UsageTable] | None = None
+        self.volumes = VolumeStore(self._notify)  # claims, volumes, classes, CSI objects
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -91,7 +93,8 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
+        return (self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
+                and self.volumes.synced)
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -170,6 +173,15 @@ class ClusterState:
 
     def disruption_budgets(self) -> list[DisruptionBudget]:
         return list(self._budgets.values())
+    def storage(self) -> VolumeStore:
+        """Claims, volumes, classes and CSI objects, for the volume plugins."""
+        return self.volumes
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
+        """Placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""
+        pods = self._pods
+        return [r for r in (pods.get(k) for k in self._index.claim_users(namespace, claim))
+                if r is not None and r.counts]
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A value derived from node labels and taints only, computed once per node generation."""
