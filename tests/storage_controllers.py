@@ -34,7 +34,7 @@ STORAGE_COLLECTIONS = (
 )
 
 
-def _path(obj: dict[str, Any]) -> str:
+def collection_path(obj: dict[str, Any]) -> str:
     kind, meta = obj["kind"], obj["metadata"]
     namespace = meta.get("namespace", "default")
     return {
@@ -54,7 +54,7 @@ def create_storage(kube: KubeTestClient, *objects: dict[str, Any]) -> list[dict[
     for obj in objects:
         body = {k: v for k, v in obj.items() if k != "status"}
         body["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "deletionTimestamp")}
-        result = kube.call("POST", _path(obj), body)
+        result = kube.call("POST", collection_path(obj), body)
         phase = (obj.get("status") or {}).get("phase")
         if obj["kind"] == "PersistentVolume" and phase:
             result = set_phase(kube, result, phase)
@@ -64,7 +64,7 @@ def create_storage(kube: KubeTestClient, *objects: dict[str, Any]) -> list[dict[
 
 def set_phase(kube: KubeTestClient, obj: dict[str, Any], phase: str) -> dict[str, Any]:
     meta = obj["metadata"]
-    path = f"{_path(obj)}/{meta['name']}/status"
+    path = f"{collection_path(obj)}/{meta['name']}/status"
     return kube.call("PATCH", path, {"status": {"phase": phase}}, content_type=MERGE_PATCH)
 
 
