@@ -327,30 +327,36 @@ class PreferredPodTopologySpread(_SpreadPlugin):
         if not rules or not nodes:
             return None
         require_all = bool(pod.spread) or not self.system_defaulted
-        ignored = frozenset(info.name for info in nodes
-                            if require_all and not _has_keys(info.node.labels, rules))
+        labels = [info.node.labels for info in nodes]
+        ignored = frozenset(info.node.name for info, node_labels in zip(nodes, labels, strict=True)
+                            if not _has_keys(node_labels, rules)) if require_all else frozenset()
+        if ignored:
+            labels = [info.node.labels for info in nodes if info.node.name not in ignored]
         domain_counts: list[dict[str, int]] = []
         weights = []
         for rule in rules:
-            if rule.key == HOSTNAME:
+            key = rule.key
+            if key == HOSTNAME:
                 domain_counts.append({})
-                weights.append(math.log(len(nodes) - len(ignored) + 2))
+                weights.append(math.log(len(labels) + 2))
                 continue
-            values = {info.node.labels.get(rule.key, ""): 0 for info in nodes if info.name not in ignored}
+            values = dict.fromkeys((node_labels.get(key, "") for node_labels in labels), 0)
             domain_counts.append(values)
             weights.append(math.log(len(values) + 2))
         eligible = _eligibility(pod, rules, cluster, require_all)
         node_counts: list[dict[str, int]] = [{} for _ in rules]
         for i, rule in enumerate(rules):
+            counts, by_node, domains = node_counts[i], eligible[i], domain_counts[i]
+            per_node = rule.key == HOSTNAME
             for record in rule.placed(cluster, pod.namespace):
                 if record.deleting:
                     continue
-                if rule.key == HOSTNAME:
-                    _bump(node_counts[i], record.node_name, 1)
+                if per_node:
+                    counts[record.node_name] = counts.get(record.node_name, 0) + 1
                     continue
-                value = eligible[i].get(record.node_name)
-                if value is not None and value in domain_counts[i]:
-                    domain_counts[i][value] += 1
+                value = by_node.get(record.node_name)
+                if value is not None and value in domains:
+                    domains[value] += 1
         return SpreadScore(rules, domain_counts, node_counts, weights, ignored)
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
