@@ -68,6 +68,17 @@ QUEUE_DEPTH = Gauge("extender_queue_depth", "Pods waiting, by queue.", ["queue"]
 BIND_ERRORS = Counter("extender_bind_errors_total", "Failed binds by reason.", ["reason"])
 LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
 
+# ---- shared devices ---------------------------------------------------------------------
+# Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
+DEVICE_MEMORY = Gauge("extender_device_memory_mebibytes", "GPU memory of healthy devices by state "
+                      "(allocated to pods, free).", ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_CORES = Gauge("extender_device_cores_percent", "GPU compute of healthy devices by state, in percent "
+                     "of one device (allocated, free).", ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_COUNT = Gauge("extender_devices", "GPUs in the node's inventory by health, and how many hold shares.",
+                     ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_LEDGER_WRITES = Counter("extender_device_ledger_writes_total", "Device ledger updates by result: "
+                               "written, conflict (retried), refused (shares taken), error.", ["result"])
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text for /metrics, merged across workers in multiprocess mode."""

@@ -11,7 +11,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from extender.cluster import prebinding
+from extender.cluster import (
+    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
+    prebinding,
+)
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError
 

@@ -16,7 +16,11 @@ from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import kube_client, prebinding
+from extender.cluster import (
+    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
+    kube_client,
+    prebinding,
+)
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 

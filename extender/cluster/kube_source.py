@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client as k8s_client
 
 from extender import metrics
+from extender.cluster import devicemetrics
 from extender.cluster.state import ClusterState
 from extender.cluster.watching import Reflector
 from extender.errors import InvalidObject
@@ -96,6 +97,7 @@ class KubeSource:
         state.namespaces_synced = False
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
+        self._device_gauges = devicemetrics.DeviceGauges()
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -203,6 +205,7 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="node").set(self.state.node_count())
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
+        self._device_gauges.publish(self.state)
         now = time.monotonic()
         for reflector in self.reflectors:
             if reflector.synced:

@@ -21,13 +21,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.cluster.deviceusage import DeviceUsage
 from extender.cluster.podindex import PodIndex
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
+from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.fields import as_object, as_string_map, object_name
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
-from extender.model.records import PodRecord, record_from_dict, record_from_view
+from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
 
@@ -62,6 +64,7 @@ class ClusterState:
         self._index = PodIndex()
         self._namespaces: dict[str, dict[str, str]] = {}
         self._nominated: dict[str, list[PodRecord]] = {}
+        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
         self._listeners: list[Listener] = []
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
@@ -168,6 +171,22 @@ class ClusterState:
             if len(memo) < 1024:
                 memo[key] = value
             return value
+
+    # ---- shared devices (see extender.cluster.deviceusage) ------------------------------
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        """What the pods on `node` (bound, and being bound by this process) hold of its devices."""
+        return self.devices.use(node)
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
+                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
+        """Take device shares for a pod being bound, if they still fit; None when they do not."""
+        with self._lock:
+            return self.devices.claim(node, key, uid or key, shares, capacity)
+
+    def release_devices(self, token: int) -> None:
+        with self._lock:
+            self.devices.release(token)
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)
@@ -325,6 +344,7 @@ class ClusterState:
             self._pods = records
             self._usage = {}
             self._index = PodIndex()
+            self.devices.reset(records.values())
             for record in records.values():
                 if record.counts:
                     usage = self._usage.setdefault(record.node_name, _Usage())
@@ -385,7 +405,8 @@ class ClusterState:
             self._assumed.pop(key, None)
             old = self._pods.get(key)
             if old is not None:
-                self._put(replace(old, node_name=node_name, assumed=False, view=None))
+                self._put(replace(old, node_name=node_name, assumed=False, view=None,
+                                  devices=devices_held(annotations, node_name, key)))
 
     def expire_assumed(self) -> list[str]:
         """Drop assumptions the watch never confirmed within the TTL; returns their keys."""
@@ -394,6 +415,9 @@ class ClusterState:
         for key in expired:
             log.warning("assumed pod %s expired without confirmation from the watch", key)
             self.forget(key)
+        with self._lock:
+            for key in self.devices.expire():
+                log.warning("device claim of pod %s expired without its bind showing up", key)
         return expired
 
     # ---- internals (caller holds the lock) ----------------------------------
@@ -403,6 +427,7 @@ class ClusterState:
         if old is not None and old.counts:
             self._unaccount(old)
         self._pods[record.key] = record
+        self.devices.pod_changed(old, record)
         if record.counts:
             usage = self._usage.setdefault(record.node_name, _Usage())
             add_into(usage.requested, record.requests)
@@ -413,6 +438,8 @@ class ClusterState:
 
     def _remove(self, key: str) -> None:
         old = self._pods.pop(key, None)
+        if old is not None:
+            self.devices.pod_changed(old, None)
         if old is not None and old.counts:
             self._unaccount(old)
 

@@ -8,16 +8,21 @@ one copy of each.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
+from extender.model.devices import Shares, assigned_shares
 from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
+
+log = logging.getLogger(__name__)
 
 _EMPTY_LABELS: dict[str, str] = {}
 _INTERN_LIMIT = 200_000
@@ -65,6 +70,7 @@ class PodRecord:
     host_ports: tuple[HostPort, ...] = ()
     owner: tuple[str, str] | None = None  # the controller: (kind, name)
     start_time: str = ""  # status.startTime, else creationTimestamp (preemption's tie-break)
+    devices: Shares | None = None  # GPU shares held on node_name, from the assignment annotation
 
     @property
     def name(self) -> str:
@@ -90,6 +96,16 @@ def _has_host_ports(spec: Mapping[str, Any]) -> bool:
             if isinstance(container, Mapping) and container.get("ports"):
                 return True
     return False
+
+
+def devices_held(annotations: Any, node_name: str, key: str) -> Shares | None:
+    """A bound pod's device shares; an unreadable assignment is logged and holds nothing
+    (the pod still counts for cpu and memory: one bad annotation must not hide the pod)."""
+    try:
+        return assigned_shares(annotations, node_name)
+    except InvalidObject as exc:
+        log.warning("pod %s: ignoring its device assignment: %s", key, exc)
+        return None
 
 
 def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bool = False) -> PodRecord:
@@ -126,6 +142,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
     if not spec.get("nodeName") and phase not in TERMINAL_PHASES:
         return record_from_view(PodView.from_dict(raw))
     namespace = str(meta.get("namespace") or "default")
+    node_name = sys.intern(str(spec.get("nodeName") or ""))
     labels = intern_labels(as_string_map(meta.get("labels"), "metadata.labels"))
     priority = spec.get("priority") or 0
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -134,7 +151,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         key=f"{namespace}/{name}",
         uid=str(meta.get("uid") or ""),
         # Interned: 150,000 pods share a few thousand node names, a few scheduler names and phases.
-        node_name=sys.intern(str(spec.get("nodeName") or "")),
+        node_name=node_name,
         scheduler_name=sys.intern(str(spec.get("schedulerName") or "default-scheduler")),
         phase=sys.intern(phase),
         deleting=bool(meta.get("deletionTimestamp")),
@@ -149,4 +166,5 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         owner=_intern_owner(_owner(meta)),
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")
                               or as_str(meta.get("creationTimestamp"), "metadata.creationTimestamp")),
+        devices=devices_held(meta.get("annotations"), node_name, f"{namespace}/{name}") if node_name else None,
     )

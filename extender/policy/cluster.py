@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from extender.model.affinity import PodAffinity
+from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
@@ -52,6 +53,17 @@ class ClusterView(Protocol):
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` cached while node labels and taints do not change."""
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
+                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
+        """Reserve: take device shares for a pod if they still fit, atomically; None if they do not.
+        The token is for `release_devices`; the use is the node's, the claim included."""
+
+    def release_devices(self, token: int) -> None:
+        """Unreserve: give a claim back."""
 
 
 class PodChange(NamedTuple):
@@ -91,6 +103,16 @@ class _EmptyCluster:
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         return compute()
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        return EMPTY_USE
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
+                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
+        return 0, EMPTY_USE  # nothing else is placed anywhere: every claim fits
+
+    def release_devices(self, token: int) -> None:
+        return None
 
 
 EMPTY_CLUSTER: ClusterView = _EmptyCluster()

@@ -26,6 +26,7 @@ from typing import Any
 from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
+from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
@@ -45,7 +46,8 @@ _IDLE_WAIT = 0.2
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:
     """What a node update must change to be worth retrying unschedulable pods (not heartbeats)."""
-    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error)
+    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
+            node_inventory(raw_annotations(view.raw)))
 
 
 class Scheduler:

@@ -21,6 +21,7 @@ from extender.policy.cluster import ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.status import Code
+from extender.simulation.devicenotes import device_notes
 
 FEASIBLE = "feasible"
 REFUSED = "refused"
@@ -107,6 +108,7 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
     order = [info.name for info in nodes] + list(unknown)
+    notes = [*notes, *device_notes(pod, nodes, cluster)]
     return explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
 
 

@@ -2,7 +2,8 @@
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
 (ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints). Each plugin is a frozen dataclass built
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), devices
+(DeviceFit, DeviceAllocation: shared GPUs, opt-in). Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
+from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
@@ -31,6 +33,10 @@ SCORERS = (
     TaintPreferNoSchedule,
     LabelPreference,
 )
+# Opt-in, so not in FILTERS/SCORERS (which the standalone default runs in full): shared
+# devices need a node agent publishing inventories and a policy that asks for them.
+DEVICE_FILTERS = (DeviceFit,)
+DEVICE_SCORERS = (DeviceAllocation,)
 
 
 class _Registry(Protocol):
@@ -41,9 +47,9 @@ class _Registry(Protocol):
 
 def register(registry: _Registry) -> None:
     """Add every built-in to `registry` (the same hook third-party packages provide)."""
-    for plugin in FILTERS:
+    for plugin in (*FILTERS, *DEVICE_FILTERS):
         registry.add_filter(plugin.name, plugin.from_args)
-    for plugin in SCORERS:
+    for plugin in (*SCORERS, *DEVICE_SCORERS):
         registry.add_scorer(plugin.name, plugin.from_args)
 
 
@@ -51,6 +57,8 @@ __all__ = [
     "FILTERS",
     "SCORERS",
     "BalancedAllocation",
+    "DeviceAllocation",
+    "DeviceFit",
     "LabelPreference",
     "LeastAllocated",
     "MostAllocated",
