@@ -87,10 +87,14 @@ def assigned(pod: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
 
 
 def device_totals(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:
-    """Per device, the MiB, cores and pods that all `pods`' assignments add up to."""
+    """Per "node/device", the MiB, cores and pods that the bound `pods`' assignments add up to."""
     totals: dict[str, tuple[int, int, int]] = {}
     for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
         for device_id, (memory, cores) in assigned(pod).items():
-            before = totals.get(device_id, (0, 0, 0))
-            totals[device_id] = (before[0] + memory, before[1] + cores, before[2] + 1)
+            key = f"{node}/{device_id}"
+            before = totals.get(key, (0, 0, 0))
+            totals[key] = (before[0] + memory, before[1] + cores, before[2] + 1)
     return totals

@@ -518,7 +518,7 @@ def shortage(capacity: Mapping[str, tuple[int, int]], use: Mapping[str, Use], sh
         used = use.get(device_id, NO_USE)
         if used.memory + memory > total_memory or used.cores + cores > total_cores:
             return (f"device {device_id}: {memory} MiB and {cores}% wanted, "
-                    f"{total_memory - used.memory} MiB and {total_cores - used.cores}% free")
+                    f"{max(0, total_memory - used.memory)} MiB and {max(0, total_cores - used.cores)}% free")
     return ""
 
 

@@ -1,0 +1,202 @@
+"""The device ledger against the API server (the fake, or a real one under envtest).
+
+Each `Ledger` stands for one process (a gunicorn worker, a replica): its own instance id
+and cache, the same Leases. What one records, the others must respect.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from extender import metrics
+from extender.cluster import deviceledger, prebinding
+from extender.cluster.deviceledger import LEDGER_ANNOTATION, Ledger, lease_name, read_entries
+from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.model.devices import LedgerClaim, NodeDeviceUse, Use
+from tests.fakeapi import skip_unless_fake
+
+pytestmark = pytest.mark.apiserver
+
+NAMESPACE = "device-ledger-test"
+CAPACITY = {"GPU-0": (16000, 100), "GPU-1": (16000, 100)}
+
+
+class Wall:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def claim(pod: str, shares: tuple[tuple[str, int, int], ...], use: NodeDeviceUse | None = None,
+          node: str = "gpu-1") -> LedgerClaim:
+    """A claim as DeviceFit.reserve makes it: the process's use includes the pod itself."""
+    base = use or NodeDeviceUse()
+    holders = {**base.holders, f"uid-{pod}": shares}
+    totals = dict(base.totals)
+    for device_id, memory, cores in shares:
+        before = totals.get(device_id, Use())
+        totals[device_id] = Use(before.memory + memory, before.cores + cores, before.pods + 1)
+    return LedgerClaim(node, f"default/{pod}", f"uid-{pod}", shares,
+                       {d: CAPACITY[d] for d, _, _ in shares},
+                       NodeDeviceUse(totals, holders, base.gone, base.released))
+
+
+@pytest.fixture
+def namespace(kube: Any) -> str:
+    kube.ensure_namespace(NAMESPACE)
+    return NAMESPACE
+
+
+def entries(kube: Any, node: str = "gpu-1") -> dict[str, Any]:
+    lease = kube.get_lease(lease_name(node), NAMESPACE)
+    assert lease is not None, "no ledger Lease"
+    return json.loads(lease["metadata"]["annotations"][LEDGER_ANNOTATION])["entries"]
+
+
+def test_the_first_claim_creates_the_lease_and_later_ones_add_to_it(api_client: Any, kube: Any,
+                                                                    namespace: str) -> None:
+    ledger = Ledger(api_client, namespace=namespace)
+    ledger.record(claim("a", (("GPU-0", 4000, 10),)))
+    ledger.record(claim("b", (("GPU-1", 8000, 0),)))
+    lease = kube.get_lease("gpu-ledger.gpu-1", NAMESPACE)
+    assert lease["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "extender"}
+    assert lease["metadata"]["annotations"]["extender.example/gpu-ledger-node"] == "gpu-1"
+    assert lease["spec"]["holderIdentity"] == ledger.instance
+    recorded = entries(kube)
+    assert recorded["uid-a"]["pod"] == "default/a" and recorded["uid-a"]["devices"] == {"GPU-0": [4000, 10]}
+    assert recorded["uid-b"]["devices"] == {"GPU-1": [8000, 0]}
+    assert recorded["uid-a"]["expires"] - recorded["uid-a"]["at"] == pytest.approx(60, abs=0.01)
+
+
+def test_what_another_process_recorded_is_respected(api_client: Any, namespace: str) -> None:
+    """Process 2 has not seen process 1's bind yet (empty use), but the ledger has."""
+    first, second = Ledger(api_client, namespace=namespace), Ledger(api_client, namespace=namespace)
+    first.record(claim("a", (("GPU-0", 12000, 0),)))
+    with pytest.raises(ConflictError, match="GPU shares on node gpu-1 were handed out by another scheduler"):
+        second.record(claim("b", (("GPU-0", 8000, 0),)))
+    second.record(claim("b", (("GPU-0", 4000, 0),)))  # what is left still fits
+    with pytest.raises(ConflictError):
+        first.record(claim("c", (("GPU-0", 1, 0),), use=NodeDeviceUse(
+            {"GPU-0": Use(12000, 0, 1)}, {"uid-a": (("GPU-0", 12000, 0),)})))
+
+
+def test_pods_the_process_already_counts_are_not_counted_twice(api_client: Any, namespace: str) -> None:
+    """Once process 2's watch shows pod a bound, the ledger entry for a adds nothing more."""
+    first, second = Ledger(api_client, namespace=namespace), Ledger(api_client, namespace=namespace)
+    first.record(claim("a", (("GPU-0", 8000, 0),)))
+    seen = NodeDeviceUse({"GPU-0": Use(8000, 0, 1)}, {"uid-a": (("GPU-0", 8000, 0),)})
+    second.record(claim("b", (("GPU-0", 8000, 0),), use=seen))  # 8000 + 8000 <= 16000
+
+
+def test_expired_departed_and_released_entries_are_dropped(api_client: Any, kube: Any, namespace: str) -> None:
+    wall = Wall()
+    first = Ledger(api_client, namespace=namespace, wall=wall)
+    other = Ledger(api_client, namespace=namespace, wall=wall)
+    first.record(claim("old", (("GPU-0", 16000, 0),)))
+    wall.now += 61
+    first.record(claim("gone", (("GPU-0", 16000, 0),)))  # "old" expired: its share is free again
+    assert set(entries(kube)) == {"uid-gone"}
+    first.record(claim("failed", (("GPU-1", 16000, 0),), use=NodeDeviceUse(gone=frozenset({"uid-gone"}))))
+    assert set(entries(kube)) == {"uid-failed"}
+    released = NodeDeviceUse(released={"uid-failed": wall.now + 1})
+    other.record(claim("x", (("GPU-0", 1, 0),), use=released))  # released by first, not by other: kept
+    assert set(entries(kube)) == {"uid-failed", "uid-x"}
+    first.record(claim("y", (("GPU-1", 16000, 0),), use=released))  # first released it: dropped
+    assert set(entries(kube)) == {"uid-x", "uid-y"}
+
+
+def test_a_retried_pod_replaces_its_own_entry(api_client: Any, kube: Any, namespace: str) -> None:
+    ledger = Ledger(api_client, namespace=namespace)
+    ledger.record(claim("a", (("GPU-0", 16000, 0),)))
+    ledger.record(claim("a", (("GPU-0", 16000, 0),)))
+    assert list(entries(kube)) == ["uid-a"]
+
+
+def test_concurrent_processes_never_over_allocate(api_client: Any, kube: Any, namespace: str) -> None:
+    """Three processes, eight threads each, all claiming 3000 MiB of one 16000 MiB device with
+    no knowledge of each other: exactly five succeed (409 conflicts are retried on fresh reads)."""
+    ledgers = [Ledger(api_client, namespace=namespace) for _ in range(3)]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(24)
+
+    def run(ledger: Ledger, index: int) -> None:
+        start.wait()
+        try:
+            ledger.record(claim(f"p{index}", (("GPU-0", 3000, 0),)))
+            result = "ok"
+        except ConflictError:
+            result = "refused"
+        except ClusterError as exc:  # too many conflicts in a row: retried later, nothing written
+            result = f"error: {exc}"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=run, args=(ledgers[i % 3], i)) for i in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(outcomes) == 24
+    recorded = entries(kube)
+    assert sum(e["devices"]["GPU-0"][0] for e in recorded.values()) <= 16000
+    assert outcomes.count("ok") == len(recorded)
+    assert outcomes.count("ok") == 5, outcomes
+
+
+def test_the_kube_prebind_handler_uses_the_configured_ledger(api_client: Any, kube: Any, namespace: str) -> None:
+    deviceledger.configure(api_client, namespace=namespace)
+    before = metrics.DEVICE_LEDGER_WRITES.labels(result="written")._value.get()
+    prebinding.run([claim("a", (("GPU-0", 1000, 0),), node="gpu-2")], kind=prebinding.KUBE, target=api_client)
+    assert set(entries(kube, "gpu-2")) == {"uid-a"}
+    assert metrics.DEVICE_LEDGER_WRITES.labels(result="written")._value.get() == before + 1
+    prebinding.run([claim("b", (("GPU-0", 1000, 0),))], kind=prebinding.MEMORY, target=None)  # nothing to do
+
+
+def test_a_missing_namespace_is_a_plain_error_naming_it(api_client: Any) -> None:
+    ledger = Ledger(api_client, namespace="no-such-namespace")
+    with pytest.raises(ClusterError, match="namespace no-such-namespace does not exist") as raised:
+        ledger.record(claim("a", (("GPU-0", 1000, 0),)))
+    # Not a ConflictError/NotFoundError: those would make the scheduler drop the pod as gone.
+    assert not isinstance(raised.value, ConflictError | NotFoundError)
+
+
+def test_forbidden_writes_name_the_permission(apiserver: Any, api_client: Any, namespace: str) -> None:
+    fake = skip_unless_fake(apiserver)
+    fake.deny("create", "leases", group="coordination.k8s.io")
+    with pytest.raises(ClusterError, match="grant get, create, update on leases.coordination.k8s.io") as raised:
+        Ledger(api_client, namespace=namespace).record(claim("a", (("GPU-0", 1000, 0),)))
+    assert raised.value.status == 403 and not isinstance(raised.value, ConflictError | NotFoundError)
+
+
+def test_an_unreadable_ledger_starts_afresh(api_client: Any, kube: Any, namespace: str,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease_name("gpu-1"), "annotations": {LEDGER_ANNOTATION: "{oops"}}, "spec": {}}
+    kube.call("POST", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", body)
+    Ledger(api_client, namespace=namespace).record(claim("a", (("GPU-0", 1000, 0),)))
+    assert set(entries(kube)) == {"uid-a"}
+    assert "is not JSON" in caplog.text
+
+
+def test_unreadable_entries_are_left_out() -> None:
+    lease = {"metadata": {"annotations": {LEDGER_ANNOTATION: json.dumps({"entries": {
+        "ok": {"pod": "default/ok", "devices": {"GPU-0": [1, 2]}, "by": "x", "at": 1, "expires": 2},
+        "bad-devices": {"devices": {"GPU-0": [1]}, "expires": 2},
+        "no-expiry": {"devices": {}},
+        "not-an-object": 3,
+    }})}}}
+    assert list(read_entries(lease, "test")) == ["ok"]
+    assert read_entries(None, "test") == {}
+
+
+def test_long_node_names_get_a_hashed_lease_name() -> None:
+    assert lease_name("gpu-1") == "gpu-ledger.gpu-1"
+    long = "n" * 250
+    assert len(lease_name(long)) <= 253 and lease_name(long) != lease_name("m" * 250)
