@@ -77,7 +77,8 @@ DEVICE_CORES = Gauge("extender_device_cores_percent", "GPU compute of healthy de
 DEVICE_COUNT = Gauge("extender_devices", "GPUs in the node's inventory by health, and how many hold shares.",
                      ["node", "state"], multiprocess_mode="livemostrecent")
 DEVICE_LEDGER_WRITES = Counter("extender_device_ledger_writes_total", "Device ledger updates by result: "
-                               "written, conflict (retried), refused (shares taken), error.", ["result"])
+                               "written, conflict (409, retried), moved (chosen shares taken, other devices "
+                               "of the node given), refused (no room left), error.", ["result"])
 
 
 def render() -> tuple[bytes, str]:

@@ -98,3 +98,19 @@ def device_totals(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int
             before = totals.get(key, (0, 0, 0))
             totals[key] = (before[0] + memory, before[1] + cores, before[2] + 1)
     return totals
+
+
+def create_ready_node(kube: Any, name: str, devices: Iterable[Mapping[str, Any]] | None = None,
+                      **options: Any) -> dict[str, Any]:
+    """Create a Ready node (publishing `devices`, when given) through the API server.
+
+    A real kube-apiserver taints every new node node.kubernetes.io/not-ready:NoSchedule
+    (admission: TaintNodesByCondition) until the node lifecycle controller sees it Ready;
+    no controller runs here, so the taint is removed as that controller would.
+    """
+    if devices is not None:
+        options["annotations"] = {**options.get("annotations", {}), INVENTORY_ANNOTATION: inventory(*devices)}
+    options.setdefault("cpu", "32")
+    options.setdefault("memory", "128Gi")
+    kube.create_node(name, **options)
+    return kube.patch_node(name, {"spec": {"taints": None}}, content_type="application/merge-patch+json")

@@ -169,6 +169,7 @@ class Ledger:
 
     def record(self, claim: LedgerClaim) -> None:
         """Check the claim against the ledger and add it, or raise (ConflictError: shares taken)."""
+        shares, capacity = claim.shares, claim.capacity
         with self._lock(claim.node):
             lease: Any = self._last.get(claim.node, _UNREAD)  # our last write is usually still the latest
             fresh = False
@@ -177,16 +178,23 @@ class Ledger:
                     lease, fresh = self._read(claim.node), True
                 now = self._wall()
                 kept = self._kept(read_entries(lease, lease_name(claim.node)), claim, now)
-                problem = shortage(claim.capacity, self._counted(claim, kept), claim.shares)
+                others = self._counted(claim, kept)
+                problem = shortage(capacity, others, shares)
+                if problem and not fresh:  # our copy may hold entries pruned since: look again first
+                    lease = _UNREAD
+                    continue
+                if problem and claim.rechoose is not None:
+                    moved = claim.rechoose(others)  # other devices of the node may still have room
+                    if moved is not None and not shortage(moved[1], others, moved[0]):
+                        shares, capacity = moved
+                        problem = ""
+                        metrics.DEVICE_LEDGER_WRITES.labels(result="moved").inc()
                 if problem:
-                    if not fresh:  # our copy may hold entries pruned since: look again before refusing
-                        lease = _UNREAD
-                        continue
                     metrics.DEVICE_LEDGER_WRITES.labels(result="refused").inc()
                     raise ConflictError(f"GPU shares on node {claim.node} were handed out by another "
                                         f"scheduler process meanwhile ({problem}); the pod will be retried",
                                         status=409, reason="Conflict")
-                kept[claim.ident] = Entry(claim.pod, claim.shares, self.instance, now, now + self.ttl)
+                kept[claim.ident] = Entry(claim.pod, shares, self.instance, now, now + self.ttl)
                 try:
                     lease = self._write(claim.node, lease, kept)
                 except ConflictError:  # another writer got there first (or the Lease was deleted)

@@ -517,8 +517,9 @@ def shortage(capacity: Mapping[str, tuple[int, int]], use: Mapping[str, Use], sh
         total_memory, total_cores = capacity.get(device_id, (0, 0))
         used = use.get(device_id, NO_USE)
         if used.memory + memory > total_memory or used.cores + cores > total_cores:
-            return (f"device {device_id}: {memory} MiB and {cores}% wanted, "
-                    f"{max(0, total_memory - used.memory)} MiB and {max(0, total_cores - used.cores)}% free")
+            # No "%": kube-scheduler uses a bind error as a format string in its event.
+            return (f"device {device_id}: {memory} MiB and {cores} percent of compute wanted, "
+                    f"{max(0, total_memory - used.memory)} MiB and {max(0, total_cores - used.cores)} percent free")
     return ""
 
 
@@ -549,7 +550,10 @@ class LedgerClaim:
     optimistic concurrency, so two processes can never hand out the same share.
 
     `use` is what this process counted on the node when it claimed (the pod included):
-    the ledger adds only what this process has not seen yet.
+    the ledger adds only what this process has not seen yet. When the ledger shows the
+    chosen shares taken, `rechoose(use of everyone else)` may move the claim to other
+    devices of the same node (updating the assignment the Binding will carry): it returns
+    the new shares and their capacity, or None when nothing fits.
     """
 
     node: str
@@ -558,3 +562,5 @@ class LedgerClaim:
     shares: Shares
     capacity: Mapping[str, tuple[int, int]]
     use: NodeDeviceUse
+    rechoose: Callable[[Mapping[str, Use]], tuple[Shares, Mapping[str, tuple[int, int]]] | None] | None = \
+        field(default=None, compare=False, repr=False)

@@ -200,3 +200,22 @@ def test_long_node_names_get_a_hashed_lease_name() -> None:
     assert lease_name("gpu-1") == "gpu-ledger.gpu-1"
     long = "n" * 250
     assert len(lease_name(long)) <= 253 and lease_name(long) != lease_name("m" * 250)
+
+
+def test_a_claim_whose_shares_were_taken_moves_to_devices_with_room(api_client: Any, kube: Any,
+                                                                    namespace: str) -> None:
+    first, second = Ledger(api_client, namespace=namespace), Ledger(api_client, namespace=namespace)
+    first.record(claim("a", (("GPU-0", 12000, 0),)))
+    seen: list[dict[str, Use]] = []
+
+    def rechoose(others: Any) -> Any:
+        seen.append(dict(others))
+        return (("GPU-1", 8000, 0),), {"GPU-1": CAPACITY["GPU-1"]}
+
+    before = metrics.DEVICE_LEDGER_WRITES.labels(result="moved")._value.get()
+    wanted = claim("b", (("GPU-0", 8000, 0),))
+    second.record(LedgerClaim(wanted.node, wanted.pod, wanted.ident, wanted.shares, wanted.capacity, wanted.use,
+                              rechoose))
+    assert seen == [{"GPU-0": Use(12000, 0, 1)}]  # everyone else's use, the pod itself left out
+    assert entries(kube)["uid-b"]["devices"] == {"GPU-1": [8000, 0]}
+    assert metrics.DEVICE_LEDGER_WRITES.labels(result="moved")._value.get() == before + 1

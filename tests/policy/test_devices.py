@@ -9,7 +9,7 @@ import pytest
 
 from extender.cluster.state import ClusterState
 from extender.errors import PolicyError
-from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, parse_assignment
+from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, Use, parse_assignment
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy.builtin import DeviceAllocation, DeviceFit
@@ -218,3 +218,22 @@ def test_preemption_changes_free_the_victims_shares() -> None:
     assert cycle.updated([PodChange(record, info.node, -1)]).refusal(info.without({record.key})) is None
     other = state.node_info("t4").node
     assert cycle.updated([PodChange(record, other, -1), PodChange(record, other, 1)]).refusal(info) is not None
+
+
+def test_the_ledger_can_move_a_claim_to_other_devices_of_the_node() -> None:
+    """What the device ledger does when another process took the chosen shares meanwhile."""
+    state = _state(gpu_node_dict("t4", TWO_T4))
+    reserved = _engine().reserve(_pod(memory=8000), state.node_info("t4"), state)
+    assert isinstance(reserved, list)
+    (reservation,) = reserved
+    (claim,) = reservation.actions
+    assert parse_assignment(reservation.annotations[ASSIGNMENT_ANNOTATION]).shares() == (("GPU-0", 8000, 0),)
+    taken = {"GPU-0": Use(16000, 0, 1)}  # the ledger's view of everyone else
+    moved = claim.rechoose(taken)
+    assert moved == ((("GPU-1", 8000, 0),), {"GPU-1": (16384, 100)})
+    assert parse_assignment(reservation.annotations[ASSIGNMENT_ANNOTATION]).shares() == (("GPU-1", 8000, 0),)
+    use = state.device_use("t4")
+    assert use.used("GPU-0") == Use() and use.used("GPU-1") == Use(8000, 0, 1)
+    assert claim.rechoose({"GPU-0": Use(16000, 0, 1), "GPU-1": Use(16000, 0, 1)}) is None  # nowhere to go
+    release_all(reserved)  # the claim it held, wherever it is now, is given back
+    assert state.device_use("t4").used("GPU-1") == Use()

@@ -23,6 +23,7 @@ from extender.scheduler.profiles import Profile
 from tests.devicebuilders import (
     assigned,
     assignment_text,
+    create_ready_node,
     device_totals,
     gpu,
     gpu_limits,
@@ -54,8 +55,7 @@ def ledger_namespace(kube: Any, api_client: Any) -> Iterator[str]:
 
 
 def gpu_node(kube: Any, name: str, *devices: dict[str, Any]) -> None:
-    kube.create_node(name, cpu="32", memory="128Gi",
-                     annotations={INVENTORY_ANNOTATION: inventory(*(devices or (gpu("GPU-0", T4), gpu("GPU-1", T4))))})
+    create_ready_node(kube, name, devices or (gpu("GPU-0", T4), gpu("GPU-1", T4)))
 
 
 def gpu_pod(kube: Any, name: str, **request: int | None) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def within_capacity(kube: Any, capacity: int = T4) -> dict[str, tuple[int, int, 
 
 def test_gpu_pods_get_devices_and_shares_are_never_over_allocated(kube: Any, make_scheduler: Any) -> None:
     gpu_node(kube, "gpu-1")
-    kube.create_node("cpu-1", cpu="32", memory="128Gi")
+    create_ready_node(kube, "cpu-1")
     for i in range(10):
         gpu_pod(kube, f"infer-{i}", memory=6000, cores=20)
     scheduler = make_scheduler([profile()])
@@ -98,7 +98,7 @@ def test_gpu_pods_get_devices_and_shares_are_never_over_allocated(kube: Any, mak
 
 
 def test_plain_pods_still_go_anywhere(kube: Any, make_scheduler: Any) -> None:
-    kube.create_node("gpu-broken", annotations={INVENTORY_ANNOTATION: "not json"})
+    create_ready_node(kube, "gpu-broken", annotations={INVENTORY_ANNOTATION: "not json"})
     make_scheduler([profile()])
     kube.create_pod("web", cpu="100m", scheduler_name=SCHEDULER_NAME)
     assert wait_bound(kube, "web") == "gpu-broken"

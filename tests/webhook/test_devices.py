@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from extender.cluster.deviceledger import Ledger
 from extender.cluster.kube_client import build_api_client, request_json
-from extender.model.devices import ASSIGNMENT_ANNOTATION, INVENTORY_ANNOTATION, Use
+from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, NodeDeviceUse, Use
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
-from tests.devicebuilders import assigned, gpu, gpu_limits, inventory
+from tests.devicebuilders import assigned, create_ready_node, gpu, gpu_limits
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.apiserver
@@ -30,9 +31,8 @@ POLICY = ROOT / "config" / "policy-webhook-devices.yaml"
 @pytest.fixture
 def cluster(kube: Any) -> Any:
     kube.ensure_namespace(LEDGER_NAMESPACE)
-    kube.create_node("gpu-1", cpu="32", memory="64Gi",
-                     annotations={INVENTORY_ANNOTATION: inventory(gpu("GPU-0", 16000), gpu("GPU-1", 16000))})
-    kube.create_node("cpu-1", cpu="32", memory="64Gi")
+    create_ready_node(kube, "gpu-1", [gpu("GPU-0", 16000), gpu("GPU-1", 16000)])
+    create_ready_node(kube, "cpu-1")
     return kube
 
 
@@ -137,3 +137,16 @@ def test_binding_annotations_reach_the_pod_atomically(apiserver: Any, api_client
     bound = kube.get_pod("p")
     assert bound["spec"]["nodeName"] == "n1"
     assert bound["metadata"]["annotations"][ASSIGNMENT_ANNOTATION] == '{"node":"n1","containers":{}}'
+
+
+def test_a_share_another_process_just_took_is_not_given_again(client: FlaskClient, runtime: Runtime, kube: Any,
+                                                              api_client_kube: Any) -> None:
+    """Another process handed GPU-0 out a moment ago (its pod not visible here yet): the bind
+    goes to GPU-1 instead, and the Binding carries the moved assignment."""
+    other = Ledger(api_client_kube, namespace=LEDGER_NAMESPACE)
+    other.record(LedgerClaim("gpu-1", "default/elsewhere", "uid-elsewhere", (("GPU-0", 12000, 0),),
+                             {"GPU-0": (16000, 100)}, NodeDeviceUse()))
+    pod = gpu_pod(kube, runtime, "moved", memory=8000)
+    assert bind(client, pod) == ""
+    assert assigned(kube.get_pod("moved")) == {"GPU-1": (8000, 0)}
+    assert runtime.state.device_use("gpu-1").used("GPU-0") == Use()

@@ -17,8 +17,7 @@ import pytest
 import requests
 
 from extender.cluster.deviceledger import LEDGER_ANNOTATION
-from extender.model.devices import INVENTORY_ANNOTATION
-from tests.devicebuilders import device_totals, gpu, gpu_limits, inventory
+from tests.devicebuilders import create_ready_node, device_totals, gpu, gpu_limits
 from tests.helpers import ROOT
 from tests.reliability.servers import launch, wait_until
 
@@ -49,8 +48,7 @@ def _all_workers_synced(url: str) -> bool:
 
 def test_workers_never_hand_out_the_same_share(apiserver: Any, kube: Any) -> None:
     kube.ensure_namespace(LEDGER_NAMESPACE)
-    kube.create_node("gpu-1", cpu="64", memory="256Gi",
-                     annotations={INVENTORY_ANNOTATION: inventory(gpu("GPU-0", 16000), gpu("GPU-1", 16000))})
+    create_ready_node(kube, "gpu-1", [gpu("GPU-0", 16000), gpu("GPU-1", 16000)])
     pods = [kube.create_pod(f"w{i}", limits=gpu_limits(memory=5000, cores=10)) for i in range(PODS)]
     # Sync workers (one thread) take one connection at a time, so a burst is spread over every
     # worker (one gthread worker may accept them all). The ledger does not depend on the worker class.

@@ -22,7 +22,8 @@ that of the devices the pod would get, memory and cores alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -36,8 +37,10 @@ from extender.model.devices import (
     SPREAD,
     STRATEGIES,
     Assignment,
+    Device,
     DeviceRequest,
     LedgerClaim,
+    Shares,
     Shortfall,
     Use,
     add_shares,
@@ -173,9 +176,58 @@ class DeviceFit:
             return Status(Code.UNSCHEDULABLE, (REASON_CHANGED,), "other pods kept claiming the chosen devices",
                           names.DEVICE_FIT)
         token, use = claimed
-        ledger = LedgerClaim(node.name, pod.key, pod.uid or pod.key, shares, capacity, use)
-        return Reservation(self.name, {ASSIGNMENT_ANNOTATION: assignment.to_annotation()}, (ledger,),
-                           partial(cluster.release_devices, token))
+        held = _HeldAssignment(assignment, token)
+        move = partial(held.move, pod, request, inventory.devices, cluster, self.strategy)
+        ledger = LedgerClaim(node.name, pod.key, pod.uid or pod.key, shares, capacity, use, move)
+        return Reservation(self.name, held, (ledger,), held.release_with(cluster))
+
+
+class _HeldAssignment(Mapping[str, str]):
+    """A reservation's assignment, as the Binding's annotations: a mapping that reads the current
+    choice, since the ledger may move the claim to other devices before the Binding is made."""
+
+    def __init__(self, assignment: Assignment, token: int) -> None:
+        self.assignment = assignment
+        self.token: int | None = token
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> str:
+        if key != ASSIGNMENT_ANNOTATION:
+            raise KeyError(key)
+        return self.assignment.to_annotation()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((ASSIGNMENT_ANNOTATION,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def release_with(self, cluster: ClusterView) -> Callable[[], None]:
+        def release() -> None:
+            with self._lock:
+                token, self.token = self.token, None
+            if token is not None:
+                cluster.release_devices(token)
+        return release
+
+    def move(self, pod: PodView, request: DeviceRequest, devices: Sequence[Device], cluster: ClusterView,
+             strategy: str, others: Mapping[str, Use]) -> tuple[Shares, dict[str, tuple[int, int]]] | None:
+        """Choose again with everyone else's use as the ledger sees it, and move the claim there."""
+        result = choose(devices, others, request, strategy)
+        if isinstance(result, Shortfall):
+            return None
+        moved = Assignment(self.assignment.node, result)
+        shares = moved.shares()
+        capacity = {d.id: (d.memory, d.cores) for d in devices}
+        with self._lock:
+            if self.token is not None:
+                cluster.release_devices(self.token)
+                self.token = None
+            claimed = cluster.claim_devices(moved.node, pod.key, pod.uid, shares, capacity)
+            if claimed is None:  # taken here meanwhile: the bind fails, the pod is retried
+                return None
+            self.token, self.assignment = claimed[0], moved
+        return shares, {device_id: capacity[device_id] for device_id, _, _ in shares}
 
 
 @dataclass(frozen=True)
