@@ -210,17 +210,32 @@ class Ledger:
                            "the pod will be retried", status=None)
 
     def _kept(self, entries: dict[str, Entry], claim: LedgerClaim, now: float) -> dict[str, Entry]:
-        """The entries still holding something: not expired, pod not gone, not a claim we released."""
+        """The entries still holding something: not expired, pod not gone, not a claim we gave up."""
         use = claim.use
         kept = {}
         for ident, entry in entries.items():
             if entry.expires <= now or ident in use.gone or ident == claim.ident:
                 continue
             released = use.released.get(ident)
-            if released is not None and entry.by == self.instance and entry.at <= released:
+            if released is not None and entry.by == self.instance and entry.at <= released \
+                    and self._not_bound(entry.pod, ident):
                 continue
             kept[ident] = entry
         return kept
+
+    def _not_bound(self, pod: str, ident: str) -> bool:
+        """Whether a pod whose bind we gave up on is indeed not bound: a bind that timed out may
+        still have happened, and then its entry must stay until every watch has seen the pod."""
+        namespace, _, name = pod.partition("/")
+        try:
+            found = self._call("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}")
+        except NotFoundError:
+            return True
+        except ClusterError as exc:
+            log.warning("device ledger: cannot check pod %s (%s); keeping its entry", pod, exc)
+            return False
+        meta, spec = found.get("metadata") or {}, found.get("spec") or {}
+        return meta.get("uid") != ident or not spec.get("nodeName")
 
     @staticmethod
     def _counted(claim: LedgerClaim, entries: Mapping[str, Entry]) -> dict[str, Use]:

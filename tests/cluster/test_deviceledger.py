@@ -219,3 +219,20 @@ def test_a_claim_whose_shares_were_taken_moves_to_devices_with_room(api_client: 
     assert seen == [{"GPU-0": Use(12000, 0, 1)}]  # everyone else's use, the pod itself left out
     assert entries(kube)["uid-b"]["devices"] == {"GPU-1": [8000, 0]}
     assert metrics.DEVICE_LEDGER_WRITES.labels(result="moved")._value.get() == before + 1
+
+
+def test_a_given_up_bind_that_happened_after_all_keeps_its_entry(api_client: Any, kube: Any, namespace: str) -> None:
+    """A bind that timed out may have succeeded: the entry stays while the pod is bound."""
+    wall = Wall()
+    ledger = Ledger(api_client, namespace=namespace, wall=wall)
+    kube.create_node("gpu-1")
+    pod = kube.create_pod("slow")
+    kube.bind_pod("slow", "gpu-1")
+    uid = pod["metadata"]["uid"]
+    timed_out = LedgerClaim("gpu-1", "default/slow", uid, (("GPU-0", 16000, 0),), {"GPU-0": CAPACITY["GPU-0"]},
+                            NodeDeviceUse())
+    ledger.record(timed_out)
+    released = NodeDeviceUse(released={uid: wall.now + 1})
+    with pytest.raises(ConflictError):
+        ledger.record(claim("next", (("GPU-0", 1, 0),), use=released))
+    assert uid in entries(kube)
