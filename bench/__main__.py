@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|state|webhook|standalone|matrix`,
+Run one part with `python -m bench engine|state|webhook|standalone|devices|matrix`,
 and `--quick` for a shorter pass.
 """
 
@@ -43,6 +43,12 @@ def _standalone(quick: bool) -> Rows:
     return bench_standalone.run()
 
 
+def _devices(quick: bool) -> Rows:
+    from bench import bench_devices
+
+    return bench_devices.run(quick)
+
+
 def _matrix(quick: bool) -> Rows:
     from bench import bench_webhook
 
@@ -50,7 +56,7 @@ def _matrix(quick: bool) -> Rows:
 
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
-    "engine": _engine, "state": _state, "webhook": _webhook, "standalone": _standalone,
+    "engine": _engine, "state": _state, "webhook": _webhook, "standalone": _standalone, "devices": _devices,
 }
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
 

@@ -17,16 +17,27 @@ class DeviceGauges:
 
     def __init__(self) -> None:
         self._published: set[str] = set()
+        self._last: dict[str, tuple[object, object]] = {}  # node -> (NodeView, NodeDeviceUse) last seen
 
     def publish(self, state: ClusterState) -> None:
-        """Set the gauges of every node with an inventory; zero and drop those of nodes gone."""
+        """Set the gauges of every node with an inventory; zero and drop those of nodes gone.
+
+        Nodes whose view and device use are the very objects of the last tick are skipped:
+        both are replaced, never changed, so most ticks compute nothing at all."""
         seen = set()
+        last = {}
         for info in state.all_node_infos():
-            inventory = node_inventory(raw_annotations(info.node.raw))
+            name, view, use = info.name, info.node, state.device_use(info.name)
+            last[name] = (view, use)
+            previous = self._last.get(name)
+            if previous is not None and previous[0] is view and previous[1] is use:
+                if name in self._published:
+                    seen.add(name)
+                continue
+            inventory = node_inventory(raw_annotations(view.raw))
             if inventory is None:
                 continue
-            seen.add(info.name)
-            use = state.device_use(info.name)
+            seen.add(name)
             memory = cores = used_memory = used_cores = healthy = busy = 0
             for device in inventory.devices:
                 if not device.healthy:
@@ -38,14 +49,14 @@ class DeviceGauges:
                 cores += device.cores
                 used_memory += min(taken.memory, device.memory)
                 used_cores += min(taken.cores, device.cores)
-            _set(info.name, memory, cores, used_memory, used_cores, healthy, len(inventory.devices) - healthy,
-                 busy)
+            _set(name, memory, cores, used_memory, used_cores, healthy, len(inventory.devices) - healthy, busy)
         for node in self._published - seen:
             _set(node, 0, 0, 0, 0, 0, 0, 0)  # multiprocess mode keeps removed series: leave zeros
             for gauge, states in _STATES:
                 for value in states:
                     gauge.remove(node, value)
         self._published = seen
+        self._last = last
 
 
 _STATES = ((metrics.DEVICE_MEMORY, ("allocated", "free")), (metrics.DEVICE_CORES, ("allocated", "free")),

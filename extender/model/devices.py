@@ -478,37 +478,64 @@ def choose(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceReq
     for exclusive requests); `spread` the emptiest (less interference between pods).
     Ties go to the device listed first, so a choice is reproducible.
     """
-    used = dict(use)
+    used: Mapping[str, Use] = use  # copied before the first container's shares are added
+    typed = bool(request.types or request.avoid)
+    candidates = [d for d in devices if d.healthy and (not typed or request.accepts(d))]
     chosen: list[tuple[str, Shares]] = []
     for container in request.containers:
         fitting = []
-        short_memory = short_cores = 0
-        for device in devices:
-            if not device.healthy or not request.accepts(device):
-                continue
-            memory, cores = _needs(container, device)
-            taken = used.get(device.id, NO_USE)
-            free_memory, free_cores = device.memory - taken.memory, device.cores - taken.cores
-            if memory > free_memory:
-                short_memory += 1
-            if cores > free_cores:
-                short_cores += 1
+        wanted_memory, wanted_cores = container.memory, container.cores
+        for device in candidates:
+            memory = device.memory if wanted_memory is None else wanted_memory
+            cores = device.cores if wanted_cores is None else wanted_cores
+            taken = used.get(device.id)
+            if taken is None:
+                free_memory, free_cores = device.memory, device.cores
+            else:
+                free_memory, free_cores = device.memory - taken.memory, device.cores - taken.cores
             if memory <= free_memory and cores <= free_cores:
                 fitting.append((free_memory - memory, free_cores - cores, device.index, device, memory, cores))
         if len(fitting) < container.count:
             static = _static_shortfall(devices, request, container, used)
             if static is not None:
                 return static
-            reasons = tuple(r for r, short in ((REASON_MEMORY, short_memory), (REASON_CORES, short_cores)) if short)
-            return Shortfall(reasons or (REASON_MEMORY,), False, _room_note(container, len(fitting), devices, used))
-        if strategy == SPREAD:
-            fitting.sort(key=lambda f: (-f[0], -f[1], f[2]))
+            return Shortfall(_taken_reasons(candidates, used, container) or (REASON_MEMORY,), False,
+                             _room_note(container, len(fitting), devices, used))
+        if container.count == 1:  # the usual case: the best one, no sort
+            best = max(fitting, key=_emptiest) if strategy == SPREAD else min(fitting, key=_fullest)
+            shares: Shares = ((best[3].id, best[4], best[5]),)
         else:
-            fitting.sort(key=lambda f: (f[0], f[1], f[2]))
-        shares = tuple((f[3].id, f[4], f[5]) for f in fitting[:container.count])
-        add_shares(used, shares)
+            fitting.sort(key=_emptiest_first if strategy == SPREAD else _fullest)
+            shares = tuple((f[3].id, f[4], f[5]) for f in fitting[:container.count])
         chosen.append((container.container, shares))
+        if len(chosen) < len(request.containers):
+            used = dict(used)
+            add_shares(used, shares)  # type: ignore[arg-type]
     return tuple(chosen)
+
+
+def _fullest(fit: tuple[Any, ...]) -> tuple[int, int, int]:
+    return fit[0], fit[1], fit[2]  # least left after the share, then the first listed
+
+
+def _emptiest(fit: tuple[Any, ...]) -> tuple[int, int, int]:
+    return fit[0], fit[1], -fit[2]  # for max(): most left, then the first listed
+
+
+def _emptiest_first(fit: tuple[Any, ...]) -> tuple[int, int, int]:
+    return -fit[0], -fit[1], fit[2]
+
+
+def _taken_reasons(candidates: Sequence[Device], used: Mapping[str, Use],
+                   container: ContainerRequest) -> tuple[str, ...]:
+    """Which of memory and cores the devices lack (the slow path, for refusals only)."""
+    memory = cores = False
+    for device in candidates:
+        need_memory, need_cores = _needs(container, device)
+        taken = used.get(device.id, NO_USE)
+        memory = memory or need_memory > device.memory - taken.memory
+        cores = cores or need_cores > device.cores - taken.cores
+    return tuple(r for r, short in ((REASON_MEMORY, memory), (REASON_CORES, cores)) if short)
 
 
 def shortage(capacity: Mapping[str, tuple[int, int]], use: Mapping[str, Use], shares: Iterable[Share]) -> str:
@@ -523,21 +550,36 @@ def shortage(capacity: Mapping[str, tuple[int, int]], use: Mapping[str, Use], sh
     return ""
 
 
-def utilisation(devices: Sequence[Device], use: Mapping[str, Use], only: Iterable[str] | None = None) -> float:
-    """Fraction 0..1 of the healthy devices' memory and cores in use (their average)."""
-    wanted = None if only is None else set(only)
-    memory = cores = used_memory = used_cores = 0
+def utilisation(devices: Sequence[Device], use: Mapping[str, Use],
+                added: Mapping[str, tuple[int, int]] | None = None) -> tuple[float, float]:
+    """Fractions 0..1 of memory and cores in use (their average) on the node's healthy devices,
+    and on the devices `added` to (MiB, cores each), with those shares on top; one pass, as a
+    scorer runs it for every node."""
+    added = added or {}
+    total_memory = total_cores = used_memory = used_cores = 0  # the node's
+    added_memory = added_cores = added_used_memory = added_used_cores = 0  # the devices added to
     for device in devices:
-        if not device.healthy or (wanted is not None and device.id not in wanted):
+        if not device.healthy:
             continue
-        taken = use.get(device.id, NO_USE)
-        memory += device.memory
-        cores += device.cores
-        used_memory += min(taken.memory, device.memory)
-        used_cores += min(taken.cores, device.cores)
-    if not memory:
-        return 0.0
-    return (used_memory / memory + used_cores / cores) / 2
+        taken = use.get(device.id)
+        memory, cores = (taken.memory, taken.cores) if taken is not None else (0, 0)
+        extra = added.get(device.id)
+        if extra is not None:
+            memory, cores = memory + extra[0], cores + extra[1]
+        memory = memory if memory < device.memory else device.memory
+        cores = cores if cores < device.cores else device.cores
+        total_memory += device.memory
+        total_cores += device.cores
+        used_memory += memory
+        used_cores += cores
+        if extra is not None:
+            added_memory += device.memory
+            added_cores += device.cores
+            added_used_memory += memory
+            added_used_cores += cores
+    node = (used_memory / total_memory + used_cores / total_cores) / 2 if total_memory else 0.0
+    chosen = (added_used_memory / added_memory + added_used_cores / added_cores) / 2 if added_memory else 0.0
+    return node, chosen
 
 
 # ---- the bind-time action ----------------------------------------------------------------

@@ -31,6 +31,12 @@ def test_gauges_follow_the_cluster_state() -> None:
     assert [value("extender_devices", "metrics-gpu", s) for s in ("healthy", "unhealthy", "in-use")] == [2, 1, 1]
     assert value("extender_device_memory_mebibytes", "metrics-cpu", "free") is None  # no inventory, no series
 
+    gauges.publish(state)  # nothing changed: the same figures
+    assert value("extender_device_memory_mebibytes", "metrics-gpu", "allocated") == 6000
+    state.upsert_pod(gpu_pod_dict("b", memory=1000, node="metrics-gpu", assignment={"main": [("GPU-1", 1000, 0)]}))
+    gauges.publish(state)
+    assert value("extender_device_memory_mebibytes", "metrics-gpu", "allocated") == 7000
+
     state.delete_node("metrics-gpu")
     gauges.publish(state)
     assert value("extender_device_memory_mebibytes", "metrics-gpu", "free") is None

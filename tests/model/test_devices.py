@@ -251,7 +251,8 @@ def test_shortage_and_utilisation() -> None:
     assert shortage(capacity, {"GPU-0": Use(8000, 50, 1)}, [("GPU-0", 8000, 50)]) == ""
     assert "GPU-0" in shortage(capacity, {"GPU-0": Use(8001, 0, 1)}, [("GPU-0", 8000, 0)])
     assert shortage(capacity, {}, [("GPU-9", 1, 0)]) != ""  # a device the capacity does not know
-    use = {"GPU-0": Use(16000, 100, 1)}
-    assert utilisation(T4, use) == pytest.approx(1 / 3)
-    assert utilisation(T4, use, only=["GPU-0"]) == 1.0
-    assert utilisation([], use) == 0.0
+    use = {"GPU-0": Use(16000, 100, 1), "GPU-1": Use(20000, 0, 1)}  # more than it has counts as full
+    assert utilisation(T4, use) == (pytest.approx(1 / 2), 0.0)  # (2/3 memory + 1/3 cores) / 2
+    assert utilisation(T4, use, {"GPU-0": (0, 0)}) == (pytest.approx(1 / 2), 1.0)
+    assert utilisation(T4, use, {"GPU-2": (8000, 50)}) == (pytest.approx((40 / 48 + 150 / 300) / 2), 0.5)
+    assert utilisation([], use) == (0.0, 0.0)

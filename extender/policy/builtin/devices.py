@@ -258,13 +258,17 @@ class DeviceAllocation:
             result = choose(inventory.devices, use, request, self.strategy)
             if isinstance(result, Shortfall):
                 return 0
-            after = dict(use)
-            chosen = set()
-            for _, shares in result:
-                add_shares(after, shares)
-                chosen.update(device_id for device_id, _, _ in shares)
-            full = (utilisation(inventory.devices, after) + utilisation(inventory.devices, after, chosen)) / 2
-            value = round(full * 100)
+            if len(result) == 1 and len(result[0][1]) == 1:  # the usual one device: no dict to build
+                device_id, memory, cores = result[0][1][0]
+                added = {device_id: (memory, cores)}
+            else:
+                added = {}
+                for _, shares in result:
+                    for device_id, memory, cores in shares:
+                        before = added.get(device_id, (0, 0))
+                        added[device_id] = (before[0] + memory, before[1] + cores)
+            node, devices = utilisation(inventory.devices, use, added)
+            value = round((node + devices) * 50)
             return 100 - value if spread else value
 
         return score
