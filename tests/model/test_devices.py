@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from extender.errors import InvalidObject
 from extender.model import devices as dev
@@ -256,3 +258,44 @@ def test_shortage_and_utilisation() -> None:
     assert utilisation(T4, use, {"GPU-0": (0, 0)}) == (pytest.approx(1 / 2), 1.0)
     assert utilisation(T4, use, {"GPU-2": (8000, 50)}) == (pytest.approx((40 / 48 + 150 / 300) / 2), 0.5)
     assert utilisation([], use) == (0.0, 0.0)
+
+
+# ---- anything a node or a pod may carry -----------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True)
+                    | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=20)
+DEVICE_LIKE = st.fixed_dictionaries({"id": JSON, "memory": JSON}, optional={"type": JSON, "cores": JSON,
+                                                                            "healthy": JSON})
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(JSON, st.fixed_dictionaries({"devices": st.lists(DEVICE_LIKE, max_size=4)})))
+def test_no_inventory_annotation_can_break_the_parser(doc: object) -> None:
+    parsed = parse_inventory(json.dumps(doc))
+    assert parsed.error or all(isinstance(d.memory, int) and 1 <= d.cores <= 100 for d in parsed.devices)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.fixed_dictionaries({}, optional={"name": JSON, "restartPolicy": JSON, "resources": st.one_of(
+    JSON, st.fixed_dictionaries({}, optional={"limits": st.dictionaries(st.sampled_from(dev.RESOURCES), JSON),
+                                              "requests": st.dictionaries(st.sampled_from(dev.RESOURCES), JSON)}))}),
+    max_size=3), JSON)
+def test_pod_requests_are_read_or_refused_with_a_reason(containers: list, annotations: object) -> None:
+    try:
+        request = device_request({"containers": containers, "initContainers": containers}, annotations
+                                 if isinstance(annotations, dict) else {})
+    except InvalidObject as exc:
+        assert str(exc)
+        return
+    assert request is None or all(c.count >= 1 for c in request.containers)
+
+
+@settings(max_examples=300)
+@given(JSON)
+def test_no_assignment_annotation_can_break_the_parser(doc: object) -> None:
+    try:
+        parse_assignment(json.dumps(doc))
+    except InvalidObject:
+        pass
