@@ -6,8 +6,12 @@ BIND ?= 127.0.0.1:8888
 SOURCE ?= snapshot
 PYTEST_ARGS ?=
 ARGS ?=
+# The real control plane for the end-to-end tests: ../shared/tools/k8s-test-binaries.sh builds
+# etcd, kube-apiserver and kube-scheduler into this cache (never built from here).
+K8S_VERSION ?= 1.36.3
+K8S_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/k8s-test-binaries/$(K8S_VERSION)
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test e2e bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +25,19 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/extender serve --bind $(BIND) --source $(SOURCE) $(ARGS)
 
-## Run the test suite.
+## Run the test suite: against the fake API server, or against a real control plane when
+## KUBEBUILDER_ASSETS names the binaries (then the end-to-end tests run too; else they skip).
 test: install
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+## Run only the end-to-end tests (real kube-apiserver and kube-scheduler): KUBEBUILDER_ASSETS,
+## or else the cache of ../shared/tools/k8s-test-binaries.sh when it holds the three binaries.
+e2e: install
+	@assets="$${KUBEBUILDER_ASSETS:-$(K8S_CACHE)}"; \
+	for b in etcd kube-apiserver kube-scheduler; do \
+	  [ -x "$$assets/$$b" ] || { echo "no $$b in $$assets: run bash ../shared/tools/k8s-test-binaries.sh and export the KUBEBUILDER_ASSETS it prints" >&2; exit 2; }; \
+	done; \
+	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 ## Run every benchmark and print the table (not part of `make test`).
 bench: install

@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|state|webhook|standalone|devices|matrix`,
+Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|devices|matrix`,
 and `--quick` for a shorter pass.
 """
 
@@ -25,10 +25,22 @@ def _engine(quick: bool) -> Rows:
     return bench_engine.run((100, 1000) if quick else (100, 1000, 5000))
 
 
+def _load(quick: bool) -> Rows:
+    from bench import bench_load
+
+    return bench_load.run((1000,) if quick else (1000, 5000), runs=3 if quick else 7)
+
+
 def _state(quick: bool) -> Rows:
     from bench import bench_cluster_state
 
     return bench_cluster_state.run()
+
+
+def _interpod(quick: bool) -> Rows:
+    from bench import bench_interpod
+
+    return bench_interpod.run(1000, 30_000, 3) if quick else bench_interpod.run()
 
 
 def _webhook(quick: bool) -> Rows:
@@ -56,7 +68,8 @@ def _matrix(quick: bool) -> Rows:
 
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
-    "engine": _engine, "state": _state, "webhook": _webhook, "standalone": _standalone, "devices": _devices,
+    "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
+    "standalone": _standalone, "devices": _devices,
 }
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
 

@@ -97,6 +97,23 @@ def make_node(index: int) -> dict[str, Any]:
     }
 
 
+def _scheduling_rules(index: int, app: str) -> dict[str, Any]:
+    """What Helm charts commonly add: preferred hostname anti-affinity (one variant in five),
+    required hostname anti-affinity (one in fifteen), a ScheduleAnyway zone spread (one in fifteen)."""
+    selector = {"matchLabels": {"app": app}}
+    hostname = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    variant = index % 15
+    if variant in (2, 7, 12):
+        return {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": hostname}]}}}
+    if variant == 4:
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [hostname]}}}
+    if variant == 9:
+        return {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                               "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]}
+    return {}
+
+
 def make_pod(index: int, nodes: int) -> dict[str, Any]:
     rng = random.Random(-index - 1)
     namespace = f"team-{index % 40}"
@@ -153,6 +170,7 @@ def make_pod(index: int, nodes: int) -> dict[str, Any]:
                  "tolerationSeconds": 300},
             ],
             "priority": 0, "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
+            **_scheduling_rules(index, app),
         },
         "status": {
             "phase": "Running",

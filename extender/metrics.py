@@ -57,6 +57,29 @@ REJECTED_OBJECTS = Counter("extender_cache_rejected_objects_total", "Objects ski
 # ---- policy ---------------------------------------------------------------------
 POLICY_RELOADS = Counter("extender_policy_reloads_total", "Policy reload attempts by outcome.", ["outcome"])
 
+# ---- node usage (load-aware plugins) ------------------------------------------------
+USAGE_SOURCE_UP = Gauge(
+    "extender_usage_source_up", "1 while the last fetch from the node usage source succeeded.", ["source"],
+    multiprocess_mode="livemin",
+)
+USAGE_SAMPLE_AGE = Gauge(
+    "extender_usage_sample_age_seconds", "Age of the newest node usage sample, by source.", ["source"],
+    multiprocess_mode="livemax",
+)
+USAGE_NODES = Gauge("extender_usage_nodes", "Nodes with a fresh usage sample, by source.", ["source"],
+                    multiprocess_mode="livemin")
+USAGE_FETCH_FAILURES = Counter(
+    "extender_usage_fetch_failures_total", "Failed fetches from the node usage source, by reason.",
+    ["source", "reason"],
+)
+USAGE_DROPPED = Counter(
+    "extender_usage_dropped_values_total", "Usage values dropped as garbage, by reason.", ["source", "reason"]
+)
+USAGE_FETCH_LATENCY = Histogram(
+    "extender_usage_fetch_duration_seconds", "Time to fetch node usage, by source.", ["source"],
+    buckets=_LATENCY_BUCKETS,
+)
+
 # ---- standalone scheduler --------------------------------------------------------
 SCHEDULE_ATTEMPTS = Counter(
     "extender_schedule_attempts_total", "Scheduling attempts by result.", ["profile", "result"]
@@ -66,6 +89,10 @@ SCHEDULING_LATENCY = Histogram(
 )
 QUEUE_DEPTH = Gauge("extender_queue_depth", "Pods waiting, by queue.", ["queue"], multiprocess_mode="livesum")
 BIND_ERRORS = Counter("extender_bind_errors_total", "Failed binds by reason.", ["reason"])
+PREEMPTION_ATTEMPTS = Counter("extender_preemption_attempts_total",
+                              "Preemption attempts for pods that fit nowhere, by result.", ["result"])
+PREEMPTION_VICTIMS = Counter("extender_preemption_victims_total", "Pods evicted to make room, by outcome.",
+                             ["outcome"])
 LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
 
 # ---- shared devices ---------------------------------------------------------------------

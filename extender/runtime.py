@@ -21,6 +21,7 @@ from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
 from extender.policy.reloading import PolicyHolder
 from extender.settings import Settings, default_snapshot
+from extender.usage.service import UsageService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ class FixedPolicy:
     def start_watching(self, interval: float = 2.0) -> None:
         """Nothing to watch: the default is compiled in."""
 
+    def add_listener(self, listener: Any) -> None:
+        """It never changes, so there is nothing to tell."""
+
     def stop_watching(self, timeout: float | None = 5.0) -> None:
         """Nothing was started."""
 
@@ -49,6 +53,7 @@ class Runtime:
     binder: Binder
     policy: PolicyHolder | FixedPolicy
     api_client: Any = None
+    usage: UsageService | None = None  # node usage for the load-aware plugins, while a policy uses them
     started: bool = field(default=False, init=False)
 
     @property
@@ -61,8 +66,12 @@ class Runtime:
         self.started = True
         self.source.start()
         self.policy.start_watching()
+        if self.usage is not None:
+            self.usage.start()
 
     def stop(self) -> None:
+        if self.usage is not None:
+            self.usage.stop()
         self.policy.stop_watching()
         self.source.stop()
 
@@ -96,7 +105,8 @@ def build_runtime(settings: Settings) -> Runtime:
     kind = choose_source(settings)
     if kind == "snapshot":
         path = Path(settings.snapshot) if settings.snapshot else default_snapshot()
-        return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy)
+        return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy,
+                       usage=UsageService(state, None, [policy]))
     if kind == "kube":
         from extender.cluster import deviceledger
         from extender.cluster.kube_binding import KubeBinder
@@ -105,5 +115,6 @@ def build_runtime(settings: Settings) -> Runtime:
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
-        return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client)
+        return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client,
+                       usage=UsageService(state, api_client, [policy]))
     raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

@@ -104,6 +104,11 @@ def required_permissions(
     perms += _verbs(_READ, "pods", "watch pods to know each node's load and the pending pods")
     perms += _verbs(_READ, "nodes", "watch nodes to know capacity, labels, taints, readiness")
     perms += _verbs(_READ, "namespaces", "watch namespace labels for pod affinity namespaceSelectors")
+    # Node usage from metrics-server for the load-aware plugins (settings.usage). Granted in every
+    # mode, not only when a policy uses them: a policy reload can turn them on at any time, and
+    # the preflight runs once, at start-up. Read-only, and only aggregate node figures.
+    perms += _verbs(("get", "list"), "nodes", "read node usage (metrics-server) for load-aware plugins",
+                    group="metrics.k8s.io")
     # Events tell users why a pod went where it did, or why it did not go anywhere.
     perms += _verbs(_EVENT_WRITE, "events", "post Scheduled/FailedScheduling events")
     perms += _verbs(_EVENT_WRITE, "events", "post events (events.k8s.io/v1)", group="events.k8s.io")
@@ -117,12 +122,16 @@ def required_permissions(
         perms += _verbs(("get", "create", "update"), "leases", "record device shares in the device ledger",
                         group="coordination.k8s.io", namespaced=True)
     if mode == "standalone":
+        perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
+                        group="policy")
+        perms.append(Permission("delete", "pods", why="evict lower-priority pods to make room (preemption)"))
         perms.append(
             Permission(
                 "patch",
                 "pods",
                 subresource="status",
-                why="set PodScheduled=False/Unschedulable on pods that cannot be placed",
+                why="set PodScheduled=False/Unschedulable and nominatedNodeName on pods that cannot be "
+                    "placed, DisruptionTarget on preempted pods",
             )
         )
         perms.append(

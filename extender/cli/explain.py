@@ -88,12 +88,12 @@ def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any
 
 
 def _explain_one(engine: Engine, state: ClusterState, raw: dict[str, Any], label: str,
-                 cluster: Snapshot) -> Explanation:
+                 cluster: Snapshot, usage_notes: list[str]) -> Explanation:
     try:
         pod = PodView.from_dict(raw)
     except InvalidObject as exc:
         raise click.ClickException(f"{label}: {exc}") from None
-    notes = []
+    notes = list(usage_notes)
     record = state.pod(pod.key)
     if record is not None:
         if record.node_name:
@@ -147,7 +147,12 @@ def explain(target: str, snapshot: str | None, kubeconfig: str | None, context: 
         raise click.ClickException(str(exc)) from None
     state = ClusterState()
     load_into(state, cluster)
-    explanations = [_explain_one(engine, state, raw, f"{target} pod #{i}", cluster) for i, raw in enumerate(pods)]
+    from extender.usage.offline import live_usage, snapshot_usage
+
+    usage_notes = live_usage(state, api_client, engine.policy) if live else \
+        snapshot_usage(state, cluster.node_metrics, engine.policy, count_placements=False)
+    explanations = [_explain_one(engine, state, raw, f"{target} pod #{i}", cluster, usage_notes)
+                    for i, raw in enumerate(pods)]
     if output == "json":
         body: Any = to_json(explanations[0]) if len(explanations) == 1 else \
             {"items": [to_json(e) for e in explanations]}

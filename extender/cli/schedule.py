@@ -127,6 +127,8 @@ def _wait_for_signal() -> None:
               help="Stop filtering once this share of nodes is feasible (0: adaptive, as kube-scheduler).")
 @click.option("--parallel-binds", type=click.IntRange(1, 256), default=16, show_default=True,
               help="Binds in flight at once.")
+@click.option("--disable-preemption", is_flag=True,
+              help="Never evict lower-priority pods for a pod that fits nowhere (it just waits).")
 @click.option("--service-account", callback=_parse_service_account, default=None, metavar="NS:NAME",
               help=f"The account we run as, for the preflight message "
                    f"[default: {DEFAULT_NAMESPACE}:{SERVICE_ACCOUNTS['standalone']}].")
@@ -135,7 +137,7 @@ def _wait_for_signal() -> None:
 def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, str]], leader_elect: bool,
              lease_name: str, lease_namespace: str | None, lease_duration: float, renew_deadline: float,
              retry_period: float, kubeconfig: str | None, context: str | None, skip_preflight: bool,
-             metrics_bind: str, percentage_of_nodes_to_score: int, parallel_binds: int,
+             metrics_bind: str, percentage_of_nodes_to_score: int, parallel_binds: int, disable_preemption: bool,
              service_account: tuple[str, str] | None, log_format: str, log_level: str) -> None:
     """Schedule pending pods of --scheduler-name (and each --profile) with the policy engine.
 
@@ -169,7 +171,8 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     except (ExtenderError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     scheduler = Scheduler(api_client, built, leader=leader, parallel_binds=parallel_binds,
-                          percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+                          percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+                          preemption=not disable_preemption)
     health = None
     if metrics_bind:
         try:

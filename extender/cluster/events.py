@@ -151,9 +151,12 @@ def set_pod_scheduled_condition(
     status: str = "False",
     reason: str = "Unschedulable",
     message: str = "",
+    nominated_node: str | None = None,
 ) -> bool:
     """Set the pod's PodScheduled condition (what `kubectl describe pod` shows) by a strategic
     merge patch of pods/status; conditions merge by type, so other conditions stay.
+    `nominated_node` also sets status.nominatedNodeName ("" clears it), in the same patch,
+    as kube-scheduler's updatePod does after a preemption.
 
     Returns whether the patch succeeded; API errors are logged, never raised.
     """
@@ -165,9 +168,12 @@ def set_pod_scheduled_condition(
         "lastProbeTime": None,
         "lastTransitionTime": rfc3339(),
     }
+    body: dict[str, Any] = {"status": {"conditions": [condition]}}
+    if nominated_node is not None:
+        body["status"]["nominatedNodeName"] = nominated_node or None
     path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/status"
     try:
-        kube_client.request_json(api_client, "PATCH", path, body={"status": {"conditions": [condition]}},
+        kube_client.request_json(api_client, "PATCH", path, body=body,
                                  content_type=kube_client.STRATEGIC_MERGE_PATCH, timeout=EVENT_TIMEOUT)
         return True
     except ClusterError as exc:

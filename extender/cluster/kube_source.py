@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 NAMESPACES_PATH = "/api/v1/namespaces"
+BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
 DEFAULT_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 # Node fields no policy reads, dropped from watched nodes before the state keeps them
@@ -61,8 +62,9 @@ def _node_name(obj: Mapping[str, Any]) -> str | None:
 
 
 class KubeSource:
-    """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods and
-    namespaces (whose labels pod affinity terms select with `namespaceSelector`)."""
+    """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods,
+    namespaces (whose labels pod affinity terms select with `namespaceSelector`) and
+    PodDisruptionBudgets (which preemption respects when it can)."""
 
     kind = "kube"
 
@@ -74,10 +76,12 @@ class KubeSource:
         pod_field_selector: str = DEFAULT_POD_FIELD_SELECTOR,
         node_label_selector: str | None = None,
         slim_nodes: bool = True,
+        watch_budgets: bool = False,
         housekeeping_interval: float = 1.0,
         **reflector_options: Any,
     ) -> None:
-        """`reflector_options` go to both Reflectors (page_size, backoff, stall_after, ...)."""
+        """`reflector_options` go to every Reflector (page_size, backoff, stall_after, ...).
+        `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption)."""
         self.state = state
         self.api_client = api_client
         self.slim_nodes = slim_nodes
@@ -94,7 +98,12 @@ class KubeSource:
             api_client, NAMESPACES_PATH, resource="namespaces",
             on_list=self.state.replace_namespaces, on_event=self._namespace_event, **reflector_options,
         )
+        self.budgets = Reflector(
+            api_client, BUDGETS_PATH, resource="poddisruptionbudgets",
+            on_list=self.state.replace_budgets, on_event=self._budget_event, **reflector_options,
+        ) if watch_budgets else None
         state.namespaces_synced = False
+        state.budgets_synced = not watch_budgets
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
         self._device_gauges = devicemetrics.DeviceGauges()
@@ -127,7 +136,8 @@ class KubeSource:
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (self.nodes, self.pods, self.namespaces)
+        found = (self.nodes, self.pods, self.namespaces, self.budgets)
+        return tuple(r for r in found if r is not None)
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 
@@ -155,6 +165,16 @@ class KubeSource:
         self.state.replace_pods(items)
         self._count_rejected("pod", self.state.rejected_objects - before)
         log.info("cluster state: %d pods", self.state.pod_count())
+
+    def _budget_event(self, kind: str, obj: dict[str, Any]) -> None:
+        key = _pod_key(obj)  # namespaced, keyed like a pod
+        if key is None:
+            self._count_rejected("poddisruptionbudget", 1)
+            return
+        if kind == "DELETED":
+            self.state.delete_budget(key)
+        else:
+            self.state.upsert_budget(obj)
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = _node_name(obj)

@@ -17,8 +17,6 @@ under the GIL), and looks the records up afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from extender.model.affinity import PodAffinity
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
@@ -110,6 +108,8 @@ class PodIndex:
     def owned(self, namespace: str, kind: str, name: str) -> tuple[str, ...]:
         return tuple(self._by_owner.get((namespace, kind, name), _NONE))
 
-    def affinity_groups(self) -> Iterable[tuple[PodAffinity, tuple[str, ...]]]:
-        """(terms, pod keys) for every distinct set of affinity terms carried by placed pods."""
-        return [(terms, tuple(keys)) for terms, keys in list(self._by_affinity.items())]
+    def affinity_groups(self) -> list[tuple[PodAffinity, set[str]]]:
+        """(terms, live set of pod keys) for every distinct set of affinity terms of placed pods.
+
+        The sets are the index's own: copy one (tuple(keys)) before iterating it."""
+        return list(self._by_affinity.items())

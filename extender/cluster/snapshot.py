@@ -3,7 +3,9 @@
 Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a single
 Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
 other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
-only for their labels (pod affinity's `namespaceSelector`).
+only for their labels (pod affinity's `namespaceSelector`), PodDisruptionBudgets for
+preemption. NodeMetrics (metrics.k8s.io, `kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes`)
+give simulate and explain the nodes' measured usage for the load-aware plugins.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     namespaces: list[dict[str, Any]] = field(default_factory=list)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    node_metrics: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -58,7 +62,8 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace"}.get(list_kind, "")
+    return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
+            "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -86,6 +91,10 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.pods.append(dict(obj))
             elif kind == "Namespace":
                 snapshot.namespaces.append(dict(obj))
+            elif kind == "PodDisruptionBudget":
+                snapshot.budgets.append(dict(obj))
+            elif kind == "NodeMetrics":
+                snapshot.node_metrics.append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -105,6 +114,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
     state.replace_namespaces(snapshot.namespaces)
+    state.replace_budgets(snapshot.budgets)
     state.replace_pods(snapshot.pods)
 
 

@@ -25,13 +25,15 @@ from extender.cluster.deviceusage import DeviceUsage
 from extender.cluster.podindex import PodIndex
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
+from extender.model.budgets import DisruptionBudget, budget_from_dict
 from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.fields import as_object, as_string_map, object_name
 from extender.model.nodes import NodeInfo, NodeView
-from extender.model.pods import PodView
+from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
+from extender.model.usage import EMPTY_USAGE, UsageTable
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,9 @@ NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-del
 POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
 NAMESPACE_CHANGED = "namespace-changed"
 Listener = Callable[[str, Any], None]
+# Called under the state's lock with a pod's record before and after a change (None: absent),
+# so a hook sees exactly when a pod starts or stops counting on a node. Keep it short.
+PodHook = Callable[[PodRecord | None, PodRecord | None], None]
 
 
 @dataclass(slots=True)
@@ -63,9 +68,17 @@ class ClusterState:
         self._assumed: dict[str, float] = {}  # pod key -> expiry (monotonic seconds)
         self._index = PodIndex()
         self._namespaces: dict[str, dict[str, str]] = {}
-        self._nominated: dict[str, list[PodRecord]] = {}
-        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
+        self._budgets: dict[str, DisruptionBudget] = {}
+        # Preemption's nominations (standalone scheduler and simulate only: the webhook leaves
+        # them to kube-scheduler): node -> the pods waiting for room there, as placed records.
+        self.track_nominations = False
+        self._nominated: dict[str, tuple[PodRecord, ...]] = {}
+        self._nomination_of: dict[str, str] = {}  # pod key -> node
         self._listeners: list[Listener] = []
+        # Device use follows every pod change (see extender.cluster.deviceusage).
+        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
+        self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
+        self._usage_provider: Callable[[], UsageTable] | None = None
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -74,6 +87,7 @@ class ClusterState:
         self.nodes_synced = False
         self.pods_synced = False
         self.namespaces_synced = True  # a source that watches namespaces clears it until its first list
+        self.budgets_synced = True  # likewise for PodDisruptionBudgets
         self.last_event = clock()
         self.rejected_objects = 0
 
@@ -81,7 +95,7 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return self.nodes_synced and self.pods_synced and self.namespaces_synced
+        return self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -134,15 +148,12 @@ class ClusterState:
         return [r for r in (pods.get(k) for k in self._index.owned(namespace, kind, name))
                 if r is not None and r.counts]
 
-    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
-        """Placed pods that carry pod (anti-)affinity terms, grouped by identical terms."""
-        pods = self._pods
-        groups = []
-        for terms, keys in self._index.affinity_groups():
-            records = [r for r in (pods.get(k) for k in keys) if r is not None and r.counts]
-            if records:
-                groups.append((terms, records))
-        return groups
+    def affinity_groups(self) -> list[PodGroup]:
+        """Placed pods that carry pod (anti-)affinity terms, grouped by identical terms.
+
+        A group's pods are looked up only when asked for: most groups' terms do not concern
+        the pod being scheduled, and 150,000-pod clusters have tens of thousands of such pods."""
+        return [PodGroup(terms, keys, self._pods) for terms, keys in self._index.affinity_groups()]
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace `name`, or None when the state does not know it."""
@@ -154,9 +165,15 @@ class ClusterState:
         names = set(self._namespaces) | set(self._index.namespaces())
         return frozenset(n for n in names if selector.matches(self._namespaces.get(n) or {}))
 
-    def nominations(self) -> dict[str, list[PodRecord]]:
-        """Node -> pods nominated there by preemption (see issue 15's scheduler), as placed records."""
+    def nominations(self) -> dict[str, tuple[PodRecord, ...]]:
+        """Node -> pods nominated there by preemption, as records placed on it."""
         return self._nominated
+
+    def nominated_node(self, key: str) -> str:
+        return self._nomination_of.get(key, "")
+
+    def disruption_budgets(self) -> list[DisruptionBudget]:
+        return list(self._budgets.values())
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A value derived from node labels and taints only, computed once per node generation."""
@@ -171,6 +188,22 @@ class ClusterState:
             if len(memo) < 1024:
                 memo[key] = value
             return value
+
+    def node_usage(self) -> UsageTable:
+        """The usage samples a usage source published (extender/usage), or an empty table."""
+        provider = self._usage_provider
+        return provider() if provider is not None else EMPTY_USAGE
+
+    def set_usage_provider(self, provider: Callable[[], UsageTable] | None) -> None:
+        self._usage_provider = provider
+
+    def add_pod_hook(self, hook: PodHook) -> None:
+        with self._lock:
+            self._pod_hooks = (*self._pod_hooks, hook)
+
+    def remove_pod_hook(self, hook: PodHook) -> None:
+        with self._lock:
+            self._pod_hooks = tuple(h for h in self._pod_hooks if h != hook)  # bound methods: equal, not identical
 
     # ---- shared devices (see extender.cluster.deviceusage) ------------------------------
 
@@ -215,6 +248,8 @@ class ClusterState:
         with self._lock:
             view = self._views.pop(name, None)
             self._infos.pop(name, None)
+            for record in self._nominated.get(name, ()):
+                self._drop_nomination(record.key)
             self.node_generation += 1
             self.last_event = self._clock()
         if view is not None:
@@ -290,6 +325,80 @@ class ClusterState:
             self.last_event = self._clock()
         self._notify(NAMESPACE_CHANGED, "")
 
+    # ---- PodDisruptionBudgets (preemption prefers victims whose budget allows it) ----------
+
+    def upsert_budget(self, raw: Mapping[str, Any]) -> None:
+        try:
+            budget = budget_from_dict(raw)
+        except InvalidObject as exc:
+            self.rejected_objects += 1
+            log.warning("skipping PodDisruptionBudget: %s", exc)
+            return
+        with self._lock:
+            self._budgets[budget.key] = budget
+            self.last_event = self._clock()
+
+    def delete_budget(self, key: str) -> None:
+        with self._lock:
+            self._budgets.pop(key, None)
+            self.last_event = self._clock()
+
+    def replace_budgets(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        budgets = {}
+        for raw in raws:
+            try:
+                budget = budget_from_dict(raw)
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping PodDisruptionBudget from list: %s", exc)
+                continue
+            budgets[budget.key] = budget
+        with self._lock:
+            self._budgets = budgets
+            self.budgets_synced = True
+            self.last_event = self._clock()
+
+    # ---- nominations ------------------------------------------------------------------
+
+    def nominate(self, view: PodView, node: str) -> None:
+        """Hold room on `node` for a pending pod whose preemption is under way."""
+        with self._lock:
+            self._drop_nomination(view.key)
+            if not node:
+                return
+            record = record_from_view(view, node_name=node)
+            self._nomination_of[view.key] = node
+            self._nominated[node] = (*self._nominated.get(node, ()), record)
+
+    def clear_nomination(self, key: str) -> str:
+        """Give up a pod's nomination; returns the node it was nominated to ("" if none)."""
+        with self._lock:
+            return self._drop_nomination(key)
+
+    def _drop_nomination(self, key: str) -> str:
+        node = self._nomination_of.pop(key, "")
+        if node:
+            left = tuple(r for r in self._nominated.get(node, ()) if r.key != key)
+            if left:
+                self._nominated[node] = left
+            else:
+                self._nominated.pop(node, None)
+        return node
+
+    def _follow_nomination(self, record: PodRecord) -> None:
+        """Keep nominations in step with a pod event: adopt one the API server shows (after a
+        restart or a fail-over), drop one whose pod was bound or finished."""
+        if not self.track_nominations:
+            return
+        if record.node_name or record.phase in TERMINAL_PHASES:
+            self._drop_nomination(record.key)
+        elif record.nominated_node and record.view is not None \
+                and self._nomination_of.get(record.key) != record.nominated_node:
+            self._drop_nomination(record.key)
+            self._nomination_of[record.key] = record.nominated_node
+            placed = replace(record, node_name=record.nominated_node, view=None)
+            self._nominated[record.nominated_node] = (*self._nominated.get(record.nominated_node, ()), placed)
+
     # ---- pods ------------------------------------------------------------
 
     def upsert_pod(self, raw: Mapping[str, Any]) -> PodRecord | None:
@@ -308,6 +417,7 @@ class ClusterState:
                 elif old is not None and old.assumed and record.uid == old.uid:
                     record = replace(record, node_name=old.node_name, assumed=True)
             self._put(record)
+            self._follow_nomination(record)
             self.last_event = self._clock()
         self._notify(POD_UPDATED if old else POD_ADDED, record)
         return record
@@ -317,6 +427,7 @@ class ClusterState:
             old = self._pods.get(key)
             self._assumed.pop(key, None)
             self._remove(key)
+            self._drop_nomination(key)
             self.last_event = self._clock()
         if old is not None:
             self._notify(POD_DELETED, old)
@@ -345,6 +456,10 @@ class ClusterState:
             self._usage = {}
             self._index = PodIndex()
             self.devices.reset(records.values())
+            for key in [k for k in self._nomination_of if k not in records]:
+                self._drop_nomination(key)
+            for record in records.values():
+                self._follow_nomination(record)
             for record in records.values():
                 if record.counts:
                     usage = self._usage.setdefault(record.node_name, _Usage())
@@ -357,6 +472,8 @@ class ClusterState:
                 self._rebuild(name)
             self.pods_synced = True
             self.last_event = self._clock()
+            for record in gone:
+                self._hook(record, None)
         _settle_heap()
         for record in gone:
             self._notify(POD_DELETED, record)
@@ -385,6 +502,7 @@ class ClusterState:
                 record = PodRecord(key, uid, node_name, scheduler_name or "default-scheduler", "Pending", False,
                                    False, {}, {}, True, namespace=key.partition("/")[0])
             self._put(record)
+            self._drop_nomination(key)  # placed: it no longer waits for room anywhere
             self._assumed[key] = self._clock() + self.assume_ttl
         return record
 
@@ -427,7 +545,6 @@ class ClusterState:
         if old is not None and old.counts:
             self._unaccount(old)
         self._pods[record.key] = record
-        self.devices.pod_changed(old, record)
         if record.counts:
             usage = self._usage.setdefault(record.node_name, _Usage())
             add_into(usage.requested, record.requests)
@@ -435,13 +552,22 @@ class ClusterState:
             usage.pods[record.key] = record
             self._index.add(record)
             self._rebuild(record.node_name)
+        if self._pod_hooks:
+            self._hook(old, record)
 
     def _remove(self, key: str) -> None:
         old = self._pods.pop(key, None)
-        if old is not None:
-            self.devices.pod_changed(old, None)
         if old is not None and old.counts:
             self._unaccount(old)
+        if old is not None and self._pod_hooks:
+            self._hook(old, None)
+
+    def _hook(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        for hook in self._pod_hooks:
+            try:
+                hook(old, new)
+            except Exception:  # a hook must never break the watch or a bind
+                log.exception("cluster state pod hook failed")
 
     def _unaccount(self, record: PodRecord) -> None:
         usage = self._usage.get(record.node_name)
@@ -474,6 +600,21 @@ class ClusterState:
                 listener(event, obj)
             except Exception:  # a listener must never break the watch that feeds the state
                 log.exception("cluster state listener failed on %s", event)
+
+
+class PodGroup:
+    """Placed pods sharing one set of affinity terms (see ClusterState.affinity_groups)."""
+
+    __slots__ = ("terms", "_keys", "_pods")
+
+    def __init__(self, terms: PodAffinity, keys: set[str], pods: dict[str, PodRecord]) -> None:
+        self.terms = terms
+        self._keys = keys
+        self._pods = pods
+
+    def pods(self) -> list[PodRecord]:
+        pods = self._pods
+        return [r for r in (pods.get(k) for k in tuple(self._keys)) if r is not None and r.counts]
 
 
 def _settle_heap() -> None:

@@ -184,5 +184,5 @@ class PodView:
             host_ports=host_ports(spec),
             preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority",
             nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
-            start_time=_str(status.get("startTime"), "status.startTime") or creation,
+            start_time=_str(status.get("startTime"), "status.startTime"),
         )

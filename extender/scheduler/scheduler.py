@@ -28,6 +28,7 @@ from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
+from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
@@ -35,13 +36,17 @@ from extender.scheduler.binding import BindPool
 from extender.scheduler.cycle import schedule_one
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
+from extender.scheduler.preemption import Preemptor
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
+from extender.usage.service import UsageService
 
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.2
+_INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
+_NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:
@@ -69,19 +74,22 @@ class Scheduler:
         rng: random.Random | None = None,
         instance: str = "",
         watch_options: dict[str, Any] | None = None,
+        preemption: bool = True,
     ) -> None:
         """`source` and `binder` default to the live ones (KubeSource, KubeBinder) for `api_client`;
-        `watch_options` go to every Reflector (backoff, page size...)."""
+        `watch_options` go to every Reflector (backoff, page size...). `preemption`: evict
+        lower-priority pods for pods that fit nowhere (kube-scheduler's DefaultPreemption)."""
         self.api_client = api_client
         self.profiles = {profile.name: profile for profile in profiles}
         if not self.profiles:
             raise ValueError("a scheduler needs at least one profile")
         self.state = state if state is not None else ClusterState()
+        self.state.track_nominations = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
             from extender.cluster.kube_source import KubeSource
 
-            source = KubeSource(self.state, api_client, **options)
+            source = KubeSource(self.state, api_client, watch_budgets=True, **options)
         self.source = source
         if binder is None:
             from extender.cluster.kube_binding import KubeBinder
@@ -93,6 +101,8 @@ class Scheduler:
             api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
         self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
                               may_bind=self._may_bind)
+        self.preemptor = Preemptor(api_client, self.state, self.queue, rng=rng,
+                                   instance=instance or (leader.identity if leader else "")) if preemption else None
         self.pending = [
             PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod, **options)
             for name in self.profiles
@@ -101,6 +111,7 @@ class Scheduler:
         if leader is not None:
             leader.on_started_leading = self._started_leading
             leader.on_stopped_leading = self._stopped_leading
+        self.usage = UsageService(self.state, api_client, [profile.policy for profile in self.profiles.values()])
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
         self._next_start = 0
@@ -121,6 +132,7 @@ class Scheduler:
             profile.policy.start_watching()
         if self.source is not None:
             self.source.start()
+        self.usage.start()
         for watch in self.pending:
             watch.start()
         self._thread = threading.Thread(target=self._loop, name="scheduler-loop", daemon=True)
@@ -152,7 +164,10 @@ class Scheduler:
             self.leader.stop(release=release_lease)
         self._leading.clear()
         self.queue.close()
+        if self.preemptor is not None:
+            self.preemptor.close(timeout if finish_binds else 0)
         self.reporter.close(timeout if finish_binds else 0.5)
+        self.usage.stop()
         if self.source is not None:
             self.source.stop()
         for profile in self.profiles.values():
@@ -185,7 +200,9 @@ class Scheduler:
             return False, "cluster state not synced"
         if not all(watch.synced for watch in self.pending):
             return False, "pending pods not listed"
-        return True, "leader" if self.leading else "follower"
+        role = "leader" if self.leading else "follower"
+        usage = self.usage.describe()  # informational: no usage means placement by requests alone
+        return True, f"{role}; {usage}" if usage else role
 
     # ---- leadership -------------------------------------------------------------------------
 
@@ -215,7 +232,7 @@ class Scheduler:
                 if self._leading.is_set() and not self._may_schedule():
                     time.sleep(_IDLE_WAIT)  # flagged leader but the lease is stale: wait for the elector
                 continue
-            if not self.state.ready:
+            if not self.state.ready or not self.usage.settled:  # usage: its first fetch, bounded
                 time.sleep(0.05)
                 continue
             entry = self.queue.pop(timeout=_IDLE_WAIT)
@@ -252,7 +269,11 @@ class Scheduler:
             return
         self._next_start = result.next_start_index
         if result.node is None:
-            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started)
+            entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
+            outcome, nominated = self.preemptor.attempt(entry, profile.engine, result.decision) \
+                if self.preemptor is not None else (None, None)
+            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
+                                        preemption=outcome, nominated_node=nominated)
             self.queue.requeue_unschedulable(entry)
             return
         reservations = self._reserve(entry, profile.engine, result.node, started)
@@ -299,9 +320,13 @@ class Scheduler:
         elif event == cluster_state.POD_DELETED:
             if obj.node_name:
                 self.queue.move_all(event)
-        elif event == cluster_state.POD_UPDATED:
-            if obj.node_name and obj.phase in ("Succeeded", "Failed"):
-                self.queue.move_all(event)
+        elif event == cluster_state.POD_UPDATED and obj.node_name and obj.phase in ("Succeeded", "Failed"):
+            self.queue.move_all(event)
+        elif event in (cluster_state.POD_ADDED, cluster_state.POD_UPDATED) and obj.node_name:
+            # A placed pod can satisfy a waiting pod's affinity or even out a spread.
+            self.queue.move_all(event, rejected_by=_INTER_POD)
+        elif event == cluster_state.NAMESPACE_CHANGED:
+            self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
 
     def _is_placed(self, key: str) -> bool:
         record = self.state.pod(key)

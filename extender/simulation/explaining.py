@@ -10,18 +10,21 @@ scheduler breaks such ties at random (as kube-scheduler's selectHost does).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender import wire
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
+from extender.policy.preemption import preempt
 from extender.policy.status import Code
 from extender.simulation.devicenotes import device_notes
+from extender.simulation.usage_lines import with_usage
 
 FEASIBLE = "feasible"
 REFUSED = "refused"
@@ -39,6 +42,19 @@ class Row:
     total: float | None = None  # weighted average, 0..100
     wire_score: int | None = None  # what /prioritize would send kube-scheduler, 0..10
     rank: int | None = None  # 1 = best; ties share a rank
+    usage: str = ""  # the node's measured usage and its age, when a usage source runs (usage_lines)
+    parts: tuple[tuple[str, str], ...] = ()  # (scorer, how its score came about), for load scorers
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """What preemption would do for a pod that fits nowhere: every candidate node's victims,
+    the node it would pick, and why each other node is no candidate."""
+
+    node: str  # "" when no node can be freed
+    message: str  # why not, as kube-scheduler words it after "preemption: "
+    victims: tuple[tuple[str, tuple[str, ...], int], ...] = ()  # (node, victims, PDB violations)
+    not_candidates: tuple[tuple[str, str], ...] = ()  # (node, reason)
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,7 @@ class Explanation:
     rows: tuple[Row, ...]
     scorers: tuple[tuple[str, int], ...] = ()  # (plugin, weight), in policy order
     notes: tuple[str, ...] = field(default=())
+    preemption: Preemption | None = None
 
     @property
     def best(self) -> list[str]:
@@ -104,12 +121,32 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
     webhook refuses them, so the explanation matches what /filter would answer.
     """
     decision = engine.decide(pod, nodes, cluster)
+    preemption = _preemption(engine, pod, decision, nodes, cluster) if cluster is not None else None
     for name in unknown:
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
     order = [info.name for info in nodes] + list(unknown)
     notes = [*notes, *device_notes(pod, nodes, cluster)]
-    return explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
+    explanation = explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
+    explanation = with_usage(explanation, engine, pod, decision.scored,
+                             cluster if cluster is not None else EMPTY_CLUSTER)
+    return replace(explanation, preemption=preemption)
+
+
+def _preemption(engine: Engine, pod: PodView, decision: Decision, nodes: Sequence[NodeInfo],
+                cluster: ClusterView) -> Preemption | None:
+    """The standalone scheduler's preemption for a pod that fits nowhere, every node dry-run."""
+    if decision.feasible:
+        return None
+    outcome = preempt(engine.prepare(pod, cluster), decision, nodes, cluster, cluster.disruption_budgets(),
+                      rng=random.Random(0), nominated=cluster.nominated_node(pod.key) or pod.nominated_node_name,
+                      exhaustive=True)
+    return Preemption(
+        node=outcome.candidate.node if outcome.candidate else "",
+        message=outcome.message,
+        victims=tuple((c.node, tuple(v.key for v in c.victims), c.pdb_violations) for c in outcome.candidates),
+        not_candidates=tuple((node, status.reason) for node, status in outcome.statuses.items()),
+    )
 
 
 # ---- JSON -------------------------------------------------------------------------------
@@ -133,6 +170,10 @@ def row_to_dict(row: Row) -> dict[str, Any]:
         ]
     else:
         entry.update({"plugin": row.plugin, "reason": row.reason, "detail": row.detail})
+    if row.usage:
+        entry["usage"] = row.usage
+    if row.parts:
+        entry["scoreParts"] = dict(row.parts)
     return entry
 
 
@@ -146,6 +187,17 @@ def to_json(explanation: Explanation) -> dict[str, Any]:
         "scorers": [{"plugin": name, "weight": weight} for name, weight in explanation.scorers],
         "nodes": [row_to_dict(row) for row in explanation.rows],
         **({"notes": list(explanation.notes)} if explanation.notes else {}),
+        **({"preemption": _preemption_json(explanation.preemption)} if explanation.preemption else {}),
+    }
+
+
+def _preemption_json(preemption: Preemption) -> dict[str, Any]:
+    return {
+        "node": preemption.node or None,
+        "message": preemption.message,
+        "candidates": [{"node": node, "victims": list(victims), "pdbViolations": violations}
+                       for node, victims, violations in preemption.victims],
+        "notCandidates": [{"node": node, "reason": reason} for node, reason in preemption.not_candidates],
     }
 
 
@@ -198,8 +250,29 @@ def render_table(explanation: Explanation) -> str:
     if details:
         text += ["", "Details:"]
         text += [f"  {row.node}: {row.plugin}: {row.detail}" for row in details]
+    usage = [row for row in explanation.rows if row.usage or row.parts]
+    if usage:
+        text += ["", "Usage:"]
+        for row in usage:
+            text += [f"  {row.node}: {row.usage}"] if row.usage else []
+            text += [f"  {row.node}: {plugin}: {part}" for plugin, part in row.parts]
     if explanation.scorers:
         text += ["", "TOTAL is the weighted average of the scorers' 0..100 scores (column header: x weight); "
                  "WIRE is the 0..10 score /prioritize sends."]
     text += [f"Note: {note}" for note in explanation.notes]
+    if explanation.preemption is not None:
+        text += ["", *_preemption_lines(explanation.preemption)]
     return "\n".join(text) + "\n"
+
+
+def _preemption_lines(preemption: Preemption) -> list[str]:
+    if preemption.node:
+        lines = [f"Preemption: would nominate {preemption.node} and evict "
+                 f"{', '.join(dict((n, v) for n, v, _ in preemption.victims)[preemption.node])}."]
+    else:
+        lines = [f"Preemption: none possible: {preemption.message}"]
+    for node, victims, violations in preemption.victims:
+        budget = f" ({violations} PodDisruptionBudget violation(s))" if violations else ""
+        lines.append(f"  {node}: would evict {', '.join(victims)}{budget}")
+    lines += [f"  {node}: not a candidate: {reason}" for node, reason in preemption.not_candidates]
+    return lines

@@ -6,9 +6,11 @@ scheduler takes against a real cluster, so "simulate says node-2" means the sche
 would say node-2 given the same cluster. Pods are taken in the scheduling queue's
 order (higher priority first, then older first, then file order), gated pods are
 skipped as the loop skips them, and ties between equally good nodes are broken by a
-seeded `random.Random`, so a run is reproducible. One pass is enough: the live loop
-retries unschedulable pods when the cluster changes, but in a simulation binds only
-ever take space, so a retry could not succeed.
+seeded `random.Random`, so a run is reproducible. A pod that fits nowhere may preempt
+pods of lower priority, as the live scheduler does: the victims are removed at once (no
+grace period to wait for) and the pod is placed on its nominated node; the placement
+lists them. One pass is enough: the live loop retries unschedulable pods when the
+cluster changes, but here only a preemption frees space, and its pod is retried at once.
 
 Two policies can be compared on the same snapshot: each gets a fresh state and the
 same seed, and the differences in placement are listed.
@@ -32,9 +34,11 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.quantities import format_units
 from extender.policy.engine import Engine, PluginError, Policy
+from extender.policy.preemption import preempt
 from extender.policy.reservations import all_actions, merged_annotations, release_all
 from extender.policy.status import Status
-from extender.scheduler.cycle import schedule_one
+from extender.scheduler.cycle import CycleResult, schedule_one
+from extender.usage.offline import snapshot_usage
 
 RESOURCES = ("cpu", "memory", "pods")
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
@@ -47,6 +51,7 @@ class Placement:
     score: float | None  # the chosen node's total, 0..100; None when it was the only feasible node
     priority: int = 0
     feasible: int = 0  # how many nodes could have taken it
+    victims: tuple[str, ...] = ()  # pods preempted to make room (the node was nominated first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,7 @@ class NodeUsage:
     before: dict[str, int]
     after: dict[str, int]
     notes: tuple[str, ...] = ()  # why new pods may not go there: cordoned, NotReady, tainted
+    measured: str = ""  # measured usage after the run (load-aware policies): the sample plus pods placed since
 
     def fraction(self, resource: str, when: str) -> float:
         total = self.allocatable.get(resource, 0)
@@ -80,6 +86,7 @@ class SimulationResult:
     unschedulable: tuple[Unplaced, ...]
     nodes: tuple[NodeUsage, ...]
     order: tuple[str, ...] = ()  # every pod considered, in the order the queue gave them
+    notes: tuple[str, ...] = ()  # e.g. where the node usage for load-aware plugins came from
 
     def node_of(self, pod: str) -> str | None:
         for placement in self.placements:
@@ -201,14 +208,38 @@ def _chosen_score(decision: Any, node: str) -> float | None:
     return None
 
 
+def _preempt(engine: Engine, state: ClusterState, view: PodView, result: CycleResult, rng: random.Random,
+             percentage: int, start: int) -> tuple[CycleResult, tuple[str, ...], str]:
+    """The live scheduler's preemption, carried out at once in memory: the victims are deleted,
+    the pod nominated, and tried again (on its nominated node first). Returns the new result,
+    the victims, and why the pod stays unplaced ("" when it was placed)."""
+    decision = result.decision
+    outcome = preempt(engine.prepare(view, state), decision, state.all_node_infos(), state,
+                      state.disruption_budgets(), rng=rng)
+    candidate = outcome.candidate
+    if candidate is None:
+        return result, (), f"{decision.summary()} preemption: {outcome.message}"
+    state.nominate(view, candidate.node)
+    for victim in candidate.victims:
+        state.delete_pod(victim.key)
+    retried = schedule_one(engine, state, view, rng=rng, percentage_of_nodes_to_score=percentage, start_index=start)
+    victims = tuple(v.key for v in candidate.victims)
+    if retried.node is None:
+        state.clear_nomination(view.key)
+        return retried, victims, f"{retried.decision.summary()} (after preempting {', '.join(victims)})"
+    return retried, victims, ""
+
+
 def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping[str, Any]] = (),
              seed: int = 0, percentage_of_nodes_to_score: int = 0) -> SimulationResult:
     """Place the snapshot's pending pods and `extra_pods` one by one; the snapshot itself is not changed."""
     _check_extra(snapshot, extra_pods)
     state = ClusterState(assume_ttl=float("inf"))
+    state.track_nominations = True
     load_into(state, snapshot)
     for pod in extra_pods:
         state.upsert_pod(pod)
+    notes = snapshot_usage(state, snapshot.node_metrics, policy)  # placements count on top of it
     binder = MemoryBinder(state)
     engine = Engine(policy)
     rng = random.Random(seed)
@@ -230,10 +261,14 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
             unplaced.append(Unplaced(view.key, f"policy plugin failed: {exc}", view.priority))
             continue
         start = result.next_start_index
+        victims: tuple[str, ...] = ()
+        if not result.node:
+            result, victims, why = _preempt(engine, state, view, result, rng, percentage_of_nodes_to_score, start)
+            if why:
+                unplaced.append(Unplaced(view.key, why, view.priority))
+                continue
         node = result.node
-        if not node:
-            unplaced.append(Unplaced(view.key, result.decision.summary(), view.priority))
-            continue
+        assert node is not None
         info = state.node_info(node)
         reserved = engine.reserve(view, info, state) if info is not None else []
         if isinstance(reserved, Status):
@@ -251,15 +286,18 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
             unplaced.append(Unplaced(view.key, f"bind failed: {exc}", view.priority))
             continue
         placements.append(Placement(view.key, node, _chosen_score(result.decision, node), view.priority,
-                                    len(result.decision.feasible)))
+                                    len(result.decision.feasible), victims))
 
     nodes = []
+    table = state.node_usage()
     for info in state.all_node_infos():
-        used, notes = before.get(info.name, ({}, ()))
+        used, node_notes = before.get(info.name, ({}, ()))
         allocatable = {r: info.node.allocatable.get(r, 0) for r in RESOURCES}
-        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), notes))
+        nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes,
+                               table.describe(info.name) if table.source else ""))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
-    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order)
+    return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
+                            tuple(notes))
 
 
 def compare(snapshot: Snapshot, policies: Sequence[Policy], *, extra_pods: Sequence[Mapping[str, Any]] = (),
@@ -295,12 +333,15 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
     return {
         "policy": result.policy,
         "seed": result.seed,
-        "placements": [{"pod": p.pod, "node": p.node, "score": None if p.score is None else round(p.score, 3), "priority": p.priority,
-                        "feasibleNodes": p.feasible} for p in result.placements],
+        "placements": [{"pod": p.pod, "node": p.node, "score": None if p.score is None else round(p.score, 3),
+                        "priority": p.priority, "feasibleNodes": p.feasible,
+                        **({"preempted": list(p.victims)} if p.victims else {})} for p in result.placements],
         "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority}
                           for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
-                   "before": n.before, "after": n.after} for n in result.nodes],
+                   "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {})}
+                  for n in result.nodes],
+        **({"notes": list(result.notes)} if result.notes else {}),
     }
 
 
@@ -330,15 +371,20 @@ def render_result(result: SimulationResult) -> str:
     lines = [f"Policy {result.policy}   seed {result.seed}",
              f"Placed {len(result.placements)}/{total} pods, {len(result.unschedulable)} unschedulable.", ""]
     if result.placements:
-        lines += _table(["POD", "NODE", "SCORE", "PRIORITY"],
-                        [[p.pod, p.node, "-" if p.score is None else f"{p.score:.1f}", str(p.priority)] for p in result.placements])
+        preempting = any(p.victims for p in result.placements)
+        header = ["POD", "NODE", "SCORE", "PRIORITY", *(["PREEMPTED"] if preempting else [])]
+        lines += _table(header, [[p.pod, p.node, "-" if p.score is None else f"{p.score:.1f}", str(p.priority),
+                                  *([", ".join(p.victims) or "-"] if preempting else [])]
+                                 for p in result.placements])
         lines.append("")
     if result.unschedulable:
         lines += _table(["UNSCHEDULABLE", "REASON"], [[u.pod, u.reason] for u in result.unschedulable])
         lines.append("")
-    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES"],
-                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-"]
-                     for n in result.nodes])
+    measured = any(n.measured for n in result.nodes)
+    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES", *(["MEASURED"] if measured else [])],
+                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-",
+                      *([n.measured or "-"] if measured else [])] for n in result.nodes])
+    lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 
 

@@ -7,9 +7,6 @@ import re
 import pytest
 
 from extender.cluster import events
-from extender.cluster.kube_client import api_client_for
-from tests.fakeapi.fixtures import requires_fake
-from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -52,54 +49,72 @@ def test_long_note_is_truncated_not_refused(apiserver, api_client, pod) -> None:
     assert len(event["message"]) == 1024
 
 
-@requires_fake
+@pytest.fixture
+def refuse_events(apiserver, api_client):
+    """Make event posts fail; returns (the ApiClient to post with, the test client of that
+    server, the pod "p" there).
+
+    On the fake: a 404 (events.k8s.io not served), a 403 on events.k8s.io, or a 500 on
+    every events request, injected for everybody. On a real server: "404" is a private
+    kube-apiserver started with --runtime-config=events.k8s.io/v1=false (it answers the
+    plain text "404 page not found"); "403" a user of its own whose RBAC allows core events
+    only; "500" becomes a user with no events permission at all."""
+    from extender.cluster.kube_client import build_api_client
+    from tests.fakeapi.envtest import EnvtestControlPlane
+    from tests.fakeapi.fixtures import start_envtest_handle
+    from tests.fakeapi.rbac import create_user, rule
+
+    cleanup = []
+
+    def refuse(how: str):
+        if apiserver.fake is not None:
+            if how == "404":
+                apiserver.fake.fail_next(1, status=404, path_regex=r"^/apis/events\.k8s\.io/")
+            elif how == "403":
+                apiserver.fake.deny(verb="create", resource="events", group="events.k8s.io")
+            else:
+                apiserver.fake.fail_next(1, status=500, path_regex=r"/events$")
+            return api_client, apiserver.client, apiserver.client.get_pod("p")
+        if how == "404":
+            plane = EnvtestControlPlane(apiserver.plane.assets,
+                                        extra_apiserver_args=["--runtime-config=events.k8s.io/v1=false"])
+            cleanup.append(plane.stop)
+            handle = start_envtest_handle(plane.start())
+            cleanup.append(handle.client.close)
+            client = build_api_client(kubeconfig=str(plane.kubeconfig))
+            cleanup.append(client.close)
+            return client, handle.client, handle.client.create_pod("p", cpu="100m")
+        rules = [rule(["create"], ["events"])] if how == "403" else [rule(["get"], ["pods"])]
+        user = create_user(apiserver.plane, apiserver.client, rules, prefix="events")
+        cleanup.append(user.delete)
+        user.wait_can(True, *(("create", "events") if how == "403" else ("get", "pods")))
+        client = build_api_client(kubeconfig=str(user.kubeconfig))
+        cleanup.append(client.close)
+        return client, apiserver.client, apiserver.client.get_pod("p")
+
+    yield refuse
+    for step in reversed(cleanup):
+        step()
+
+
 @pytest.mark.parametrize("refusal", ["404", "403"])
-def test_core_event_fallback(apiserver, api_client, pod, refusal: str) -> None:
-    fake = apiserver.fake
-    if refusal == "404":
-        fake.fail_next(1, status=404, path_regex=r"^/apis/events\.k8s\.io/")
-    else:
-        fake.deny(verb="create", resource="events", group="events.k8s.io")
-    assert events.post_event(api_client, pod, reason="FailedScheduling", type="Warning",
+def test_core_event_fallback(apiserver, refuse_events, pod, refusal: str) -> None:
+    client, kube, pod = refuse_events(refusal)
+    assert events.post_event(client, pod, reason="FailedScheduling", type="Warning",
                              message="0/1 nodes are available: 1 node(s) were unschedulable.",
                              reporting_controller="extender")
-    (event,) = _events(apiserver, "FailedScheduling")
+    (event,) = kube.list_events("default", reason="FailedScheduling")
     assert event["involvedObject"]["name"] == "p" and event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert event["message"].startswith("0/1 nodes are available")
     assert event["source"] == {"component": "extender"} and event["count"] == 1
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", event["firstTimestamp"])
     assert event["firstTimestamp"] == event["lastTimestamp"]
-    (core_post,) = fake.requests_matching("POST", r"^/api/v1/namespaces/default/events$")
-    assert core_post.body["kind"] == "Event" and core_post.body["apiVersion"] == "v1"
-
-
-@requires_fake
-def test_event_failure_returns_false(apiserver, api_client, pod) -> None:
-    apiserver.fake.fail_next(1, status=500, path_regex=r"/events$")
-    assert events.post_event(api_client, pod, reason="Scheduled", message="m") is False
-
-
-def test_event_to_unreachable_server_returns_false() -> None:
-    client = api_client_for(f"http://127.0.0.1:{free_port()}")
-    assert events.post_event(client, {"namespace": "default", "name": "p", "uid": "u"},
-                             reason="Scheduled", message="m") is False
-    assert events.set_pod_scheduled_condition(client, "default", "p", message="m") is False
-
-
-def test_pod_scheduled_condition_patched(apiserver, api_client, pod) -> None:
-    assert events.set_pod_scheduled_condition(api_client, "default", "p",
-                                              message="0/2 nodes are available: 2 Insufficient cpu.")
-    conditions = {c["type"]: c for c in apiserver.client.get_pod("p")["status"].get("conditions", [])}
-    scheduled = conditions["PodScheduled"]
-    assert scheduled["status"] == "False" and scheduled["reason"] == "Unschedulable"
-    assert scheduled["message"] == "0/2 nodes are available: 2 Insufficient cpu."
-    assert scheduled.get("lastProbeTime") is None and scheduled["lastTransitionTime"]
     if apiserver.fake is not None:
-        (patch,) = apiserver.fake.requests_matching("PATCH", r"^/api/v1/namespaces/default/pods/p/status$")
-        assert patch.content_type == "application/strategic-merge-patch+json"
-        (sent,) = patch.body["status"]["conditions"]
-        assert sent["type"] == "PodScheduled" and sent["lastProbeTime"] is None
+        (core_post,) = apiserver.fake.requests_matching("POST", r"^/api/v1/namespaces/default/events$")
+        assert core_post.body["kind"] == "Event" and core_post.body["apiVersion"] == "v1"
 
 
-def test_condition_on_missing_pod_returns_false(apiserver, api_client) -> None:
-    assert events.set_pod_scheduled_condition(api_client, "default", "missing", message="m") is False
+def test_event_failure_returns_false(apiserver, refuse_events, pod) -> None:
+    client, _, pod = refuse_events("500")
+    assert events.post_event(client, pod, reason="Scheduled", message="m") is False
+    assert _events(apiserver, "Scheduled") == []

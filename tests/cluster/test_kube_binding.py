@@ -8,7 +8,7 @@ from extender.cluster.kube_binding import KubeBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from tests.cluster.scripted import wait_for
-from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.fixtures import fake_only
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_not_found(synced) -> None:
     assert caught.value.status == 404 and caught.value.reason == "NotFound"
 
 
-@requires_fake
+@fake_only("injects 500 and 429 replies to a bind, which a real server does not give on demand")
 @pytest.mark.parametrize("status", [500, 429])
 def test_server_errors_are_retryable(apiserver, synced, status: int) -> None:
     state, binder = synced

@@ -8,7 +8,7 @@ import pytest
 
 from extender.cluster import kube_client
 from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
-from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.fixtures import fake_only
 
 
 def test_cluster_configured_sources(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -61,7 +61,7 @@ def test_conflict(apiserver, api_client) -> None:
     assert caught.value.status == 409 and caught.value.reason == "AlreadyExists"
 
 
-@requires_fake
+@fake_only("injects 410 and 429 (Retry-After: 7) replies to a plain list, which a real server does not give on demand")
 def test_gone_and_retry_after(apiserver, api_client) -> None:
     apiserver.fake.fail_next(1, status=410, path_regex="^/api/v1/nodes")
     with pytest.raises(GoneError):

@@ -11,7 +11,7 @@ from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
 from tests.cluster.conftest import FAST
 from tests.cluster.scripted import wait_for
-from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.fixtures import fake_only
 
 NODE_LIST = r"^/api/v1/nodes\?(?!.*watch=true)"
 POD_LIST = r"^/api/v1/pods\?(?!.*watch=true)"
@@ -62,7 +62,7 @@ def test_list_is_paginated(apiserver, make_source) -> None:
         assert "continue" not in pages[0].query and pages[1].query["continue"]
 
 
-@requires_fake
+@fake_only("holds the pod list back 0.6 s in the server (the fake's delay())")
 def test_ready_only_after_both_lists(apiserver, make_source) -> None:
     apiserver.client.create_node("n1")
     apiserver.fake.delay(0.6, path_regex=POD_LIST, count=1)
@@ -112,7 +112,10 @@ def test_pod_bound_accounted_then_released(apiserver, make_source) -> None:
 # ---- broken watches -----------------------------------------------------------------------------------
 
 
-@requires_fake
+@fake_only(
+    "cuts the watch streams of the shared server, abruptly and halfway through an event; a restarted "
+    "kube-apiserver cuts them for real in tests/reliability/test_real_faults.py"
+)
 @pytest.mark.parametrize("mid_event", [False, True], ids=["abrupt", "mid-event"])
 def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) -> None:
     kube, fake = apiserver.client, apiserver.fake
@@ -121,8 +124,9 @@ def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) 
     state = ClusterState()
     source = make_source(state)
     assert source.wait_synced(5)
-    assert fake.wait_for_watches(2)
-    assert fake.drop_watches(mid_event=mid_event) == 2
+    watched = len(source.reflectors)  # nodes, pods, namespaces
+    assert fake.wait_for_watches(watched)
+    assert fake.drop_watches(mid_event=mid_event) == watched
     kube.create_pod("b", cpu="200m", node_name="n1")
     wait_for(lambda: _cpu(state, "n1") == 300, message="event after reconnect")
     kube.create_pod("c", cpu="400m", node_name="n1")
@@ -134,7 +138,11 @@ def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) 
     assert source.pods.malformed_events == 0
 
 
-@requires_fake
+@fake_only(
+    "needs a resumed watch to get 410: a real kube-apiserver serves it from the watch cache, which etcd "
+    "compaction does not shorten; tests/reliability/test_real_faults.py gets a real 410 on a private "
+    "control plane"
+)
 @pytest.mark.parametrize("how", ["error-event", "http-410"])
 def test_410_gone_relists(apiserver, make_source, how: str) -> None:
     kube, fake = apiserver.client, apiserver.fake
@@ -159,7 +167,7 @@ def test_410_gone_relists(apiserver, make_source, how: str) -> None:
     assert source.pods.restarts.get("gone", 0) >= 1 and source.pods.lists == 2
 
 
-@requires_fake
+@fake_only("needs bookmarks every 50 ms; a real kube-apiserver sends them about once a minute")
 def test_bookmark_moves_the_resource_version(apiserver, make_source) -> None:
     kube, fake = apiserver.client, apiserver.fake
     fake.configure(bookmark_interval=0.05)
@@ -178,7 +186,7 @@ def test_bookmark_moves_the_resource_version(apiserver, make_source) -> None:
 
 
 @pytest.mark.parametrize("status", [500, 429])
-@requires_fake
+@fake_only("injects 500 and 429 replies to lists, which a real server does not give on demand")
 def test_list_errors_back_off_and_recover(apiserver, make_source, status: int) -> None:
     kube, fake = apiserver.client, apiserver.fake
     kube.create_node("n1")
@@ -198,7 +206,7 @@ def test_list_errors_back_off_and_recover(apiserver, make_source, status: int) -
     assert source.nodes.restarts.get("error") == failures
 
 
-@requires_fake
+@fake_only("injects 500 replies to watches, which a real server does not give on demand")
 def test_watch_errors_back_off_and_recover(apiserver, make_source) -> None:
     kube, fake = apiserver.client, apiserver.fake
     state = ClusterState()

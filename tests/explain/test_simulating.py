@@ -33,7 +33,8 @@ from tests.explain.conftest import EXTRA, LEAST, MOST
 
 GI = 2**30
 GATED = ("default/gated", "waiting for scheduling gates: [example.com/wait]")
-BIG_NOWHERE = "0/3 nodes are available: 3 Insufficient cpu."
+BIG_NOWHERE = ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+               "1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.")
 
 
 def _placements(result: SimulationResult) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import threading
 import uuid
 from collections import Counter
@@ -37,16 +38,31 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 class Settings:
     """Behaviour switches a test may flip on the fake (see FakeApiServer for the defaults)."""
 
-    graceful_delete: bool = False
+    graceful_delete: bool = True
     copy_binding_labels: bool = True
     too_large_rv_wait: float = 3.0
     default_watch_timeout: float = 1800.0
     bookmark_interval: float = 1.0
     user: str = "fakeapi-user"
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES))
+    # metrics.k8s.io, as the aggregation layer serves it: "absent" (no APIService: 404, as on
+    # envtest), "unavailable" (registered, metrics-server down: 503) or "served".
+    metrics_api: str = "absent"
 
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
+_NON_API_PATHS = ("healthz", "readyz", "livez", "version")
+
+
+def _outside_the_api(parts: list[str]) -> bool:
+    """Neither /api nor a served /apis/{group} (nor a health or version endpoint)."""
+    if not parts:
+        return False
+    if parts[0] in _NON_API_PATHS or parts[0] == "api":
+        return False
+    if parts[0] != "apis":
+        return True
+    return len(parts) >= 2 and resources.api_group(parts[1]) is None
 
 
 class ApiHandler:
@@ -71,8 +87,15 @@ class ApiHandler:
 
     def handle(self, req: ApiRequest) -> ApiResponse | WatchPlan:
         parts = [p for p in req.path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "apis" and parts[1] == resources.METRICS_GROUP:
+            refusal = self._aggregated_refusal()
+            if refusal is not None:
+                return refusal
+        if _outside_the_api(parts):
+            # Paths no API group serves fall through to the server's mux: plain text, no Status.
+            return ApiResponse(404, b"404 page not found\n", {"Content-Type": "text/plain; charset=utf-8"})
         if req.method == "GET":
-            discovery_reply = discovery(parts, self.address)
+            discovery_reply = discovery(parts, self.address, self._aggregated())
             if discovery_reply is not None:
                 return discovery_reply
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
@@ -86,6 +109,18 @@ class ApiHandler:
                 return ApiResponse(201, review_reply(self.authz, req.json(), self.settings.user))
             return self._resource_request(req, parts[1], parts[2], parts[3:])
         raise ApiError.unknown_path()
+
+    def _aggregated(self) -> frozenset[str]:
+        return frozenset({resources.METRICS_GROUP}) if self.settings.metrics_api == "served" else frozenset()
+
+    def _aggregated_refusal(self) -> ApiResponse | None:
+        """No APIService: the path is unknown (404). Registered but its service down: the
+        aggregator's proxy answers 503 with a plain-text body (http.Error), not a Status."""
+        if self.settings.metrics_api == "absent":
+            raise ApiError.unknown_path()
+        if self.settings.metrics_api == "unavailable":
+            return ApiResponse(503, b"service unavailable\n", {"Content-Type": "text/plain; charset=utf-8"})
+        return None
 
     def _authorize(self, verb: str, route: Route, name: str | None = None) -> None:
         resource = route.plural
@@ -118,6 +153,8 @@ class ApiHandler:
             raise ApiError.method_not_allowed()
         if rt.namespaced and route.namespace is None and method != "GET":
             raise ApiError.method_not_allowed()  # e.g. POST /api/v1/pods: only reads span namespaces
+        if (method != "GET" and rt is resources.NODE_METRICS) or (watching and "watch" not in rt.verbs):
+            raise ApiError.method_not_allowed()
         if route.name is None:
             if method == "GET":
                 if watching:
@@ -138,7 +175,9 @@ class ApiHandler:
             self._authorize("create", route)
             return self._bind(req, route, url_name=route.name)
         if method == "GET":
-            if watching:  # a watch on one object: a field-selected watch on metadata.name
+            # Only the legacy /watch/ path watches one object (a field-selected watch on
+            # metadata.name); ?watch=true on an object's own URL is a plain GET.
+            if route.legacy_watch:
                 self._authorize("watch", route)
                 return self._watch(req, route)
             self._authorize("get", route)
@@ -325,10 +364,10 @@ class ApiHandler:
         send_initial = req.flag("sendInitialEvents")
         since = None if send_initial else self._parse_rv(req.param("resourceVersion"))
         timeout = req.param("timeoutSeconds")
-        try:
-            timeout_s = float(timeout) if timeout else self.settings.default_watch_timeout
-        except ValueError:
-            raise ApiError.bad_request(f'invalid timeoutSeconds: "{timeout}"') from None
+        # An int64 in ListOptions: "0.5" is refused like any other non-integer.
+        if timeout and not re.fullmatch(r"[+-]?\d+", timeout):
+            raise ApiError.bad_request(f'strconv.ParseInt: parsing "{timeout}": invalid syntax')
+        timeout_s = float(timeout) if timeout else self.settings.default_watch_timeout
         return WatchPlan(
             resource=rt,
             namespace=route.namespace,
@@ -359,7 +398,9 @@ class ApiHandler:
                 )
             meta["namespace"] = route.namespace
         if meta.get("resourceVersion"):
-            raise ApiError.bad_request("resourceVersion should not be set on objects to be created")
+            # kube-apiserver answers this one with a bare 500 (no reason): rest.BeforeCreate's
+            # error is not an API status error.
+            raise ApiError(500, "", "resourceVersion should not be set on objects to be created")
         with self.store.lock:
             if rt.namespaced:
                 assert route.namespace is not None
@@ -374,6 +415,14 @@ class ApiHandler:
             if self.store.get(rt.storage, namespace, name) is None:
                 return name
         raise ApiError(500, "InternalError", "unable to generate a unique name")
+
+    def _priority_classes(self) -> dict[str, dict[str, Any]]:
+        """Priority admission reads the built-in classes and the PriorityClass objects."""
+        stored, _ = self.store.list("priorityclasses")
+        classes: dict[str, dict[str, Any]] = {name: {"value": value}
+                                              for name, value in self.settings.priority_classes.items()}
+        classes.update({pc["metadata"]["name"]: pc for pc in stored})
+        return classes
 
     def _store_new(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Stamp identity, run the kind's create rules, store; caller holds the store lock."""
@@ -391,7 +440,7 @@ class ApiHandler:
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         obj["apiVersion"], obj["kind"] = "v1" if rt.storage == "events" else rt.api_version, rt.kind
-        obj = kinds.prepare_create(rt, obj, self.settings.priority_classes)
+        obj = kinds.prepare_create(rt, obj, self._priority_classes())
         if (
             self.store.get(rt.storage, meta.get("namespace") or "", meta.get("name") or "")
             is not None
@@ -430,14 +479,15 @@ class ApiHandler:
                     return ApiResponse(201, self._serve(rt, self._store_new(rt, obj)))
                 raise ApiError.not_found(rt.plural, route.name, rt.group)
             if not rt.allow_unconditional_update and not meta.get("resourceVersion"):
+                # The registry names the resource here, not the kind: `leases.coordination.k8s.io`.
                 raise ApiError.invalid(
-                    rt.kind,
+                    rt.plural,
                     route.name,
                     [
                         FieldError(
                             "Invalid",
                             "metadata.resourceVersion",
-                            GoLiteral("0x0"),
+                            GoLiteral("0"),
                             "must be specified for an update",
                         )
                     ],
@@ -473,14 +523,17 @@ class ApiHandler:
             raise ApiError.stale_update(rt.plural, route.name, rt.group)
         if rt.has_status:
             if route.subresource == "status":
-                # Status writes change only .status (ResetObjectMetaForStatus keeps the rest).
-                status = new.get("status")
-                new = dict(old)
-                if status is None:
-                    new.pop("status", None)
-                else:
-                    new["status"] = status
-                meta = new["metadata"] = dict(old_meta)
+                # Status writes keep the old spec (the status strategies' PrepareForUpdate) but
+                # may change metadata: labels, annotations and finalizers go through; a pod's
+                # ownerReferences do not.
+                new["spec"] = old.get("spec")
+                if new["spec"] is None:
+                    new.pop("spec")
+                if rt.storage == "pods":
+                    if "ownerReferences" in old_meta:
+                        meta["ownerReferences"] = old_meta["ownerReferences"]
+                    else:
+                        meta.pop("ownerReferences", None)
             elif "status" in old:
                 new["status"] = old["status"]
             else:
@@ -584,8 +637,14 @@ class ApiHandler:
                 rt.group,
             )
         period = 0
-        if rt.storage == "pods" and self.settings.graceful_delete:
-            period = deletion_grace_period(obj, options.get("gracePeriodSeconds"))
+        graceful = rt.storage == "pods"  # podStrategy implements CheckGracefulDelete
+        if graceful:
+            requested = options.get("gracePeriodSeconds")
+            period = (
+                deletion_grace_period(obj, requested)
+                if self.settings.graceful_delete
+                else 0
+            )
         finalizers = meta.get("finalizers") or []
         if rt.storage == "namespaces":
             return self._delete_namespace(rt, obj)
@@ -598,12 +657,17 @@ class ApiHandler:
                 meta["deletionGracePeriodSeconds"] = period
                 obj = self.store.update(rt.storage, obj)
             return ApiResponse(200, self._serve(rt, obj))
-        if finalizers or period > 0:
+        if finalizers or graceful:
+            # A graceful strategy always records the deletion first (a MODIFIED event with
+            # deletionTimestamp and deletionGracePeriodSeconds), even with a period of 0;
+            # then, when nothing holds the object, it is removed at once (DELETED).
             meta["deletionTimestamp"] = now_rfc3339(period)
             meta["deletionGracePeriodSeconds"] = period
             if "generation" in meta:
                 meta["generation"] = int(meta["generation"]) + 1
-            return ApiResponse(200, self._serve(rt, self.store.update(rt.storage, obj)))
+            obj = self.store.update(rt.storage, obj)
+            if finalizers or period > 0:
+                return ApiResponse(200, self._serve(rt, obj))
         return self._deleted_reply(rt, self.store.delete(rt.storage, namespace, name))
 
     def _deleted_reply(self, rt: ResourceType, gone: dict[str, Any]) -> ApiResponse:
@@ -696,6 +760,16 @@ class ApiHandler:
     # -----------------------------------------------------------------------------------------
     # Test-side helpers
     # -----------------------------------------------------------------------------------------
+
+    def put_node_metrics(self, name: str, usage: dict[str, str], timestamp: str, window: str) -> dict[str, Any]:
+        """Store what metrics-server would report for node ``name`` (tests set values this way)."""
+        body = {"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": {"name": name, "creationTimestamp": now_rfc3339()},
+                "timestamp": timestamp, "window": window, "usage": dict(usage)}
+        with self.store.lock:
+            if self.store.get("nodemetrics", "", name) is None:
+                return self.store.create("nodemetrics", body)
+            return self.store.update("nodemetrics", body)
 
     def create_default_namespaces(self) -> None:
         ns_type = resources.NAMESPACE

@@ -21,6 +21,7 @@ from .patches import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 T = TypeVar("T")
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
 
 
 class KubeApiError(Exception):
@@ -59,11 +60,18 @@ class KubeTestClient:
         token: str | None = None,
         verify: bool | str = True,
         timeout: float = 10.0,
+        cert: tuple[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # Given with every request, not as ``session.verify``: requests lets the environment
+        # ($REQUESTS_CA_BUNDLE, $CURL_CA_BUNDLE) override a session's setting, so a CA file or
+        # False on the session is silently replaced by the system bundle, which does not hold
+        # the control plane's CA (psf/requests#3829).
+        self.verify = verify
         self.session = requests.Session()
-        self.session.verify = verify
+        if cert:
+            self.session.cert = cert  # a client certificate (the environment does not touch this)
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.session.headers["Accept"] = "application/json"
@@ -95,6 +103,7 @@ class KubeTestClient:
             params=params,
             headers=headers,
             timeout=timeout or self.timeout,
+            verify=self.verify,
         )
 
     def call(
@@ -158,7 +167,10 @@ class KubeTestClient:
         annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Create a node, then report its status as a kubelet would (capacity, allocatable,
-        conditions). ``allocatable`` defaults to the capacity."""
+        conditions), then do the node lifecycle controller's part: the API server taints
+        every new node ``node.kubernetes.io/not-ready:NoSchedule`` and only that controller
+        removes the taint, so a Ready node gets it removed here and a NotReady one keeps it,
+        as in a real cluster. ``allocatable`` defaults to the capacity."""
         meta: dict[str, Any] = {
             "name": name,
             "labels": {
@@ -206,7 +218,24 @@ class KubeTestClient:
                 "bootID": "",
             },
         }
-        return self.patch_node(name, {"status": status}, status_subresource=True)
+        node = self.patch_node(name, {"status": status}, status_subresource=True)
+        return self._set_not_ready_taint(node, present=not ready)
+
+    def _set_not_ready_taint(self, node: dict[str, Any], present: bool) -> dict[str, Any]:
+        """The node lifecycle controller's NoSchedule tainting for the Ready condition."""
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        has = any(t.get("key") == NOT_READY_TAINT_KEY and t.get("effect") == "NoSchedule" for t in taints)
+        if has == present:
+            return node
+        if present:
+            taints.append({"key": NOT_READY_TAINT_KEY, "effect": "NoSchedule"})
+        else:
+            taints = [t for t in taints if not (t.get("key") == NOT_READY_TAINT_KEY and t.get("effect") == "NoSchedule")]
+        patch = {
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"taints": taints or None},
+        }
+        return self.patch_node(node["metadata"]["name"], patch, content_type=MERGE_PATCH)
 
     @staticmethod
     def _node_conditions(ready: bool) -> list[dict[str, Any]]:
@@ -266,6 +295,8 @@ class KubeTestClient:
         )
 
     def set_node_ready(self, name: str, ready: bool) -> dict[str, Any]:
+        """Report the Ready condition as the kubelet would, then taint or untaint the node as
+        the node lifecycle controller would."""
         now = _now()
         condition = {
             "type": "Ready",
@@ -274,9 +305,10 @@ class KubeTestClient:
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         }
-        return self.patch_node(
+        node = self.patch_node(
             name, {"status": {"conditions": [condition]}}, status_subresource=True
         )
+        return self._set_not_ready_taint(node, present=not ready)
 
     def cordon_node(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
         return self.patch_node(
@@ -438,6 +470,35 @@ class KubeTestClient:
         }
         return self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
 
+    # -- priority classes and disruption budgets ------------------------------------------------
+
+    def ensure_priority_class(self, name: str, value: int, preemption_policy: str | None = None
+                              ) -> dict[str, Any]:
+        """Create a PriorityClass unless one of that name exists (they are cluster-wide and
+        outlive a test's clean-up on a real server)."""
+        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": name}, "value": value}
+        if preemption_policy:
+            body["preemptionPolicy"] = preemption_policy
+        try:
+            return self.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        except KubeApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+            return self.call("GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+    def create_pdb(self, name: str, selector: Mapping[str, str], *, disruptions_allowed: int,
+                   namespace: str = "default") -> dict[str, Any]:
+        """A PodDisruptionBudget with its status set as the disruption controller would."""
+        body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(selector)}}}
+        created = self.call("POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body)
+        status = {"disruptionsAllowed": disruptions_allowed, "currentHealthy": 1, "desiredHealthy": 1,
+                  "expectedPods": 1, "observedGeneration": created["metadata"].get("generation", 1)}
+        return self.call("PATCH", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}/status",
+                         {"status": status}, content_type=MERGE_PATCH)
+
     # -- events and leases -------------------------------------------------------------------
 
     def list_events(
@@ -482,6 +543,7 @@ class KubeTestClient:
                 f"/api/v1/namespaces/{ns}/pods",
                 f"/api/v1/namespaces/{ns}/events",
                 f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+                f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
             ):
                 if ns == "kube-node-lease" or (ns == "kube-system" and "leases" in path):
                     continue

@@ -6,15 +6,20 @@ the fake, so the fake's fidelity can be checked against the real thing. The flag
 envtest's defaults (pkg/internal/testing/controlplane): loopback only, random free ports,
 a temporary data/cert directory, ``--disable-admission-plugins=ServiceAccount`` (no
 controller creates the default ServiceAccount), RBAC, a generated service-account signing
-key. Authentication is a static token for a ``system:masters`` user, and the kubeconfig
-skips TLS verification of the self-signed serving certificate the apiserver writes into
-its ``--cert-dir``. ``TEST_ASSET_ETCD`` / ``TEST_ASSET_KUBE_APISERVER`` override single
-binaries and ``KUBEBUILDER_CONTROLPLANE_START_TIMEOUT`` / ``..._STOP_TIMEOUT`` the
-timeouts, as in envtest.
+key. As envtest does, the serving certificate comes from a CA of our own (``pki``),
+written into the ``--cert-dir`` as ``apiserver.crt``/``apiserver.key`` with the CA beside it
+as ``ca.crt``; the kubeconfig and the test client trust that CA, so TLS is verified end to
+end (nothing skips verification). The same CA is the ``--client-ca-file``, so tests can
+add users with client certificates (:meth:`EnvtestControlPlane.user_kubeconfig`).
+Authentication of the admin is a static token for a ``system:masters`` user.
+``TEST_ASSET_ETCD`` / ``TEST_ASSET_KUBE_APISERVER`` / ``TEST_ASSET_KUBE_SCHEDULER``
+override single binaries and ``KUBEBUILDER_CONTROLPLANE_START_TIMEOUT`` / ``..._STOP_TIMEOUT``
+the timeouts, as in envtest.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .kubeconfig import write_kubeconfig
+from .pki import LOOPBACK_HOSTS, CertificateAuthority
 
 ADMIN_USER = "envtest-admin"
 ADMIN_GROUPS = ("system:masters",)
@@ -38,24 +44,30 @@ ADMIN_GROUPS = ("system:masters",)
 class EnvtestAssets:
     etcd: Path
     kube_apiserver: Path
+    #: Optional: only the end-to-end tests need it (envtest itself never runs a scheduler).
+    kube_scheduler: Path | None = None
+
+
+def _executable(path: str | None) -> Path | None:
+    if not path:
+        return None
+    candidate = Path(path)
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
 
 
 def find_assets(env: Mapping[str, str] | None = None) -> EnvtestAssets | None:
     """The binaries to use, or None when envtest is not configured (then the fake is used)."""
     env = os.environ if env is None else env
     base = env.get("KUBEBUILDER_ASSETS")
-    etcd = env.get("TEST_ASSET_ETCD") or (str(Path(base) / "etcd") if base else None)
-    apiserver = env.get("TEST_ASSET_KUBE_APISERVER") or (
-        str(Path(base) / "kube-apiserver") if base else None
-    )
-    if not etcd or not apiserver:
+
+    def asset(name: str) -> Path | None:
+        override = env.get("TEST_ASSET_" + name.upper().replace("-", "_"))
+        return _executable(override or (str(Path(base) / name) if base else None))
+
+    etcd, apiserver = asset("etcd"), asset("kube-apiserver")
+    if etcd is None or apiserver is None:
         return None
-    etcd_path, apiserver_path = Path(etcd), Path(apiserver)
-    if not (etcd_path.is_file() and os.access(etcd_path, os.X_OK)):
-        return None
-    if not (apiserver_path.is_file() and os.access(apiserver_path, os.X_OK)):
-        return None
-    return EnvtestAssets(etcd_path, apiserver_path)
+    return EnvtestAssets(etcd, apiserver, asset("kube-scheduler"))
 
 
 def parse_duration(text: str | None, default: float) -> float:
@@ -74,6 +86,11 @@ def parse_duration(text: str | None, default: float) -> float:
     if pos != len(text):
         raise ValueError(f"invalid duration {text!r}")
     return total
+
+
+def _b64(text: str) -> str:
+    """etcd's JSON gateway takes keys and values as base64 strings."""
+    return base64.b64encode(text.encode()).decode()
 
 
 def free_port() -> int:
@@ -112,15 +129,21 @@ def apiserver_args(
     sa_pub: Path,
     token_file: Path,
     authorization_mode: str = "RBAC",
+    client_ca: Path | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """envtest's kube-apiserver defaults, with static-token authentication."""
-    return [
+    """envtest's kube-apiserver defaults, with static-token authentication.
+
+    The serving certificate is ``cert_dir/apiserver.crt`` (envtest's names; the caller writes
+    it, see :mod:`.pki`); ``client_ca`` turns on client-certificate authentication."""
+    args = [
         "--advertise-address=127.0.0.1",
         "--bind-address=127.0.0.1",
         f"--secure-port={secure_port}",
         f"--etcd-servers={etcd_url}",
         f"--cert-dir={cert_dir}",
+        f"--tls-cert-file={cert_dir / 'apiserver.crt'}",
+        f"--tls-private-key-file={cert_dir / 'apiserver.key'}",
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",
         "--disable-admission-plugins=ServiceAccount",
@@ -129,8 +152,10 @@ def apiserver_args(
         f"--service-account-issuer=https://127.0.0.1:{secure_port}/",
         f"--service-account-key-file={sa_pub}",
         f"--service-account-signing-key-file={sa_key}",
-        *extra,
     ]
+    if client_ca is not None:
+        args.append(f"--client-ca-file={client_ca}")
+    return [*args, *extra]
 
 
 def generate_service_account_key(directory: Path) -> tuple[Path, Path]:
@@ -167,7 +192,13 @@ def write_token_file(
 
 @dataclass
 class EnvtestControlPlane:
-    """etcd + kube-apiserver as child processes; ``start`` waits for ``/readyz``."""
+    """etcd + kube-apiserver as child processes; ``start`` waits for ``/readyz``.
+
+    Beyond envtest: :meth:`restart_apiserver` (etcd keeps running, so every watch is cut
+    and the objects stay) and :meth:`compact_etcd` (history compacted, so a watch resumed
+    from an older resourceVersion gets 410 Gone when it reaches etcd) are the faults a real
+    control plane can produce for the reliability tests.
+    """
 
     assets: EnvtestAssets
     authorization_mode: str = "RBAC"
@@ -185,21 +216,49 @@ class EnvtestControlPlane:
     workdir: Path | None = None
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     secure_port: int = 0
+    etcd_port: int = 0
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _owns_workdir: bool = False
+    _ca: CertificateAuthority | None = None
+    _apiserver: subprocess.Popen[bytes] | None = None
+    _apiserver_args: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.secure_port}"
 
     @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    @property
     def kubeconfig(self) -> Path:
         assert self.workdir is not None
         return self.workdir / "kubeconfig"
 
+    @property
+    def cert_dir(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "certs"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA that signed the serving certificate (and signs client certificates)."""
+        return self.cert_dir / "ca.crt"
+
+    @property
+    def ca(self) -> CertificateAuthority:
+        """The control plane's CA, to issue more certificates (a kube-scheduler's serving one)."""
+        assert self._ca is not None, "start() first"
+        return self._ca
+
+    @property
+    def running(self) -> bool:
+        return self._apiserver is not None and self._apiserver.poll() is None
+
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
         assert self.workdir is not None
-        log = open(self.workdir / log_name, "wb")  # noqa: SIM115 - closed with the process
+        log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
@@ -211,38 +270,119 @@ class EnvtestControlPlane:
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="envtest-"))
             self._owns_workdir = True
-        data_dir, cert_dir = self.workdir / "etcd", self.workdir / "certs"
+        data_dir, cert_dir = self.workdir / "etcd", self.cert_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         cert_dir.mkdir(parents=True, exist_ok=True)
-        client_port, peer_port = free_port(), free_port()
+        self.etcd_port, peer_port = free_port(), free_port()
         self.secure_port = free_port()
+        self._ca = CertificateAuthority()
+        self._ca.write_cert(self.ca_file)
+        self._ca.serving(LOOPBACK_HOSTS, common_name="kube-apiserver").write(
+            cert_dir / "apiserver.crt", cert_dir / "apiserver.key"
+        )
         etcd = self._spawn(
             [
                 str(self.assets.etcd),
-                *etcd_args(data_dir, client_port, peer_port, self._etcd_supports_no_fsync()),
+                *etcd_args(data_dir, self.etcd_port, peer_port, self._etcd_supports_no_fsync()),
             ],
             "etcd.log",
         )
-        self._wait_http(f"http://127.0.0.1:{client_port}/health", etcd, "etcd")
+        self._wait_http(f"{self.etcd_url}/health", etcd, "etcd")
         sa_key, sa_pub = generate_service_account_key(cert_dir)
         token_file = write_token_file(self.workdir / "tokens.csv", self.token)
-        args = apiserver_args(
-            etcd_url=f"http://127.0.0.1:{client_port}",
-            cert_dir=cert_dir,
-            secure_port=self.secure_port,
-            sa_key=sa_key,
-            sa_pub=sa_pub,
-            token_file=token_file,
-            authorization_mode=self.authorization_mode,
-            extra=self.extra_apiserver_args,
-        )
-        apiserver = self._spawn([str(self.assets.kube_apiserver), *args], "kube-apiserver.log")
-        self._wait_http(f"{self.url}/readyz", apiserver, "kube-apiserver")
-        self._wait_http(f"{self.url}/api/v1/namespaces/default", apiserver, "the default namespace")
+        self._apiserver_args = [
+            str(self.assets.kube_apiserver),
+            *apiserver_args(
+                etcd_url=self.etcd_url,
+                cert_dir=cert_dir,
+                secure_port=self.secure_port,
+                sa_key=sa_key,
+                sa_pub=sa_pub,
+                token_file=token_file,
+                authorization_mode=self.authorization_mode,
+                client_ca=self.ca_file,
+                extra=self.extra_apiserver_args,
+            ),
+        ]
+        self._start_apiserver()
         write_kubeconfig(
-            self.kubeconfig, self.url, token=self.token, insecure=True, context="envtest"
-        )
+            self.kubeconfig, self.url, token=self.token, ca_file=str(self.ca_file),
+            context="envtest",
+        )  # fmt: skip
         return self
+
+    def _start_apiserver(self) -> None:
+        self._apiserver = self._spawn(self._apiserver_args, "kube-apiserver.log")
+        self._wait_http(f"{self.url}/readyz", self._apiserver, "kube-apiserver")
+        self._wait_http(
+            f"{self.url}/api/v1/namespaces/default", self._apiserver, "the default namespace"
+        )
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver only (etcd keeps the data): every client connection is cut."""
+        proc = self._apiserver
+        if proc is None:
+            return
+        self._terminate(proc)
+        self._processes.remove(proc)
+        self._apiserver = None
+
+    def restart_apiserver(self, downtime: float = 0.0) -> None:
+        """Stop kube-apiserver, stay down ``downtime`` seconds, start it again on the same port
+        with the same flags and wait until it is ready."""
+        self.stop_apiserver()
+        if downtime > 0:
+            time.sleep(downtime)
+        self._start_apiserver()
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (the newest resourceVersion), through its JSON gateway."""
+        return int(self._etcd("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+
+    def compact_etcd(self, revision: int | None = None) -> int:
+        """Compact etcd's history up to ``revision`` (default: the current one) and return it,
+        as kube-apiserver's periodic compaction does; older watches then end with 410 Gone."""
+        target = self.etcd_revision() if revision is None else revision
+        self._etcd("/v3/kv/compaction", {"revision": str(target), "physical": True})
+        return target
+
+    def etcd_put(self, key: str, value: str) -> int:
+        """Write a key outside the Kubernetes prefix (moves etcd's revision without the API
+        server); returns the new revision."""
+        reply = self._etcd("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+        return int(reply["header"]["revision"])
+
+    def _etcd(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        import requests
+
+        resp = requests.post(self.etcd_url + path, json=body, timeout=10)
+        resp.raise_for_status()
+        return resp.json()
+
+    def user_kubeconfig(self, user: str, groups: Sequence[str] = (), name: str = "") -> Path:
+        """A kubeconfig authenticating as ``user`` in ``groups`` with a client certificate
+        signed by the control plane's CA (no token file entry, no restart needed)."""
+        assert self._ca is not None and self.workdir is not None
+        stem = name or user.replace(":", "-")
+        directory = self.workdir / "users"
+        directory.mkdir(exist_ok=True)
+        cert, key = self._ca.client(user, groups).write(
+            directory / f"{stem}.crt", directory / f"{stem}.key"
+        )
+        return write_kubeconfig(
+            directory / f"{stem}.kubeconfig", self.url, ca_file=str(self.ca_file),
+            client_cert=str(cert), client_key=str(key), context=stem,
+        )  # fmt: skip
+
+    def token_kubeconfig(self, token: str, name: str) -> Path:
+        """A kubeconfig with a bearer token (a ServiceAccount's, from the TokenRequest API)."""
+        assert self.workdir is not None
+        directory = self.workdir / "users"
+        directory.mkdir(exist_ok=True)
+        return write_kubeconfig(
+            directory / f"{name}.kubeconfig", self.url, token=token, ca_file=str(self.ca_file),
+            context=name,
+        )  # fmt: skip
 
     def _etcd_supports_no_fsync(self) -> bool:
         try:
@@ -253,11 +393,12 @@ class EnvtestControlPlane:
 
     def _wait_http(self, url: str, proc: subprocess.Popen[bytes], what: str) -> None:
         import requests
-        import urllib3
 
-        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         deadline = time.monotonic() + self.start_timeout
         headers = {"Authorization": f"Bearer {self.token}"}
+        # verify= is given per request: requests lets $REQUESTS_CA_BUNDLE override a
+        # session-level setting, never a per-request one.
+        verify = str(self.ca_file) if url.startswith("https:") else True
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 self.stop()
@@ -265,7 +406,7 @@ class EnvtestControlPlane:
                     f"{what} exited with {proc.returncode}; see logs in {self.workdir}"
                 )
             with contextlib.suppress(requests.RequestException):
-                if requests.get(url, headers=headers, verify=False, timeout=2).status_code == 200:
+                if requests.get(url, headers=headers, verify=verify, timeout=2).status_code == 200:
                     return
             time.sleep(0.2)
         self.stop()
@@ -273,17 +414,21 @@ class EnvtestControlPlane:
             f"{what} not ready after {self.start_timeout}s; see logs in {self.workdir}"
         )
 
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
     def stop(self) -> None:
         """Terminate the processes we started (apiserver first), then remove the temp dir."""
         for proc in reversed(self._processes):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
+            self._terminate(proc)
         self._processes.clear()
+        self._apiserver = None
         if self._owns_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None

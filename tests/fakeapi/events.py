@@ -115,29 +115,23 @@ def validate(event: dict[str, Any], group: str, creating: bool = True) -> None:
         if creating:
             errs += _strict_create_errors(event)
     if errs:
-        raise ApiError.invalid(
-            "Event",
-            (event.get("metadata") or {}).get("name", ""),
-            errs,
-            group if group == "events.k8s.io" else "",
-        )
+        # Both APIs validate the internal (core) Event: the message says `Event "x"` with no
+        # group, even for events.k8s.io (kube-apiserver v1.36).
+        raise ApiError.invalid("Event", (event.get("metadata") or {}).get("name", ""), errs)
 
 
 def _strict_create_errors(event: dict[str, Any]) -> list[FieldError]:
-    """Creation through events.k8s.io/v1 must use the new fields, not the deprecated ones."""
+    """Creation through events.k8s.io/v1 must use the new fields, not the deprecated ones.
+    The paths are those of the internal (core) fields: ``count``, not ``deprecatedCount``."""
     errs: list[FieldError] = []
     if not event.get("eventTime"):
         errs.append(FieldError("Required", "eventTime"))
-    for core, name in (
-        ("firstTimestamp", "deprecatedFirstTimestamp"),
-        ("lastTimestamp", "deprecatedLastTimestamp"),
-        ("count", "deprecatedCount"),
-    ):
+    for core in ("firstTimestamp", "lastTimestamp", "count"):
         if event.get(core):
-            errs.append(FieldError("Invalid", name, "", "needs to be unset"))
+            errs.append(FieldError("Invalid", core, "", "needs to be unset"))
     source = event.get("source") or {}
     if source.get("component") or source.get("host"):
-        errs.append(FieldError("Invalid", "deprecatedSource", "", "needs to be unset"))
+        errs.append(FieldError("Invalid", "source", "", "needs to be unset"))
     return errs
 
 
@@ -164,8 +158,7 @@ def _legacy_errors(event: dict[str, Any], group: str) -> list[FieldError]:
     controller = event.get("reportingComponent") or ""
     if not controller:
         errs.append(FieldError("Required", controller_field))
-    else:
-        errs += qualified_name_errors(controller, controller_field)
+    errs += qualified_name_errors(controller, controller_field)
     instance = event.get("reportingInstance") or ""
     if not instance:
         errs.append(FieldError("Required", "reportingInstance"))

@@ -29,6 +29,13 @@ REQUIRES_FAKE_REASON = (
 requires_fake = pytest.mark.skipif(find_assets() is not None, reason=REQUIRES_FAKE_REASON)
 
 
+def fake_only(why: str) -> pytest.MarkDecorator:
+    """Skip under envtest, saying why this test cannot run on a real kube-apiserver (what it
+    injects that a real server does not produce on demand, and where the real-server
+    counterpart is tested, if anywhere)."""
+    return pytest.mark.skipif(find_assets() is not None, reason=f"real kube-apiserver: {why}")
+
+
 @dataclass
 class ApiServerHandle:
     """What a test gets: where the server is and how to talk to it."""
@@ -39,6 +46,15 @@ class ApiServerHandle:
     is_fake: bool
     fake: FakeApiServer | None
     token: str
+    #: The CA to verify the server with (None for the fake, which serves plain HTTP).
+    ca_file: Path | None = None
+    #: The real control plane (None on the fake): its processes, etcd, user kubeconfigs.
+    plane: EnvtestControlPlane | None = None
+
+    @property
+    def verify(self) -> bool | str:
+        """What to pass as ``requests``' ``verify=`` for this server."""
+        return str(self.ca_file) if self.ca_file else True
 
     def reset(self) -> None:
         """Remove everything the previous test created."""
@@ -56,10 +72,19 @@ def skip_unless_fake(server: ApiServerHandle) -> FakeApiServer:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The marker form, ``@pytest.mark.requires_fake``, is honoured by the ``apiserver`` fixture.
+    # The marker form, ``@pytest.mark.requires_fake("why")``, is honoured by the ``apiserver``
+    # fixture; the reason is shown when the test is skipped under envtest.
     config.addinivalue_line(
-        "markers", "requires_fake: needs the fake API server (skipped under envtest)"
+        "markers", "requires_fake(why): needs the fake API server (skipped under envtest, saying why)"
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the switchable server is an ``apiserver`` test, marked or not, so
+    ``pytest -m apiserver`` selects exactly what runs against envtest."""
+    for item in items:
+        if "apiserver_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.apiserver)
 
 
 def start_fake(directory: Path, **options: Any) -> ApiServerHandle:
@@ -85,12 +110,20 @@ def apiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiS
             handle.fake.close()
         return
     plane = EnvtestControlPlane(assets).start()
-    client = KubeTestClient(plane.url, token=plane.token, verify=False)
     try:
-        yield ApiServerHandle(plane.url, plane.kubeconfig, client, False, None, plane.token)
+        handle = start_envtest_handle(plane)
+        yield handle
+        handle.client.close()
     finally:
-        client.close()
         plane.stop()
+
+
+def start_envtest_handle(plane: EnvtestControlPlane) -> ApiServerHandle:
+    """The handle of a started real control plane: its kubeconfig and a client trusting its CA."""
+    client = KubeTestClient(plane.url, token=plane.token, verify=str(plane.ca_file))
+    return ApiServerHandle(
+        plane.url, plane.kubeconfig, client, False, None, plane.token, plane.ca_file, plane
+    )
 
 
 @pytest.fixture
@@ -98,8 +131,9 @@ def apiserver(
     apiserver_session: ApiServerHandle, request: pytest.FixtureRequest
 ) -> ApiServerHandle:
     """A clean server for this test (objects, faults and rules of earlier tests removed)."""
-    if request.node.get_closest_marker("requires_fake") and not apiserver_session.is_fake:
-        pytest.skip(REQUIRES_FAKE_REASON)
+    marker = request.node.get_closest_marker("requires_fake")
+    if marker and not apiserver_session.is_fake:
+        pytest.skip(f"real kube-apiserver: {marker.args[0]}" if marker.args else REQUIRES_FAKE_REASON)
     apiserver_session.reset()
     return apiserver_session
 

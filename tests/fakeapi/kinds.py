@@ -7,26 +7,49 @@ matching pkg/registry strategy and pkg/apis/*/validation code do.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import events, pods
 from .resources import ResourceType
-from .status import ApiError, FieldError
-from .validation import check_times, validate_metadata
+from .status import ApiError, FieldError, GoLiteral
+from .validation import check_times, qualified_name_errors, validate_metadata
 
 _TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+#: The taint the NodeTaint admission plugin (TaintNodesByCondition) puts on every new node;
+#: the node lifecycle controller removes it once the node reports Ready. envtest runs no
+#: controller, so on a real server it stays until someone removes it.
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def add_not_ready_taint(node: dict[str, Any]) -> None:
+    """plugin/pkg/admission/nodetaint: taint a node at creation, unless it already has it."""
+    spec = node.setdefault("spec", {})
+    taints = spec.get("taints") or []
+    if not any(
+        isinstance(t, dict) and t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == "NoSchedule"
+        for t in taints
+    ):
+        spec["taints"] = [*taints, dict(NOT_READY_TAINT)]
+
+
+def _go_taint(taint: dict[str, Any]) -> GoLiteral:
+    """How field.Duplicate prints a core.Taint value (the Go struct, JSON-encoded)."""
+    key, value, effect = (json.dumps(taint.get(k) or "") for k in ("key", "value", "effect"))
+    added = json.dumps(taint.get("timeAdded"))
+    return GoLiteral(f'{{"Key":{key},"Value":{value},"Effect":{effect},"TimeAdded":{added}}}')
 
 
 def _node_errors(node: dict[str, Any]) -> list[FieldError]:
     errs = validate_metadata(node, namespaced=False)
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate((node.get("spec") or {}).get("taints") or []):
-        path = f"spec.taints[{i}]"
+        # ValidateNode validates spec.taints under the path "metadata.taints" (sic).
+        path = f"metadata.taints[{i}]"
         if not isinstance(taint, dict):
             errs.append(FieldError("Invalid", path, str(taint), "must be an object"))
             continue
-        if not taint.get("key"):
-            errs.append(FieldError("Required", f"{path}.key"))
+        errs += qualified_name_errors(taint.get("key") or "", f"{path}.key")
         effect = taint.get("effect")
         if not effect:
             errs.append(FieldError("Required", f"{path}.effect"))
@@ -38,10 +61,7 @@ def _node_errors(node: dict[str, Any]) -> list[FieldError]:
         if pair in seen:
             errs.append(
                 FieldError(
-                    "Duplicate",
-                    path,
-                    f"{pair[0]}:{pair[1]}",
-                    "taints must be unique by key and effect pair",
+                    "Duplicate", path, _go_taint(taint), "taints must be unique by key and effect pair"
                 )
             )
         seen.add(pair)
@@ -69,6 +89,21 @@ def _lease_errors(lease: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
+def _priority_class_errors(pc: dict[str, Any]) -> list[FieldError]:
+    errs = validate_metadata(pc, namespaced=False)
+    value = pc.get("value")
+    if value is None:
+        errs.append(FieldError("Required", "value"))
+    elif isinstance(value, bool) or not isinstance(value, int) or value > 1_000_000_000:
+        # Values above one billion are reserved for the system classes.
+        errs.append(FieldError("Invalid", "value", value, "must be an integer no greater than 1000000000"))
+    policy = pc.get("preemptionPolicy")
+    if policy not in (None, "PreemptLowerPriority", "Never"):
+        errs.append(FieldError("NotSupported", "preemptionPolicy", policy,
+                               supported=["Never", "PreemptLowerPriority"]))
+    return errs
+
+
 def _check_times(rt: ResourceType, obj: dict[str, Any]) -> None:
     if rt.storage == "pods":
         pods.check_pod_times(obj)
@@ -84,7 +119,7 @@ def _raise(rt: ResourceType, obj: dict[str, Any], errs: list[FieldError]) -> Non
 
 
 def prepare_create(
-    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, int]
+    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """Validate and default a new object in its storage form (events already converted)."""
     _check_times(rt, obj)
@@ -94,6 +129,7 @@ def prepare_create(
         events.validate(obj, rt.group)
         return obj
     if rt.storage == "nodes":
+        add_not_ready_taint(obj)  # admission runs before validation
         _raise(rt, obj, _node_errors(obj))
     elif rt.storage == "namespaces":
         _raise(rt, obj, validate_metadata(obj, namespaced=False, name_check="label"))
@@ -101,6 +137,12 @@ def prepare_create(
         obj["status"] = {"phase": "Active"}
     elif rt.storage == "leases":
         _raise(rt, obj, _lease_errors(obj))
+    elif rt.storage == "priorityclasses":
+        _raise(rt, obj, _priority_class_errors(obj))
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif rt.storage == "poddisruptionbudgets":
+        _raise(rt, obj, validate_metadata(obj, namespaced=True))
+        obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
     return obj
 
 

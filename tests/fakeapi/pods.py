@@ -180,7 +180,31 @@ def check_pod_times(obj: dict[str, Any]) -> None:
     )
 
 
-def prepare_create(pod: dict[str, Any], priority_classes: dict[str, int]) -> dict[str, Any]:
+def _admit_priority(pod: dict[str, Any], priority_classes: dict[str, dict[str, Any]]) -> None:
+    """The Priority admission plugin: the class gives spec.priority and spec.preemptionPolicy;
+    a pod may not set either to something else."""
+    spec = pod["spec"]
+    name = pod["metadata"].get("name", "")
+    class_name = spec.get("priorityClassName")
+    found = priority_classes.get(class_name) if class_name else None
+    if class_name and found is None:
+        raise ApiError.forbidden("pods", name, f"no PriorityClass with name {class_name} was found")
+    value = int(found.get("value") or 0) if found else 0
+    if spec.get("priority") is not None and spec["priority"] != value:
+        raise ApiError.forbidden(
+            "pods", name, f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                          f"priority admission controller computed {value} from the given PriorityClass name")
+    spec["priority"] = value
+    policy = (found or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+    if spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy and found:
+        raise ApiError.forbidden(
+            "pods", name, f"the string value of PreemptionPolicy ({spec['preemptionPolicy']}) must not be provided "
+                          f"in pod spec; priority admission controller computed {policy} from the given "
+                          "PriorityClass name")
+    spec.setdefault("preemptionPolicy", policy)
+
+
+def prepare_create(pod: dict[str, Any], priority_classes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Validate, default and admit a new pod; returns the object to store (without identity)."""
     check_pod_times(pod)
     errs = validate_metadata(pod, namespaced=True) + validate_spec(pod.get("spec"))
@@ -189,18 +213,7 @@ def prepare_create(pod: dict[str, Any], priority_classes: dict[str, int]) -> dic
     spec = pod["spec"]
     apply_spec_defaults(spec)
     # Priority admission.
-    class_name = spec.get("priorityClassName")
-    if class_name:
-        if class_name not in priority_classes:
-            raise ApiError.forbidden(
-                "pods",
-                pod["metadata"].get("name", ""),
-                f"no PriorityClass with name {class_name} was found",
-            )
-        spec["priority"] = priority_classes[class_name]
-    else:
-        spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    _admit_priority(pod, priority_classes)
     # DefaultTolerationSeconds admission.
     tolerations = spec.setdefault("tolerations", [])
     for default in _DEFAULT_TOLERATIONS:

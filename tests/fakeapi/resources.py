@@ -140,8 +140,53 @@ LEASE = ResourceType(
     allow_unconditional_update=False,
 )
 
+PRIORITY_CLASS = ResourceType(
+    "scheduling.k8s.io",
+    "v1",
+    "priorityclasses",
+    "priorityclass",
+    "PriorityClass",
+    False,
+    "priorityclasses",
+    frozenset({"metadata.name"}),
+    selectors.meta_fields,
+    short_names=("pc",),
+)
+POD_DISRUPTION_BUDGET = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "poddisruptionbudget",
+    "PodDisruptionBudget",
+    True,
+    "poddisruptionbudgets",
+    _META,
+    selectors.meta_fields,
+    subresources=("status",),
+    short_names=("pdb",),
+    has_status=True,
+)
+
+# metrics.k8s.io is not kube-apiserver's own: metrics-server registers it through an
+# APIService and the aggregation layer proxies to it. Read-only (get, list; no watch), and
+# absent unless a test installs it (FakeApiServer.serve_node_metrics), as on envtest.
+METRICS_GROUP = "metrics.k8s.io"
+NODE_METRICS = ResourceType(
+    METRICS_GROUP,
+    "v1beta1",
+    "nodes",
+    "",
+    "NodeMetrics",
+    False,
+    "nodemetrics",
+    frozenset({"metadata.name"}),
+    selectors.meta_fields,
+    verbs=("get", "list"),
+)
+
 RESOURCES: dict[tuple[str, str], ResourceType] = {
-    (r.group, r.plural): r for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE)
+    (r.group, r.plural): r
+    for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, NODE_METRICS)
 }
 
 # Create-only endpoints that are not stored as themselves.
@@ -149,7 +194,10 @@ BINDINGS = "bindings"
 SELF_SUBJECT_ACCESS_REVIEWS = "selfsubjectaccessreviews"
 AUTHZ_GROUP = "authorization.k8s.io"
 
-GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1"}
+GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1",
+                  "scheduling.k8s.io": "v1", "policy": "v1"}
+# Aggregated groups: listed by discovery only while their backend is installed.
+AGGREGATED_GROUP_VERSIONS = {METRICS_GROUP: "v1beta1"}
 
 SERVER_VERSION = {
     "major": "1",
@@ -185,9 +233,16 @@ def _resource_entry(r: ResourceType) -> dict[str, Any]:
     return entry
 
 
-def resource_list(group: str, version: str) -> dict[str, Any] | None:
+def group_version(group: str, aggregated: frozenset[str] = frozenset()) -> str | None:
+    """The served version of `group` ("v1" for core), counting aggregated groups that are installed."""
+    if group in aggregated:
+        return AGGREGATED_GROUP_VERSIONS.get(group)
+    return GROUP_VERSIONS.get(group) if group else "v1"
+
+
+def resource_list(group: str, version: str, aggregated: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """APIResourceList for /api/v1 or /apis/{group}/{version}."""
-    if (group == "" and version != "v1") or (group and GROUP_VERSIONS.get(group) != version):
+    if group_version(group, aggregated) != version:
         return None
     entries: list[dict[str, Any]] = []
     for r in RESOURCES.values():
@@ -243,8 +298,8 @@ def api_versions(address: str) -> dict[str, Any]:
     }
 
 
-def api_group(group: str) -> dict[str, Any] | None:
-    version = GROUP_VERSIONS.get(group)
+def api_group(group: str, aggregated: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    version = group_version(group, aggregated) if group else None
     if version is None:
         return None
     gv = {"groupVersion": f"{group}/{version}", "version": version}
@@ -257,10 +312,10 @@ def api_group(group: str) -> dict[str, Any] | None:
     }
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(aggregated: frozenset[str] = frozenset()) -> dict[str, Any]:
     groups = []
-    for group in sorted(GROUP_VERSIONS):
-        g = api_group(group)
+    for group in sorted({*GROUP_VERSIONS, *aggregated}):
+        g = api_group(group, aggregated)
         assert g is not None
         g.pop("kind")
         g.pop("apiVersion")

@@ -77,8 +77,9 @@ class Route:
     legacy_watch: bool = False
 
 
-def discovery(parts: list[str], address: str) -> ApiResponse | None:
-    """The discovery and health documents, or None when ``parts`` is not one of those paths."""
+def discovery(parts: list[str], address: str, aggregated: frozenset[str] = frozenset()) -> ApiResponse | None:
+    """The discovery and health documents, or None when ``parts`` is not one of those paths.
+    ``aggregated`` are the aggregated API groups currently installed (metrics.k8s.io)."""
     if parts in (["healthz"], ["readyz"], ["livez"]) or (
         parts and parts[0] in ("healthz", "readyz", "livez")
     ):
@@ -88,16 +89,16 @@ def discovery(parts: list[str], address: str) -> ApiResponse | None:
     if parts == ["api"]:
         return ApiResponse(200, resources.api_versions(address))
     if parts == ["apis"]:
-        return ApiResponse(200, resources.api_group_list())
+        return ApiResponse(200, resources.api_group_list(aggregated))
     if parts == ["api", "v1"]:
         return ApiResponse(200, resources.resource_list("", "v1"))
     if len(parts) == 2 and parts[0] == "apis":
-        group = resources.api_group(parts[1])
+        group = resources.api_group(parts[1], aggregated)
         if group is None:
             raise ApiError.unknown_path()
         return ApiResponse(200, group)
     if len(parts) == 3 and parts[0] == "apis":
-        listing = resources.resource_list(parts[1], parts[2])
+        listing = resources.resource_list(parts[1], parts[2], aggregated)
         if listing is None:
             raise ApiError.unknown_path()
         return ApiResponse(200, listing)
@@ -128,7 +129,8 @@ def parse_route(group: str, version: str, rest: list[str]) -> Route:
     ):
         raise ApiError.unknown_path()
     if rt is not None:
-        if (resources.GROUP_VERSIONS.get(group, "v1") != version) or (
+        served = resources.GROUP_VERSIONS.get(group) or resources.AGGREGATED_GROUP_VERSIONS.get(group, "v1")
+        if (served != version) or (
             rt.namespaced and namespace is None and name is not None
         ):
             raise ApiError.unknown_path()

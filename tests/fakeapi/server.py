@@ -33,6 +33,7 @@ import orjson
 
 from .api import ApiHandler, Settings
 from .authz import Attributes, Authorizer
+from .clock import now_rfc3339
 from .faults import FaultInjector, FaultRule, RecordedRequest, RequestLog
 from .kubeconfig import write_kubeconfig
 from .routing import ApiRequest, ApiResponse
@@ -199,7 +200,7 @@ class FakeApiServer:
         port: int = 0,
         history_size: int = 1000,
         bookmark_interval: float = 1.0,
-        graceful_delete: bool = False,
+        graceful_delete: bool = True,
         copy_binding_labels: bool = True,
         too_large_rv_wait: float = 3.0,
         user: str = "fakeapi-user",
@@ -400,6 +401,22 @@ class FakeApiServer:
     ) -> FaultRule:
         """Add latency to matching requests (all of them, or the next ``count``)."""
         return self.faults.delay(seconds, path_regex, method, count)
+
+    # ---------------------------------------------------------------------------------------
+    # metrics.k8s.io (metrics-server behind the aggregation layer)
+    # ---------------------------------------------------------------------------------------
+
+    def serve_node_metrics(self, state: str = "served") -> None:
+        """Install metrics-server ("served"), break it ("unavailable": 503) or remove it ("absent": 404)."""
+        if state not in ("served", "unavailable", "absent"):
+            raise ValueError(f"unknown metrics API state {state!r}")
+        self.api.settings.metrics_api = state
+
+    def set_node_metrics(self, node: str, cpu: str | None = None, memory: str | None = None, *,
+                         timestamp: str | None = None, window: str = "20.012s") -> dict[str, Any]:
+        """What metrics-server reports for ``node``: usage quantities, the sample's time (default now)."""
+        usage = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+        return self.api.put_node_metrics(node, usage, timestamp or now_rfc3339(), window)
 
     def clear_faults(self) -> None:
         self.faults.clear()

@@ -51,15 +51,17 @@ GENERIC_MESSAGE_BY_CODE = {
 def status_object(
     code: int, reason: str, message: str, details: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A failure ``Status`` dict exactly as kube-apiserver serialises it (empty details omitted)."""
+    """A failure ``Status`` dict exactly as kube-apiserver serialises it (an empty reason and
+    empty details omitted, as Go's omitempty does)."""
     obj: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
     }
+    if reason:
+        obj["reason"] = reason
     if details:
         obj["details"] = details
     obj["code"] = code
@@ -258,7 +260,7 @@ class ApiError(Exception):
         return cls(
             504,
             "Timeout",
-            f"Too large resource version: {requested}, current: {current}",
+            f"Timeout: Too large resource version: {requested}, current: {current}",
             {
                 "causes": [
                     {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}

@@ -70,7 +70,7 @@ def qualified_name_errors(key: str, path: str) -> list[FieldError]:
         errs.append(
             FieldError("Invalid", path, key, "name part must be no more than 63 characters")
         )
-    elif not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.match(name):  # checked even when empty, as IsQualifiedName does
         errs.append(FieldError("Invalid", path, key, QUALIFIED_MSG))
     return errs
 

@@ -17,7 +17,12 @@ class RawWatch:
     """GET a watch URL with ``requests`` and collect decoded events until the stream ends."""
 
     def __init__(
-        self, base_url: str, path: str, params: Mapping[str, Any], token: str | None = None
+        self,
+        base_url: str,
+        path: str,
+        params: Mapping[str, Any],
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.events: list[dict[str, Any]] = []
@@ -30,7 +35,7 @@ class RawWatch:
             headers=headers,
             stream=True,
             timeout=(5, 30),
-            verify=False,
+            verify=verify,
         )
         self.status_code = self.response.status_code
         self.headers = self.response.headers

@@ -7,7 +7,10 @@ from kubernetes import client
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
-pytestmark = pytest.mark.requires_fake
+FAKE_AUTHORIZER = (
+    "tests the fake's switchable authorizer (deny/allow for every user); real RBAC is exercised "
+    "with users of their own in tests/scheduler/test_cli.py, test_leader.py and tests/cluster/test_events.py"
+)
 
 
 def _review(kube, **attrs) -> dict:
@@ -29,6 +32,7 @@ def test_everything_is_allowed_by_default(kube) -> None:
     assert review["spec"]["resourceAttributes"]["subresource"] == "binding"
 
 
+@pytest.mark.requires_fake(FAKE_AUTHORIZER)
 def test_deny_one_permission(fake, kube) -> None:
     fake.deny(verb="create", resource="pods", subresource="binding")
     assert _review(kube, verb="create", resource="pods", subresource="binding")["status"] == {
@@ -46,6 +50,7 @@ def test_deny_one_permission(fake, kube) -> None:
     )
 
 
+@pytest.mark.requires_fake(FAKE_AUTHORIZER)
 def test_deny_by_group_and_allow_back(fake, kube) -> None:
     fake.deny(resource="leases", group="coordination.k8s.io")
     assert (
@@ -75,6 +80,7 @@ def test_deny_by_group_and_allow_back(fake, kube) -> None:
     )
 
 
+@pytest.mark.requires_fake(FAKE_AUTHORIZER)
 def test_predicate_and_reset(fake, kube) -> None:
     fake.set_allowed(lambda a: a.verb in ("get", "list", "watch"))
     assert _review(kube, verb="watch", resource="nodes")["status"]["allowed"] is True
@@ -83,6 +89,7 @@ def test_predicate_and_reset(fake, kube) -> None:
     assert _review(kube, verb="patch", resource="nodes")["status"]["allowed"] is True
 
 
+@pytest.mark.requires_fake(FAKE_AUTHORIZER)
 def test_official_client_review(fake, apiserver) -> None:
     from kubernetes import config
 

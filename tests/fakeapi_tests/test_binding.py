@@ -161,7 +161,7 @@ def test_python_client_binding_deserialization_bug_is_reproduced(kube, core_v1) 
     assert resp.status == 201 and kube.get_pod("q")["spec"]["nodeName"] == "n1"
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake("checks the fake's own binding counters and request log")
 def test_binding_counters_and_request_log(fake, kube) -> None:
     pod = kube.create_pod("p")
     kube.bind_pod("p", "n1", uid=pod["metadata"]["uid"])
@@ -175,7 +175,7 @@ def test_binding_counters_and_request_log(fake, kube) -> None:
     assert all(r.body["metadata"]["uid"] == pod["metadata"]["uid"] for r in sent)
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake("copy_binding_labels is a feature switch of the fake")
 def test_binding_labels_follow_the_feature_switch(fake, kube) -> None:
     fake.configure(copy_binding_labels=False)
     kube.create_pod("p")

@@ -1,15 +1,17 @@
 """The envtest switch: asset discovery, flags, keys, kubeconfig, and the process lifecycle.
 
-No etcd or kube-apiserver binaries are available here, so the lifecycle is exercised
-with two small stand-ins written in Python that honour the same flags: an "etcd"
-answering ``/health`` on ``--listen-client-urls`` and a "kube-apiserver" serving TLS on
-``--secure-port`` with a self-signed cert in ``--cert-dir`` and checking the bearer token
-from ``--token-auth-file``.
+The lifecycle is exercised with two small stand-ins written in Python that honour the
+same flags, so these tests run without the real binaries: an "etcd" answering ``/health``
+on ``--listen-client-urls`` and a "kube-apiserver" serving TLS on ``--secure-port`` with
+the certificate given by ``--tls-cert-file`` and checking the bearer token from
+``--token-auth-file``. The real binaries run the rest of the suite under envtest.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import ssl
 import stat
 import sys
 import textwrap
@@ -17,9 +19,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import NameOID
 from kubernetes import client, config
 
+from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import (
     EnvtestAssets,
     EnvtestControlPlane,
@@ -56,23 +61,10 @@ STUB_ETCD = """
 """
 
 STUB_APISERVER = """
-    import sys, ssl, http.server, datetime, json
+    import sys, ssl, http.server, json
     from pathlib import Path
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
     flags = dict(a[2:].split("=", 1) for a in sys.argv[1:] if "=" in a)
     cert_dir = Path(flags["cert-dir"])
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))
-    (cert_dir / "apiserver.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (cert_dir / "apiserver.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     token = Path(flags["token-auth-file"]).read_text().split(",")[0]
     (cert_dir / "args.json").write_text(json.dumps(sys.argv[1:]))
     class H(http.server.BaseHTTPRequestHandler):
@@ -85,7 +77,7 @@ STUB_APISERVER = """
         def log_message(self, *a): pass
     server = http.server.HTTPServer(("127.0.0.1", int(flags["secure-port"])), H)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert_dir / "apiserver.crt", cert_dir / "apiserver.key")
+    ctx.load_cert_chain(flags["tls-cert-file"], flags["tls-private-key-file"])
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
     server.serve_forever()
 """
@@ -166,6 +158,9 @@ def test_apiserver_flags_follow_envtest(tmp_path: Path) -> None:
     assert flags["service-account-key-file"] == str(tmp_path / "p")
     assert flags["token-auth-file"] == str(tmp_path / "t") and flags["v"] == "2"
     assert "insecure-port" not in flags and "cert-dir" in flags
+    assert flags["tls-cert-file"] == str(tmp_path / "apiserver.crt")
+    assert flags["tls-private-key-file"] == str(tmp_path / "apiserver.key")
+    assert "client-ca-file" not in flags
 
 
 def test_service_account_key_pair(tmp_path: Path) -> None:
@@ -189,7 +184,13 @@ def test_kubeconfig_loads_with_the_official_client(tmp_path: Path) -> None:
     assert _bearer(cfg) == "Bearer tok"
 
 
-def test_control_plane_lifecycle_with_stub_binaries(stub_assets: Path) -> None:
+def test_control_plane_lifecycle_with_stub_binaries(
+    stub_assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The machine's CA bundle in the environment must not replace the control plane's CA
+    # (requests lets $REQUESTS_CA_BUNDLE override a session's verify setting).
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", requests.certs.where())
+    monkeypatch.setenv("CURL_CA_BUNDLE", requests.certs.where())
     plane = EnvtestControlPlane(
         EnvtestAssets(stub_assets / "etcd", stub_assets / "kube-apiserver"),
         start_timeout=20,
@@ -198,23 +199,53 @@ def test_control_plane_lifecycle_with_stub_binaries(stub_assets: Path) -> None:
     workdir = plane.workdir
     try:
         assert plane.url.startswith("https://127.0.0.1:")
+        served = ssl.get_server_certificate(("127.0.0.1", plane.secure_port))
+        assert served.strip() == (plane.cert_dir / "apiserver.crt").read_text().strip()
         resp = requests.get(
             plane.url + "/readyz",
             headers={"Authorization": f"Bearer {plane.token}"},
-            verify=False,
+            verify=str(plane.ca_file),
             timeout=5,
         )
         assert resp.status_code == 200
+        with pytest.raises(requests.exceptions.SSLError):  # verification is really on
+            requests.get(plane.url + "/readyz", verify=requests.certs.where(), timeout=5)
+        kube = KubeTestClient(plane.url, token=plane.token, verify=str(plane.ca_file))
+        assert kube.call("GET", "/api/v1/namespaces/default")["metadata"]["name"] == "default"
+        kube.close()
         cfg = client.Configuration()
         config.load_kube_config(config_file=str(plane.kubeconfig), client_configuration=cfg)
-        assert cfg.host == plane.url and cfg.verify_ssl is False
+        assert cfg.host == plane.url and cfg.verify_ssl is True
+        assert Path(cfg.ssl_ca_cert).read_bytes() == plane.ca_file.read_bytes()
         assert _bearer(cfg) == f"Bearer {plane.token}"
+        flags = dict(a[2:].split("=", 1) for a in json.loads((plane.cert_dir / "args.json").read_text()))
+        assert flags["client-ca-file"] == str(plane.ca_file)
         procs = list(plane._processes)
         assert len(procs) == 2 and all(p.poll() is None for p in procs)
     finally:
         plane.stop()
     assert all(p.poll() is not None for p in procs)
     assert workdir is not None and not workdir.exists()
+
+
+def test_user_kubeconfig_carries_a_client_certificate(stub_assets: Path) -> None:
+    plane = EnvtestControlPlane(
+        EnvtestAssets(stub_assets / "etcd", stub_assets / "kube-apiserver"), start_timeout=20
+    ).start()
+    try:
+        path = plane.user_kubeconfig("system:kube-scheduler", groups=["sched", "other"])
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(path), client_configuration=cfg)
+        assert cfg.verify_ssl is True and _bearer(cfg) is None
+        cert = x509.load_pem_x509_certificate(Path(cfg.cert_file).read_bytes())
+        subject = {a.oid: a.value for a in cert.subject}
+        assert subject[NameOID.COMMON_NAME] == "system:kube-scheduler"
+        orgs = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+        assert orgs == ["sched", "other"]
+        ca = x509.load_pem_x509_certificate(plane.ca_file.read_bytes())
+        cert.verify_directly_issued_by(ca)
+    finally:
+        plane.stop()
 
 
 def test_control_plane_reports_a_binary_that_dies(tmp_path: Path, stub_assets: Path) -> None:

@@ -140,14 +140,14 @@ def test_pod_status_patch_sets_podscheduled_without_touching_other_conditions(
     assert conditions["PodScheduled"]["reason"] == "Unschedulable"
 
 
-def test_status_patch_cannot_change_spec_or_labels_and_main_patch_cannot_change_status(
-    kube,
-) -> None:
+def test_status_patch_keeps_spec_but_not_metadata_and_main_patch_keeps_status(kube) -> None:
+    """The status strategies reset spec only: labels, annotations and finalizers do change
+    through pods/status (and nodes/status), as on kube-apiserver v1.36."""
     kube.create_pod("p", labels={"a": "1"})
     kube.patch_pod(
         "p",
         {
-            "metadata": {"labels": {"a": "2"}},
+            "metadata": {"labels": {"a": "2"}, "annotations": {"x": "y"}},
             "spec": {"activeDeadlineSeconds": 5},
             "status": {"phase": "Running"},
         },
@@ -155,10 +155,19 @@ def test_status_patch_cannot_change_spec_or_labels_and_main_patch_cannot_change_
     )
     pod = kube.get_pod("p")
     assert pod["status"]["phase"] == "Running"
-    assert pod["metadata"]["labels"] == {"a": "1"} and "activeDeadlineSeconds" not in pod["spec"]
+    assert pod["metadata"]["labels"] == {"a": "2"} and pod["metadata"]["annotations"] == {"x": "y"}
+    assert "activeDeadlineSeconds" not in pod["spec"]
     kube.patch_pod("p", {"metadata": {"labels": {"a": "3"}}, "status": {"phase": "Failed"}})
     pod = kube.get_pod("p")
     assert pod["metadata"]["labels"] == {"a": "3"} and pod["status"]["phase"] == "Running"
+    kube.create_node("n1")
+    kube.patch_node(
+        "n1",
+        {"metadata": {"labels": {"z": "1"}}, "spec": {"unschedulable": True}},
+        status_subresource=True,
+    )
+    node = kube.get_node("n1")
+    assert node["metadata"]["labels"]["z"] == "1" and not node["spec"].get("unschedulable")
 
 
 @pytest.mark.parametrize("content_type", [MERGE_PATCH, STRATEGIC_MERGE_PATCH, JSON_PATCH])

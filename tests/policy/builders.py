@@ -130,3 +130,96 @@ def run_scores(plugin: Any, pod: PodView, infos: list[NodeInfo]) -> list[float]:
     raw = [fn(info) for info in infos]
     assert raw == [plugin.score(pod, info) for info in infos]
     return raw
+
+
+# ---- whole clusters, for the plugins that look beyond one node ----------------------------
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def term(labels: dict[str, str] | None = None, key: str = HOSTNAME, **extra: Any) -> dict[str, Any]:
+    """A v1.PodAffinityTerm selecting `labels` (None: no labelSelector at all)."""
+    item: dict[str, Any] = {"topologyKey": key, **extra}
+    if labels is not None:
+        item["labelSelector"] = {"matchLabels": labels}
+    return item
+
+
+def pod_affinity(*, required: list[dict[str, Any]] = (), anti: list[dict[str, Any]] = (),
+                 preferred: list[tuple[int, dict[str, Any]]] = (),
+                 preferred_anti: list[tuple[int, dict[str, Any]]] = ()) -> dict[str, Any]:
+    """spec.affinity with podAffinity/podAntiAffinity blocks."""
+    req, pref = "requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"
+    affinity: dict[str, Any] = {}
+    if required or preferred:
+        affinity["podAffinity"] = {req: list(required),
+                                   pref: [{"weight": w, "podAffinityTerm": t} for w, t in preferred]}
+    if anti or preferred_anti:
+        affinity["podAntiAffinity"] = {req: list(anti),
+                                       pref: [{"weight": w, "podAffinityTerm": t} for w, t in preferred_anti]}
+    return affinity
+
+
+def spread(key: str = ZONE, *, max_skew: int = 1, labels: dict[str, str] | None = None,
+           when: str = "DoNotSchedule", **extra: Any) -> dict[str, Any]:
+    """A v1.TopologySpreadConstraint."""
+    item: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when, **extra}
+    if labels is not None:
+        item["labelSelector"] = {"matchLabels": labels}
+    return item
+
+
+def placed(name: str, node: str, *, namespace: str = "default", labels: dict[str, str] | None = None,
+           spec: dict[str, Any] | None = None, cpu: str = "100m", owner: tuple[str, str] | None = None,
+           deleting: bool = False, priority: int = 0, started: str = "",
+           status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A pod dict bound to `node` (or pending when `node` is empty)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels or {},
+                            "creationTimestamp": "2026-01-01T00:00:00Z"}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True,
+                                    "apiVersion": "apps/v1", "uid": f"uid-{owner[1]}"}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    body: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                            "priority": priority, **(spec or {})}
+    if node:
+        body["nodeName"] = node
+    pod_status: dict[str, Any] = {"phase": "Running" if node else "Pending", **(status or {})}
+    if started:
+        pod_status["startTime"] = started
+    return {"metadata": meta, "spec": body, "status": pod_status}
+
+
+def zoned_nodes(zones: dict[str, int], **kwargs: Any) -> list[dict[str, Any]]:
+    """Nodes named <zone>-<i>, labelled with their zone: zoned_nodes({"a": 2, "b": 1})."""
+    return [node_dict(f"{zone}-{i}", labels={ZONE: zone}, **kwargs)
+            for zone, count in zones.items() for i in range(count)]
+
+
+def cluster_state(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (),
+                  namespaces: dict[str, dict[str, str]] | None = None) -> Any:
+    """A ClusterState holding `nodes`, `pods` and namespaces with their labels."""
+    from extender.cluster.state import ClusterState
+
+    state = ClusterState()
+    state.replace_nodes(nodes)
+    state.replace_namespaces([{"metadata": {"name": n, "labels": labels}}
+                              for n, labels in (namespaces or {}).items()])
+    state.replace_pods(list(pods))
+    return state
+
+
+def incoming(name: str = "new", *, labels: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
+             namespace: str = "default", owner: tuple[str, str] | None = None, priority: int = 0,
+             cpu: str = "100m") -> PodView:
+    """A pending pod's view."""
+    return PodView.from_dict(placed(name, "", namespace=namespace, labels=labels, spec=spec, owner=owner,
+                                    priority=priority, cpu=cpu))
+
+
+def feasible(plugin: Any, pod: PodView, state: Any) -> dict[str, Any]:
+    """Node name -> the filter's answer (None when it passes), through prefilter with the cluster."""
+    check = plugin.prefilter(pod, state)
+    return {info.name: (None if check is None else check(info)) for info in state.all_node_infos()}

@@ -14,48 +14,45 @@ from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.status import Code
 
-NODE = NodeInfo(NodeView.from_dict({"metadata": {"name": "n1"}, "status": {
-    "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-    "conditions": [{"type": "Ready", "status": "True"}]}}))
+NODE = NodeInfo(NodeView.from_dict({"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+                                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                                               "conditions": [{"type": "Ready", "status": "True"}]}}))
 TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+CLAIMS = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]}
 
 
 def pod(**spec: Any) -> PodView:
     return PodView.from_dict({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}], **spec}})
 
 
-@pytest.mark.parametrize(("spec", "needle"), [
-    ({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}}, "inter-pod affinity"),
-    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}},
-     "anti-affinity"),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
-                                     "labelSelector": {}}]}, "topology spread"),
-    ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}, "host ports"),
-])
-def test_unsupported_hard_constraints_refuse_every_node(spec: dict[str, Any], needle: str) -> None:
-    decision = Engine(default_policy("standalone")).filter(pod(**spec), [NODE])
+def test_dynamic_resource_claims_refuse_every_node() -> None:
+    decision = Engine(default_policy("standalone")).filter(pod(**CLAIMS), [NODE])
     status = decision.failed["n1"]
     assert status.code == Code.UNRESOLVABLE and status.plugin == "UnsupportedConstraints"
-    assert needle in status.reason
+    assert "spec.resourceClaims" in status.reason
 
 
 @pytest.mark.parametrize("spec", [
     {},
-    {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "podAffinityTerm": TERM}]}}},
-    {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]},
-    {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]},
+    {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}},
+    {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                    "labelSelector": {}}]},
+    {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
+    {"resourceClaims": []},
 ])
-def test_soft_or_absent_constraints_pass(spec: dict[str, Any]) -> None:
+def test_constraints_with_plugins_of_their_own_pass(spec: dict[str, Any]) -> None:
     assert UnsupportedConstraints().prefilter(pod(**spec)) is None
 
 
-def test_checks_can_be_narrowed() -> None:
-    plugin = UnsupportedConstraints.from_args({"checks": ["hostPorts"]})
-    assert plugin.prefilter(pod(affinity={"podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [TERM]}})) is None
+def test_checks_can_be_emptied() -> None:
+    assert UnsupportedConstraints.from_args({"checks": []}).prefilter(pod(**CLAIMS)) is None
 
 
 def test_unknown_check_names_its_path() -> None:
     with pytest.raises(PolicyError, match=r"checks\[1\]: 'volumes' is not one of"):
-        UnsupportedConstraints.from_args({"checks": ["hostPorts", "volumes"]})
+        UnsupportedConstraints.from_args({"checks": ["resourceClaims", "volumes"]})
+
+
+def test_a_check_that_has_a_plugin_now_says_which() -> None:
+    with pytest.raises(PolicyError, match=r"checks\[0\]: 'hostPorts' is evaluated by the NodePorts plugin"):
+        UnsupportedConstraints.from_args({"checks": ["hostPorts"]})

@@ -70,6 +70,7 @@ class Fault:
     injected: int
     survived: bool
     detail: str = ""
+    server: str = ""  # "fake" or "real" for the API-server faults (which API server took them)
 
 
 @dataclass
@@ -80,9 +81,9 @@ class Figures:
     faults: list[Fault] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def fault(self, name: str, injected: int, survived: bool, detail: str = "") -> None:
+    def fault(self, name: str, injected: int, survived: bool, detail: str = "", server: str = "") -> None:
         with self._lock:
-            self.faults.append(Fault(name, injected, survived, detail))
+            self.faults.append(Fault(name, injected, survived, detail, server))
 
     def to_dict(self) -> dict[str, Any]:
         load = _plain(self.load)
@@ -133,9 +134,12 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         lines.append("load:         not run")
     survived = sum(1 for f in faults if f["survived"])
     injected = sum(f["injected"] for f in faults)
+    real = sum(1 for f in faults if f.get("server") == "real")
     lines.append(f"faults:       {len(faults)} scenarios, {injected} faults injected, "
-                 f"{survived}/{len(faults)} survived")
+                 f"{survived}/{len(faults)} survived" + (f" ({real} on a real control plane)" if real else ""))
     for f in faults:
         mark = "ok  " if f["survived"] else "FAIL"
-        lines.append(f"  {mark} {f['name']}: {f['injected']} injected" + (f"; {f['detail']}" if f["detail"] else ""))
+        where = f"[{f['server']}] " if f.get("server") else ""
+        lines.append(f"  {mark} {where}{f['name']}: {f['injected']} injected"
+                     + (f"; {f['detail']}" if f["detail"] else ""))
     return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -29,14 +30,41 @@ DENIED = [
 ]
 
 
-def test_missing_permissions_stop_the_start_with_every_kubectl_line(apiserver: Any) -> None:
-    fake = apiserver.fake
-    if fake is None:
-        pytest.skip("needs the fake's authorizer")
-    for verb, resource, subresource, group in DENIED:
-        fake.deny(verb, resource, subresource=subresource, group=group)
+@pytest.fixture
+def denied(apiserver: Any) -> Iterator[Callable[[list[tuple[str, str, str, str]]], str]]:
+    """Deny permissions to the code under test; returns the kubeconfig it must use.
+
+    The fake denies them to everybody through its authorizer; a real server gets a user of
+    its own holding every permission of the standalone scheduler except those (RBAC)."""
+    users: list[Any] = []
+
+    def deny(permissions: list[tuple[str, str, str, str]]) -> str:
+        if apiserver.fake is not None:
+            for verb, resource, subresource, group in permissions:
+                apiserver.fake.deny(verb, resource, subresource=subresource, group=group)
+            return str(apiserver.kubeconfig)
+        from tests.fakeapi.rbac import create_user, rules_for
+
+        refused = set(permissions)
+        granted = [p for p in required_permissions("standalone", leader_elect=True)
+                   if (p.verb, p.resource, p.subresource, p.group) not in refused]
+        user = create_user(apiserver.plane, apiserver.client, rules_for(granted), prefix="preflight")
+        users.append(user)
+        some = granted[0]
+        user.wait_can(True, some.verb, some.resource, some.group, subresource=some.subresource)
+        return str(user.kubeconfig)
+
+    yield deny
+    for user in users:
+        user.delete()
+
+
+def test_missing_permissions_stop_the_start_with_every_kubectl_line(apiserver: Any, kube: Any,
+                                                                     denied: Any) -> None:
+    kubeconfig = denied(DENIED)
+    kube.ensure_namespace("sched")
     result = CliRunner().invoke(schedule, [
-        "--kubeconfig", str(apiserver.kubeconfig), "--lease-namespace", "sched",
+        "--kubeconfig", kubeconfig, "--lease-namespace", "sched",
         "--service-account", "sched:runner", "--metrics-bind", "",
     ])
     assert result.exit_code == 1, result.output
@@ -56,16 +84,15 @@ def test_missing_permissions_stop_the_start_with_every_kubectl_line(apiserver: A
     assert "kubectl auth can-i update leases.coordination.k8s.io -n sched " \
            "--as=system:serviceaccount:sched:runner" in output
     # Nothing was started: no watch, no lease.
-    assert fake.requests_matching("GET", r"/leases/") == []
-    assert not any(r.query.get("watch") for r in fake.requests)
+    if apiserver.fake is not None:
+        assert apiserver.fake.requests_matching("GET", r"/leases/") == []
+        assert not any(r.query.get("watch") for r in apiserver.fake.requests)
+    assert kube.get_lease("extender-scheduler", "sched") is None
 
 
-def test_no_leader_election_needs_no_lease_permissions(apiserver: Any) -> None:
-    fake = apiserver.fake
-    if fake is None:
-        pytest.skip("needs the fake's authorizer")
-    fake.deny("get", "leases", group="coordination.k8s.io")
-    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
+def test_no_leader_election_needs_no_lease_permissions(apiserver: Any, denied: Any) -> None:
+    kubeconfig = denied([("get", "leases", "", "coordination.k8s.io")])
+    client = build_api_client(kubeconfig=kubeconfig)
     try:
         _preflight(client, False, "default", ("ns", "sa"))  # does not exit
         with pytest.raises(SystemExit) as exited:

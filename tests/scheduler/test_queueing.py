@@ -131,6 +131,30 @@ def test_event_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clo
     assert queue.where(entry.key) == BACKOFF  # retried after its backoff, no new event needed
 
 
+def test_hinted_moves_only_wake_pods_the_named_plugins_refused(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("affine"), PROFILE)
+    queue.add(pod("big"), PROFILE)
+    for entry, plugin in zip([queue.pop(timeout=0), queue.pop(timeout=0)], ["InterPodAffinity", "ResourceFit"],
+                             strict=True):
+        entry.rejected_by = frozenset({plugin})
+        queue.requeue_unschedulable(entry)
+    clock.now += 60
+    assert queue.move_all("pod-added", rejected_by=frozenset({"InterPodAffinity", "PodTopologySpread"})) == 1
+    assert queue.where("default/affine") == ACTIVE and queue.where("default/big") == UNSCHEDULABLE
+
+
+def test_a_hinted_event_during_the_attempt_is_not_lost_for_the_pods_it_concerns(
+        queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(pod("affine"), PROFILE)
+    queue.add(pod("big"), PROFILE)
+    affine, big = queue.pop(timeout=0), queue.pop(timeout=0)
+    queue.move_all("pod-added", rejected_by=frozenset({"InterPodAffinity"}))
+    affine.rejected_by, big.rejected_by = frozenset({"InterPodAffinity"}), frozenset({"ResourceFit"})
+    queue.requeue_unschedulable(affine)
+    queue.requeue_unschedulable(big)
+    assert queue.where("default/affine") == BACKOFF and queue.where("default/big") == UNSCHEDULABLE
+
+
 def test_unschedulable_pods_are_retried_eventually(clock: Clock) -> None:
     queue = SchedulingQueue(clock=clock, max_unschedulable_seconds=30, publish_metrics=False)
     queue.add(pod("a"), PROFILE)

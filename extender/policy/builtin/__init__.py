@@ -1,9 +1,13 @@
 """The built-in filters and scorers, registered by name (see `extender.policy.names`).
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
-(ResourceFit), taints, affinity, labels (NodeLabels, LabelPreference) and
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), devices
-(DeviceFit, DeviceAllocation: shared GPUs, opt-in). Each plugin is a frozen dataclass built
+(ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
+(PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
+allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
+(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), devices
+(DeviceFit, DeviceAllocation: shared GPUs).
+InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
+kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
 """
@@ -17,26 +21,32 @@ from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocate
 from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
+from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
+from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking
+from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady
+from extender.policy.builtin.spread import PodTopologySpread, PreferredPodTopologySpread
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
 from extender.policy.plugins import PluginFactory
 
-FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, ResourceFit,
-           NodeLabels)
+FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, NodePorts,
+           ResourceFit, PodTopologySpread, InterPodAffinity, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
     BalancedAllocation,
     PreferredNodeAffinity,
     TaintPreferNoSchedule,
+    PreferredPodTopologySpread,
+    PreferredInterPodAffinity,
     LabelPreference,
 )
-# Opt-in, so not in FILTERS/SCORERS (which the standalone default runs in full): shared
-# devices need a node agent publishing inventories and a policy that asks for them.
-DEVICE_FILTERS = (DeviceFit,)
-DEVICE_SCORERS = (DeviceAllocation,)
+# Opt-in, so no default policy runs them: the load plugins need thresholds or a usage source
+# (settings.usage); shared devices need a node agent publishing inventories.
+OPT_IN_FILTERS = (NodeLoad, DeviceFit)
+OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing, DeviceAllocation)
 
 
 class _Registry(Protocol):
@@ -47,29 +57,39 @@ class _Registry(Protocol):
 
 def register(registry: _Registry) -> None:
     """Add every built-in to `registry` (the same hook third-party packages provide)."""
-    for plugin in (*FILTERS, *DEVICE_FILTERS):
+    for plugin in (*FILTERS, *OPT_IN_FILTERS):
         registry.add_filter(plugin.name, plugin.from_args)
-    for plugin in (*SCORERS, *DEVICE_SCORERS):
+    for plugin in (*SCORERS, *OPT_IN_SCORERS):
         registry.add_scorer(plugin.name, plugin.from_args)
 
 
 __all__ = [
     "FILTERS",
+    "OPT_IN_FILTERS",
+    "OPT_IN_SCORERS",
     "SCORERS",
     "BalancedAllocation",
     "DeviceAllocation",
     "DeviceFit",
+    "InterPodAffinity",
     "LabelPreference",
     "LeastAllocated",
+    "LoadVariationRiskBalancing",
     "MostAllocated",
     "NodeAffinity",
     "NodeLabels",
+    "NodePorts",
+    "NodeLoad",
     "NodeReady",
+    "PodTopologySpread",
+    "PreferredInterPodAffinity",
     "PreferredNodeAffinity",
+    "PreferredPodTopologySpread",
     "ResourceFit",
     "SchedulingGates",
     "TaintPreferNoSchedule",
     "TaintToleration",
+    "TargetLoadPacking",
     "UnsupportedConstraints",
     "register",
 ]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from extender.model.nodes import NodeInfo
-from extender.model.pods import PodView
+from extender.model.nodes import NodeInfo, Taint
+from extender.model.pods import PodView, Toleration
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
@@ -32,6 +32,17 @@ def _untolerated(key: str, value: str, effect: str) -> Status:
     # One Status per distinct taint, shared by every node and request that hits it.
     detail = f"untolerated taint {{{key}: {value}}} (effect {effect})"
     return Status(Code.UNRESOLVABLE, (REASON_UNTOLERATED,), detail, names.TAINT_TOLERATION)
+
+
+def untolerated_taint(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (FindMatchingUntoleratedTaint
+    with DoNotScheduleTaintsFilterFunc), or None."""
+    for taint in taints:
+        if taint.effect not in _FILTER_EFFECTS:
+            continue
+        if not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations):
+            return taint
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """UnsupportedConstraints: refuse pods whose hard constraints this engine does not evaluate.
 
-kube-scheduler also enforces required inter-pod (anti-)affinity, topology spread
-with `whenUnsatisfiable: DoNotSchedule`, and host port conflicts. The standalone
-scheduler replaces kube-scheduler for its pods, so placing such a pod while
-ignoring the constraint would silently break what its owner asked for. Until
-those plugins exist here, the pod stays Pending with a reason that says so,
-which is what a user can act on (use kube-scheduler for it, or drop the rule).
-The check reads the pod once; it costs nothing per node.
+kube-scheduler also allocates dynamic resource claims (`spec.resourceClaims`, the
+DynamicResources plugin). The standalone scheduler replaces kube-scheduler for its pods,
+so placing such a pod while ignoring its claims would silently break what its owner
+asked for: the pod stays Pending with a reason that says so, which is what a user can act
+on (use kube-scheduler for it). Inter-pod affinity, topology spread and host ports used to
+be listed here; they have plugins of their own now (InterPodAffinity, PodTopologySpread,
+NodePorts). The check reads the pod once; it costs nothing per node.
 """
 
 from __future__ import annotations
@@ -23,40 +23,21 @@ from extender.policy.builtin import arguments
 from extender.policy.status import Code, Status
 
 NAME = names.UNSUPPORTED_CONSTRAINTS
-CHECKS = ("podAffinity", "podAntiAffinity", "topologySpread", "hostPorts")
+CHECKS = ("resourceClaims",)
+# Checks that earlier versions had, and the plugin that evaluates the constraint now.
+_EVALUATED_NOW = {"podAffinity": names.INTER_POD_AFFINITY, "podAntiAffinity": names.INTER_POD_AFFINITY,
+                  "topologySpread": names.POD_TOPOLOGY_SPREAD, "hostPorts": names.NODE_PORTS}
 
 
-def _required_pod_affinity(spec: Mapping[str, Any], kind: str) -> bool:
-    affinity = spec.get("affinity")
-    block = affinity.get(kind) if isinstance(affinity, Mapping) else None
-    return isinstance(block, Mapping) and bool(block.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-
-def _hard_spread(spec: Mapping[str, Any]) -> bool:
-    constraints = spec.get("topologySpreadConstraints")
-    return isinstance(constraints, list) and any(
-        isinstance(c, Mapping) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-        for c in constraints
-    )
-
-
-def _host_ports(spec: Mapping[str, Any]) -> bool:
-    for field in ("containers", "initContainers"):
-        for container in spec.get(field) or []:
-            ports = container.get("ports") if isinstance(container, Mapping) else None
-            if isinstance(ports, list) and any(isinstance(p, Mapping) and p.get("hostPort") for p in ports):
-                return True
-    return False
+def _resource_claims(spec: Mapping[str, Any]) -> bool:
+    claims = spec.get("resourceClaims")
+    return isinstance(claims, list) and bool(claims)
 
 
 _FINDERS = {
-    "podAffinity": (lambda spec: _required_pod_affinity(spec, "podAffinity"),
-                    "pod has required inter-pod affinity, which this scheduler does not evaluate"),
-    "podAntiAffinity": (lambda spec: _required_pod_affinity(spec, "podAntiAffinity"),
-                        "pod has required inter-pod anti-affinity, which this scheduler does not evaluate"),
-    "topologySpread": (_hard_spread,
-                       "pod has DoNotSchedule topology spread constraints, which this scheduler does not evaluate"),
-    "hostPorts": (_host_ports, "pod uses host ports, whose conflicts this scheduler does not evaluate"),
+    "resourceClaims": (_resource_claims,
+                       "pod uses dynamic resource claims (spec.resourceClaims), which this scheduler does not "
+                       "allocate"),
 }
 
 
@@ -73,6 +54,9 @@ class UnsupportedConstraints:
         arguments.only_keys(args, ("checks",))
         checks = arguments.string_list(args.get("checks", list(CHECKS)), "checks")
         for index, check in enumerate(checks):
+            if check in _EVALUATED_NOW:
+                raise PolicyError(f"checks[{index}]: {check!r} is evaluated by the {_EVALUATED_NOW[check]} "
+                                  "plugin now: remove it here and list that plugin")
             if check not in _FINDERS:
                 raise PolicyError(f"checks[{index}]: {check!r} is not one of {', '.join(CHECKS)}")
         return cls(checks)

@@ -1,0 +1,377 @@
+"""InterPodAffinity: required pod affinity and anti-affinity (filter), preferred ones (scorer).
+
+The same semantics as kube-scheduler v1.36's InterPodAffinity plugin:
+
+* the incoming pod's required affinity: on each node, every term's topology domain must
+  hold a pod matching *all* the terms; a term whose domain label the node lacks refuses
+  it. The first pod of a group is the exception: when no pod anywhere matches all the
+  terms and the pod matches them itself, any node with the labels will do;
+* its required anti-affinity: no matching pod in a term's domain;
+* symmetry: no pod already placed whose required anti-affinity matches the incoming pod
+  in the same domain;
+* scoring: the pod's preferred terms against every placed pod (+/- weight), placed
+  pods' preferred terms and required affinity terms (`hardPodAffinityWeight`) against
+  the pod, summed per topology domain, then min-max normalised.
+
+kube-scheduler walks every pod of every node for this; the cluster view's indexes make
+it O(pods that match) (see extender/cluster/podindex.py). Affinity refusals are
+unresolvable (preemption cannot make a missing pod appear), anti-affinity refusals are
+not (evicting the matching pods may help).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.errors import PolicyError
+from extender.model.affinity import AffinityTerm, WeightedTerm
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.model.records import PodRecord
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.status import Code, Status
+
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+Pair = tuple[str, str]  # (topology key, value)
+_SHOWN = 3  # pods named in a detail line
+
+
+def resolve_namespaces(term: AffinityTerm, cluster: ClusterView) -> AffinityTerm:
+    """The incoming pod's term with its namespaceSelector turned into names, as
+    kube-scheduler's mergeAffinityTermNamespacesIfNotEmpty does at PreFilter."""
+    if term.namespace_selector.nothing:
+        return term
+    return term.with_namespaces(cluster.namespaces_matching(term.namespace_selector))
+
+
+def _bump(counts: dict[Pair, int], pair: Pair, delta: int) -> None:
+    value = counts.get(pair, 0) + delta
+    if value:
+        counts[pair] = value
+    else:
+        counts.pop(pair, None)
+
+
+def _by_key(counts: dict[Pair, int]) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for (key, value), count in counts.items():
+        nested.setdefault(key, {})[value] = count
+    return nested
+
+
+def _matches_all(terms: Sequence[AffinityTerm], namespace: str, labels: Mapping[str, str]) -> bool:
+    """podMatchesAllAffinityTerms: false for no terms, as in kube-scheduler."""
+    if not terms:
+        return False
+    for term in terms:
+        if not term.matches(namespace, labels):
+            return False
+    return True
+
+
+def _node_labels(cluster: ClusterView, node: str) -> Mapping[str, str] | None:
+    info = cluster.node_info(node)
+    return info.node.labels if info is not None else None
+
+
+@dataclass
+class _Counts:
+    """kube-scheduler's preFilterState: topology pairs counted three ways."""
+
+    existing_anti: dict[Pair, int]  # placed pods whose required anti-affinity matches the pod
+    affinity: dict[Pair, int]  # placed pods matching all of the pod's required affinity terms
+    anti: dict[Pair, int]  # placed pods matching one of the pod's required anti-affinity terms
+
+    def copy(self) -> _Counts:
+        return _Counts(dict(self.existing_anti), dict(self.affinity), dict(self.anti))
+
+
+class AffinityCheck:
+    """The per-node check of one pod, with the counts it was prepared with."""
+
+    def __init__(self, pod: PodView, required: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
+                 counts: _Counts, namespace_labels: Mapping[str, str] | None, cluster: ClusterView) -> None:
+        self.pod = pod
+        self.required = required
+        self.anti = anti
+        self.counts = counts
+        self.namespace_labels = namespace_labels
+        self.cluster = cluster
+        self.self_match = _matches_all(required, pod.namespace, pod.labels)
+        # What the per-node check reads, keyed by topology key then value (no tuple per lookup).
+        self._affinity = _by_key(counts.affinity)
+        self._required_keys = tuple(dict.fromkeys(t.topology_key for t in required))
+        anti_by_key = _by_key(counts.anti)
+        self._anti = tuple((key, anti_by_key[key]) for key in dict.fromkeys(t.topology_key for t in anti)
+                           if key in anti_by_key)
+        self._existing = tuple(_by_key(counts.existing_anti).items())
+
+    def __call__(self, info: NodeInfo) -> Status | None:
+        labels = info.node.labels
+        if self._required_keys:
+            affinity = self._affinity
+            pods_exist = True
+            for key in self._required_keys:
+                value = labels.get(key)
+                if value is None:
+                    return self._refuse(Code.UNRESOLVABLE, REASON_AFFINITY, info)
+                values = affinity.get(key)
+                if values is None or values.get(value, 0) <= 0:
+                    pods_exist = False
+            if not pods_exist and not (not affinity and self.self_match):
+                return self._refuse(Code.UNRESOLVABLE, REASON_AFFINITY, info)
+        for key, values in self._anti:
+            value = labels.get(key)
+            if value is not None and values.get(value, 0) > 0:
+                return self._refuse(Code.UNSCHEDULABLE, REASON_ANTI_AFFINITY, info)
+        for key, values in self._existing:
+            value = labels.get(key)
+            if value is not None and values.get(value, 0) > 0:
+                return self._refuse(Code.UNSCHEDULABLE, REASON_EXISTING_ANTI_AFFINITY, info)
+        return None
+
+    def updated(self, changes: Sequence[PodChange]) -> AffinityCheck:
+        """The check with pods added or removed (kube-scheduler's AddPod/RemovePod)."""
+        counts = self.counts.copy()
+        pod = self.pod
+        for change in changes:
+            other, labels, delta = change.pod, change.node.labels, change.delta
+            if other.affinity is not None:
+                for term in other.affinity.required_anti:
+                    if term.matches(pod.namespace, pod.labels, self.namespace_labels):
+                        value = labels.get(term.topology_key)
+                        if value is not None:
+                            _bump(counts.existing_anti, (term.topology_key, value), delta)
+            if _matches_all(self.required, other.namespace, other.labels):
+                for term in self.required:
+                    value = labels.get(term.topology_key)
+                    if value is not None:
+                        _bump(counts.affinity, (term.topology_key, value), delta)
+            for term in self.anti:
+                if term.matches(other.namespace, other.labels):
+                    value = labels.get(term.topology_key)
+                    if value is not None:
+                        _bump(counts.anti, (term.topology_key, value), delta)
+        return AffinityCheck(pod, self.required, self.anti, counts, self.namespace_labels, self.cluster)
+
+    def _refuse(self, code: Code, reason: str, info: NodeInfo) -> Status:
+        return Status(code, (reason,), lambda: self.explain(reason, info.node), names.INTER_POD_AFFINITY)
+
+    # ---- explain: which pods, which domains (only computed when someone reads it) -----------
+
+    def explain(self, reason: str, node: NodeView) -> str:
+        if reason == REASON_AFFINITY:
+            return self._explain_affinity(node)
+        if reason == REASON_ANTI_AFFINITY:
+            return self._explain_pods(node, [(t, self.cluster.matching_pods(t.namespaces, t.selector))
+                                             for t in self.anti], "anti-affinity with")
+        return self._explain_existing(node)
+
+    def _explain_affinity(self, node: NodeView) -> str:
+        missing = [t.topology_key for t in self.required if t.topology_key not in node.labels]
+        if missing:
+            return f"node has no label {', '.join(sorted(set(missing)))} (the topologyKey of a required affinity term)"
+        domains = ", ".join(f"{t.topology_key}={node.labels[t.topology_key]}" for t in self.required)
+        return f"no pod matching every required affinity term in {domains}"
+
+    def _same_domain(self, record: PodRecord, key: str, node: NodeView) -> bool:
+        labels = _node_labels(self.cluster, record.node_name)
+        return labels is not None and labels.get(key) == node.labels.get(key)
+
+    def _explain_pods(self, node: NodeView, found: list[tuple[AffinityTerm, list[PodRecord]]], what: str) -> str:
+        shown = []
+        for term, records in found:
+            for record in records:
+                if record.key != self.pod.key and self._same_domain(record, term.topology_key, node):
+                    shown.append(f"{record.key} on {record.node_name}")
+        if not shown:
+            return what + " a pod in this node's domain"
+        more = f" and {len(shown) - _SHOWN} more" if len(shown) > _SHOWN else ""
+        return f"{what} {', '.join(shown[:_SHOWN])}{more}"
+
+    def _explain_existing(self, node: NodeView) -> str:
+        found = []
+        for group in self.cluster.affinity_groups():
+            for term in group.terms.required_anti:
+                if term.matches(self.pod.namespace, self.pod.labels, self.namespace_labels):
+                    found.append((term, group.pods()))
+        return self._explain_pods(node, found, "the anti-affinity of")
+
+
+def _existing_anti_counts(pod: PodView, cluster: ClusterView, namespace_labels: Mapping[str, str] | None
+                          ) -> dict[Pair, int]:
+    counts: dict[Pair, int] = {}
+    for group in cluster.affinity_groups():
+        matched = [t for t in group.terms.required_anti if t.matches(pod.namespace, pod.labels, namespace_labels)]
+        if not matched:
+            continue
+        for record in group.pods():
+            labels = _node_labels(cluster, record.node_name)
+            if labels is None:
+                continue
+            for term in matched:
+                value = labels.get(term.topology_key)
+                if value is not None:
+                    _bump(counts, (term.topology_key, value), 1)
+    return counts
+
+
+def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
+                     cluster: ClusterView) -> tuple[dict[Pair, int], dict[Pair, int]]:
+    affinity: dict[Pair, int] = {}
+    if required:
+        first, rest = required[0], required[1:]
+        for record in cluster.matching_pods(first.namespaces, first.selector):
+            if rest and not _matches_all(rest, record.namespace, record.labels):
+                continue
+            labels = _node_labels(cluster, record.node_name)
+            if labels is None:
+                continue
+            for term in required:
+                value = labels.get(term.topology_key)
+                if value is not None:
+                    _bump(affinity, (term.topology_key, value), 1)
+    anti_counts: dict[Pair, int] = {}
+    for term in anti:
+        for record in cluster.matching_pods(term.namespaces, term.selector):
+            labels = _node_labels(cluster, record.node_name)
+            value = labels.get(term.topology_key) if labels is not None else None
+            if value is not None:
+                _bump(anti_counts, (term.topology_key, value), 1)
+    return affinity, anti_counts
+
+
+@dataclass(frozen=True)
+class InterPodAffinity:
+    """Filter. No args."""
+
+    name: ClassVar[str] = names.INTER_POD_AFFINITY
+    needs_cluster: ClassVar[bool] = True
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> InterPodAffinity:
+        arguments.only_keys(arguments.mapping(args, ""), ())
+        return cls()
+
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> AffinityCheck | None:
+        terms = pod.affinity
+        required = tuple(resolve_namespaces(t, cluster) for t in terms.required) if terms else ()
+        anti = tuple(resolve_namespaces(t, cluster) for t in terms.required_anti) if terms else ()
+        namespace_labels = cluster.namespace_labels(pod.namespace)
+        existing = _existing_anti_counts(pod, cluster, namespace_labels)
+        if not existing and not required and not anti:
+            return None
+        affinity, anti_counts = _incoming_counts(required, anti, cluster)
+        return AffinityCheck(pod, required, anti, _Counts(existing, affinity, anti_counts), namespace_labels, cluster)
+
+    def filter(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> Status | None:
+        check = self.prefilter(pod, cluster)
+        return None if check is None else check(node)
+
+
+# ---- scoring -----------------------------------------------------------------------------
+
+
+class AffinityScore:
+    """Per-node sum of the topology scores; min-max normalised over the scored nodes."""
+
+    def __init__(self, scores: dict[str, dict[str, int]]) -> None:
+        self.scores = scores
+
+    def __call__(self, info: NodeInfo) -> float:
+        labels = info.node.labels
+        total = 0
+        for key, values in self.scores.items():
+            value = labels.get(key)
+            if value is not None:
+                total += values.get(value, 0)
+        return total
+
+    def normalize(self, scores: Sequence[float], nodes: Sequence[NodeInfo] = ()) -> list[float]:
+        if not self.scores or not scores:
+            return [0.0] * len(scores)
+        low, high = min(scores), max(scores)
+        spread = high - low
+        if spread <= 0:
+            return [0.0] * len(scores)
+        return [float(int(100 * (s - low) / spread)) for s in scores]
+
+
+def _add_term(scores: dict[str, dict[str, int]], term: AffinityTerm, labels: Mapping[str, str], amount: int) -> None:
+    value = labels.get(term.topology_key)
+    if value is not None:
+        values = scores.setdefault(term.topology_key, {})
+        values[value] = values.get(value, 0) + amount
+
+
+@dataclass(frozen=True)
+class PreferredInterPodAffinity:
+    """Scorer. Args `hardPodAffinityWeight` (0..100, default 1) and
+    `ignorePreferredTermsOfExistingPods` (default false), as kube-scheduler's InterPodAffinityArgs."""
+
+    name: ClassVar[str] = names.INTER_POD_AFFINITY
+    needs_cluster: ClassVar[bool] = True
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> PreferredInterPodAffinity:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"))
+        weight = arguments.integer(args.get("hardPodAffinityWeight", 1), "hardPodAffinityWeight",
+                                   minimum=0, maximum=100)
+        ignore = args.get("ignorePreferredTermsOfExistingPods", False)
+        if not isinstance(ignore, bool):
+            raise PolicyError("ignorePreferredTermsOfExistingPods: expected true or false")
+        return cls(weight, ignore)
+
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> AffinityScore | None:
+        terms = pod.affinity
+        preferred: tuple[WeightedTerm, ...] = terms.preferred if terms else ()
+        preferred_anti: tuple[WeightedTerm, ...] = terms.preferred_anti if terms else ()
+        has_constraints = bool(preferred or preferred_anti)
+        if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return None
+        scores: dict[str, dict[str, int]] = {}
+        for weighted, sign in [*((w, 1) for w in preferred), *((w, -1) for w in preferred_anti)]:
+            term = resolve_namespaces(weighted.term, cluster)
+            for record in cluster.matching_pods(term.namespaces, term.selector):
+                labels = _node_labels(cluster, record.node_name)
+                if labels:
+                    _add_term(scores, term, labels, sign * weighted.weight)
+        self._existing_terms(pod, cluster, scores)
+        if not scores:
+            return None  # kube-scheduler's Skip: no term matched anything on a labelled node
+        return AffinityScore(scores)
+
+    def _existing_terms(self, pod: PodView, cluster: ClusterView, scores: dict[str, dict[str, int]]) -> None:
+        """The placed pods' terms against the pod: required affinity (hard weight) and preferred."""
+        namespace_labels = cluster.namespace_labels(pod.namespace)
+        for group in cluster.affinity_groups():
+            terms = group.terms
+            weighted: list[tuple[AffinityTerm, int]] = []
+            if self.hard_pod_affinity_weight > 0:
+                weighted += [(t, self.hard_pod_affinity_weight) for t in terms.required]
+            if not self.ignore_preferred_terms_of_existing_pods:
+                weighted += [(w.term, w.weight) for w in terms.preferred]
+                weighted += [(w.term, -w.weight) for w in terms.preferred_anti]
+            matched = [(t, w) for t, w in weighted if t.matches(pod.namespace, pod.labels, namespace_labels)]
+            if not matched:
+                continue
+            for record in group.pods():
+                labels = _node_labels(cluster, record.node_name)
+                if labels:
+                    for term, weight in matched:
+                        _add_term(scores, term, labels, weight)
+
+    def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
+        fn = self.prescore(pod, cluster, [node])
+        return 0 if fn is None else fn(node)
+

@@ -1,0 +1,57 @@
+"""NodePorts: a pod's host ports must be free on the node (kube-scheduler's NodePorts filter).
+
+The wanted ports come from the app containers and sidecar init containers
+(extender.model.ports); the node's used ports are the NodeInfo's, kept by the cluster
+state for placed and assumed pods, so two pods scheduled back to back see each other.
+A clash is Unschedulable (evicting the pod that holds the port may help), with
+kube-scheduler's reason; the detail names the port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.model.ports import HostPort, conflict
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.plugins import NodeCheck
+from extender.policy.status import Code, Status
+
+REASON = "node(s) didn't have free ports for the requested pod ports"
+
+
+def _refusal(port: HostPort) -> Status:
+    detail = f"host port {port.ip}:{port.port}/{port.protocol} is in use"
+    return Status(Code.UNSCHEDULABLE, (REASON,), detail, names.NODE_PORTS)
+
+
+@dataclass(frozen=True)
+class NodePorts(PrefilteredFilter):
+    """No args."""
+
+    name: ClassVar[str] = names.NODE_PORTS
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> NodePorts:
+        arguments.only_keys(arguments.mapping(args, ""), ())
+        return cls()
+
+    def prefilter(self, pod: PodView) -> NodeCheck | None:
+        wanted = pod.host_ports
+        if not wanted:
+            return None
+
+        def check(info: NodeInfo) -> Status | None:
+            used = info.host_ports
+            if used:
+                for port in wanted:
+                    if conflict(port, used):
+                        return _refusal(port)
+            return None
+
+        return check

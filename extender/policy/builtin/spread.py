@@ -1,0 +1,362 @@
+"""PodTopologySpread: `DoNotSchedule` constraints (filter) and `ScheduleAnyway` ones (scorer).
+
+The semantics of kube-scheduler v1.36's PodTopologySpread:
+
+* domains are the values of a constraint's `topologyKey` on the nodes that have every
+  constraint's key and pass its inclusion policies (`nodeAffinityPolicy` Honor: the pod's
+  nodeSelector and required node affinity; `nodeTaintsPolicy` Honor: its tolerations);
+* a domain counts the placed, not terminating pods of the pod's namespace that the
+  selector matches (`matchLabelKeys` merged); an empty selector counts nothing;
+* filter: a node without a constraint's key is refused, unresolvably; otherwise
+  `count(domain) + (1 if the pod matches its own selector) - min(count over domains)`
+  must not exceed `maxSkew`, where the minimum is 0 while there are fewer domains than
+  `minDomains`;
+* score: per constraint, `count * log(domains + 2) + maxSkew - 1` (hostname: the node's
+  own count, weighted by log(nodes + 2)), summed, rounded, and reverse-normalised so the
+  emptiest node gets 100; nodes lacking a key are ignored (score 0).
+
+Pods without constraints of their own get kube-scheduler's system defaults (hostname
+maxSkew 3, zone maxSkew 5, ScheduleAnyway) when they belong to a workload. kube-scheduler
+builds that default selector from the Services, ReplicaSets, StatefulSets and
+ReplicationControllers selecting the pod; this plugin approximates it by the pod's
+controller: the pods counted are those with the same controlling ReplicaSet, StatefulSet
+or ReplicationController. Services are not watched, so a pod selected only by a Service
+gets no default spreading (see docs/plugins.md).
+
+Which nodes form the domains depends only on node labels and taints, so it is computed
+once per node generation and pod shape (`ClusterView.memo`); counting uses the label
+index, so a cycle costs O(matching pods), not O(all pods).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.errors import PolicyError
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.model.records import PodRecord
+from extender.model.selectors import LabelSelector
+from extender.model.spread import (
+    DO_NOT_SCHEDULE,
+    HOSTNAME,
+    SCHEDULE_ANYWAY,
+    SYSTEM_DEFAULT_CONSTRAINTS,
+    SpreadConstraint,
+)
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.builtin.taints import untolerated_taint
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.status import Code, Status
+
+REASON_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+REASON_MISSING_LABEL = REASON_NOT_MATCH + " (missing required label)"
+DEFAULT_OWNER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+SYSTEM = "System"
+LIST = "List"
+_MAX_INT32 = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """A constraint as the plugin evaluates it: a label selector, or the default selector's
+    stand-in, the pod's controller (`owner`)."""
+
+    constraint: SpreadConstraint
+    owner: tuple[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        return self.constraint.topology_key
+
+    def counts_nothing(self) -> bool:
+        return self.owner is None and self.constraint.selector.empty
+
+    def selects(self, labels: Mapping[str, str], owner: tuple[str, str] | None) -> bool:
+        if self.owner is not None:
+            return owner == self.owner
+        return self.constraint.selector.matches(labels)
+
+    def placed(self, cluster: ClusterView, namespace: str) -> list[PodRecord]:
+        """Placed pods of `namespace` the rule counts (terminating ones are skipped by the callers)."""
+        if self.counts_nothing():
+            return []
+        if self.owner is not None:
+            return cluster.owned_pods(namespace, *self.owner)
+        return cluster.matching_pods((namespace,), self.constraint.selector)
+
+
+def _node_included(rule: _Rule, pod: PodView, node: NodeView) -> bool:
+    """matchNodeInclusionPolicies: the pod's required node affinity and/or its tolerations."""
+    constraint = rule.constraint
+    if constraint.honor_node_affinity:
+        for key, value in pod.node_selector.items():
+            if node.labels.get(key) != value:
+                return False
+        terms = pod.required_terms
+        if terms is not None and not any(term.matches(node.labels, node.name) for term in terms):
+            return False
+    return not (constraint.honor_node_taints and untolerated_taint(pod.tolerations, node.taints))
+
+
+def _has_keys(labels: Mapping[str, str], rules: Sequence[_Rule]) -> bool:
+    for rule in rules:
+        if rule.key not in labels:
+            return False
+    return True
+
+
+def _eligibility(pod: PodView, rules: Sequence[_Rule], cluster: ClusterView,
+                 require_all_keys: bool) -> list[dict[str, str]]:
+    """Per rule: node name -> its domain, for the nodes whose pods count towards the rule."""
+
+    def compute() -> list[dict[str, str]]:
+        result: list[dict[str, str]] = [{} for _ in rules]
+        for info in cluster.all_node_infos():
+            node = info.node
+            if require_all_keys and not _has_keys(node.labels, rules):
+                continue
+            for i, rule in enumerate(rules):
+                if _node_included(rule, pod, node):
+                    result[i][node.name] = node.labels.get(rule.key, "")
+        return result
+
+    shape = tuple((r.key, r.constraint.honor_node_affinity, r.constraint.honor_node_taints) for r in rules)
+    honors_affinity = any(r.constraint.honor_node_affinity for r in rules)
+    honors_taints = any(r.constraint.honor_node_taints for r in rules)
+    key = ("PodTopologySpread", shape, require_all_keys,
+           tuple(sorted(pod.node_selector.items())) if honors_affinity else (),
+           pod.required_terms if honors_affinity else None,
+           pod.tolerations if honors_taints else ())
+    return cluster.memo(key, compute)  # type: ignore[no-any-return]
+
+
+def _bump(counts: dict[str, int], value: str, delta: int) -> None:
+    counts[value] = counts.get(value, 0) + delta
+
+
+class SpreadCheck:
+    """The filter's per-node check: per rule, the count of every domain and their minimum."""
+
+    def __init__(self, pod: PodView, rules: tuple[_Rule, ...], counts: list[dict[str, int]]) -> None:
+        self.pod = pod
+        self.rules = rules
+        self.counts = counts
+        # Per rule, what the check reads for every node: (key, counts, skew allowance).
+        # allowance = maxSkew + min - self: a domain fails when its count exceeds it.
+        plan = []
+        for rule, domains in zip(rules, counts, strict=True):
+            low = min(domains.values()) if domains else _MAX_INT32
+            minimum = 0 if len(domains) < rule.constraint.min_domains else low
+            self_match = 1 if rule.selects(pod.labels, pod.owner) else 0
+            plan.append((rule.key, domains, rule.constraint.max_skew + minimum - self_match, rule, minimum, self_match))
+        self._plan = tuple(plan)
+
+    def __call__(self, info: NodeInfo) -> Status | None:
+        labels = info.node.labels
+        for key, domains, allowance, rule, minimum, self_match in self._plan:
+            value = labels.get(key)
+            if value is None:
+                return Status(Code.UNRESOLVABLE, (REASON_MISSING_LABEL,),
+                              f"node has no label {key}", names.POD_TOPOLOGY_SPREAD)
+            count = domains.get(value, 0)
+            if count > allowance:
+                return Status(Code.UNSCHEDULABLE, (REASON_NOT_MATCH,),
+                              _detail(rule, value, count, minimum, self_match), names.POD_TOPOLOGY_SPREAD)
+        return None
+
+    def updated(self, changes: Sequence[PodChange]) -> SpreadCheck:
+        """The counts with pods added or removed (kube-scheduler's AddPod/RemovePod)."""
+        counts = [dict(c) for c in self.counts]
+        pod = self.pod
+        for change in changes:
+            other, node = change.pod, change.node
+            if other.namespace != pod.namespace or not _has_keys(node.labels, self.rules):
+                continue
+            for i, rule in enumerate(self.rules):
+                if rule.selects(other.labels, other.owner) and _node_included(rule, pod, node):
+                    _bump(counts[i], node.labels[rule.key], change.delta)
+        return SpreadCheck(pod, self.rules, counts)
+
+
+def _detail(rule: _Rule, value: str, count: int, minimum: int, self_match: bool) -> str:
+    c = rule.constraint
+    plus = " + this pod" if self_match else ""
+    return (f"{c.topology_key}={value}: {count} matching pod(s){plus}, min {minimum} across domains, "
+            f"maxSkew {c.max_skew}")
+
+
+def _rules(pod: PodView, action: str, defaults: tuple[SpreadConstraint, ...]) -> tuple[_Rule, ...]:
+    """The pod's constraints of `action`, or the default constraints when it has none."""
+    if pod.spread:
+        return tuple(_Rule(c) for c in pod.spread if c.when_unsatisfiable == action)
+    owner = pod.owner
+    if owner is None or owner[0] not in DEFAULT_OWNER_KINDS:
+        return ()
+    return tuple(_Rule(c, owner) for c in defaults if c.when_unsatisfiable == action)
+
+
+def _parse_defaults(raw: Any) -> tuple[SpreadConstraint, ...]:
+    if not isinstance(raw, list):
+        raise PolicyError("defaultConstraints: expected a list")
+    parsed = []
+    for i, item in enumerate(raw):
+        where = f"defaultConstraints[{i}]"
+        item = arguments.mapping(item, where)
+        arguments.only_keys(item, ("maxSkew", "topologyKey", "whenUnsatisfiable"), where)
+        when = item.get("whenUnsatisfiable", DO_NOT_SCHEDULE)
+        if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            raise PolicyError(f"{where}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
+        parsed.append(SpreadConstraint(
+            arguments.integer(item.get("maxSkew"), f"{where}.maxSkew", minimum=1, maximum=_MAX_INT32),
+            arguments.string(item.get("topologyKey"), f"{where}.topologyKey"), when, LabelSelector(())))
+    return tuple(parsed)
+
+
+SYSTEM_DEFAULTS = tuple(SpreadConstraint(skew, key, SCHEDULE_ANYWAY, LabelSelector(()))
+                        for key, skew in SYSTEM_DEFAULT_CONSTRAINTS)
+
+
+def _from_args(args: Mapping[str, Any]) -> tuple[tuple[SpreadConstraint, ...], bool]:
+    """kube-scheduler's PodTopologySpreadArgs: `defaultingType` System (default) or List."""
+    args = arguments.mapping(args, "")
+    arguments.only_keys(args, ("defaultConstraints", "defaultingType"))
+    kind = args.get("defaultingType", SYSTEM)
+    if kind not in (SYSTEM, LIST):
+        raise PolicyError("defaultingType: must be System or List")
+    if kind == SYSTEM:
+        if args.get("defaultConstraints"):
+            raise PolicyError("defaultConstraints: must be empty when defaultingType is System")
+        return SYSTEM_DEFAULTS, True
+    return _parse_defaults(args.get("defaultConstraints") or []), False
+
+
+@dataclass(frozen=True)
+class PodTopologySpread:
+    """Filter for `DoNotSchedule` constraints. Args: `defaultingType`, `defaultConstraints`."""
+
+    name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
+    needs_cluster: ClassVar[bool] = True
+    defaults: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULTS
+    system_defaulted: bool = True
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> PodTopologySpread:
+        return cls(*_from_args(args))
+
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> SpreadCheck | None:
+        rules = _rules(pod, DO_NOT_SCHEDULE, self.defaults)
+        if not rules:
+            return None
+        eligible = _eligibility(pod, rules, cluster, True)
+        counts: list[dict[str, int]] = []
+        for rule, nodes in zip(rules, eligible, strict=True):
+            domains = dict.fromkeys(nodes.values(), 0)
+            for record in rule.placed(cluster, pod.namespace):
+                if record.deleting:
+                    continue
+                value = nodes.get(record.node_name)
+                if value is not None:
+                    domains[value] += 1
+            counts.append(domains)
+        return SpreadCheck(pod, rules, counts)
+
+    def filter(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> Status | None:
+        check = self.prefilter(pod, cluster)
+        return None if check is None else check(node)
+
+
+# ---- scoring -----------------------------------------------------------------------------
+
+
+class SpreadScore:
+    def __init__(self, rules: tuple[_Rule, ...], domain_counts: list[dict[str, int]],
+                 node_counts: list[dict[str, int]], weights: list[float], ignored: frozenset[str]) -> None:
+        self.ignored = ignored
+        # Per rule: (key, whether counts are per node, the counts, weight, maxSkew - 1).
+        self._plan = tuple(
+            (rule.key, rule.key == HOSTNAME, node_counts[i] if rule.key == HOSTNAME else domain_counts[i],
+             weights[i], rule.constraint.max_skew - 1)
+            for i, rule in enumerate(rules))
+
+    def __call__(self, info: NodeInfo) -> float:
+        node = info.node
+        name = node.name
+        if name in self.ignored:
+            return 0
+        labels = node.labels
+        score = 0.0
+        for key, per_node, counts, weight, extra in self._plan:
+            value = labels.get(key)
+            if value is not None:
+                score += counts.get(name if per_node else value, 0) * weight + extra
+        return math.floor(score + 0.5)  # Go's math.Round; scores are never negative
+
+    def normalize(self, scores: Sequence[float], nodes: Sequence[NodeInfo] = ()) -> list[float]:
+        ignored = self.ignored
+        kept = [s for s, info in zip(scores, nodes, strict=True) if info.node.name not in ignored] \
+            if ignored else list(scores)
+        low = min(kept) if kept else 0
+        high = max(max(kept), 0) if kept else 0
+        result = []
+        for score, info in zip(scores, nodes, strict=True):
+            if ignored and info.node.name in ignored:
+                result.append(0.0)
+            elif high == 0:
+                result.append(100.0)
+            else:
+                result.append(float(100 * int(high + low - score) // int(high)))
+        return result
+
+
+@dataclass(frozen=True)
+class PreferredPodTopologySpread:
+    """Scorer for `ScheduleAnyway` constraints (and the default ones). Same args as the filter."""
+
+    name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
+    needs_cluster: ClassVar[bool] = True
+    defaults: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULTS
+    system_defaulted: bool = True
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> PreferredPodTopologySpread:
+        return cls(*_from_args(args))
+
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> SpreadScore | None:
+        rules = _rules(pod, SCHEDULE_ANYWAY, self.defaults)
+        if not rules or not nodes:
+            return None
+        require_all = bool(pod.spread) or not self.system_defaulted
+        ignored = frozenset(info.name for info in nodes
+                            if require_all and not _has_keys(info.node.labels, rules))
+        domain_counts: list[dict[str, int]] = []
+        weights = []
+        for rule in rules:
+            if rule.key == HOSTNAME:
+                domain_counts.append({})
+                weights.append(math.log(len(nodes) - len(ignored) + 2))
+                continue
+            values = {info.node.labels.get(rule.key, ""): 0 for info in nodes if info.name not in ignored}
+            domain_counts.append(values)
+            weights.append(math.log(len(values) + 2))
+        eligible = _eligibility(pod, rules, cluster, require_all)
+        node_counts: list[dict[str, int]] = [{} for _ in rules]
+        for i, rule in enumerate(rules):
+            for record in rule.placed(cluster, pod.namespace):
+                if record.deleting:
+                    continue
+                if rule.key == HOSTNAME:
+                    _bump(node_counts[i], record.node_name, 1)
+                    continue
+                value = eligible[i].get(record.node_name)
+                if value is not None and value in domain_counts[i]:
+                    domain_counts[i][value] += 1
+        return SpreadScore(rules, domain_counts, node_counts, weights, ignored)
+
+    def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
+        fn = self.prescore(pod, cluster, [node])
+        return 0 if fn is None else fn(node)

@@ -1,0 +1,98 @@
+"""End-to-end fixtures: the real control plane of the session, kube-scheduler, our processes.
+
+Every test here needs real binaries; without them (the fake API server) each is skipped,
+saying how to get them. The control plane is the session's (tests.fakeapi.fixtures
+starts it once when KUBEBUILDER_ASSETS is set) and is wiped before each test like for
+any other API-server test; kube-scheduler and the extender processes are started per
+test and stopped after it, their logs shown when the test fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.controlplane import KubeScheduler, start_kube_scheduler
+from tests.e2e.processes import ExtenderProcess
+
+PLUGIN = "tests.fakeapi.fixtures"
+NO_BINARIES = (
+    "end-to-end: needs a real control plane with kube-scheduler; set KUBEBUILDER_ASSETS to a "
+    "folder holding etcd, kube-apiserver and kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh "
+    "builds them and prints the export line)"
+)
+FAILED = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin(PLUGIN):
+        config.pluginmanager.import_plugin(PLUGIN)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[FAILED] = report.failed
+    return report
+
+
+@pytest.fixture
+def cluster(apiserver: Any) -> Any:
+    """The session's real API server, clean; skips (saying why) without the binaries."""
+    if apiserver.fake is not None or apiserver.plane is None:
+        pytest.skip(NO_BINARIES)
+    if apiserver.plane.assets.kube_scheduler is None:
+        pytest.skip(NO_BINARIES + " (kube-scheduler is missing there)")
+    return apiserver
+
+
+@pytest.fixture
+def logs(request: pytest.FixtureRequest) -> Iterator[list[Callable[[], tuple[str, str]]]]:
+    """Register log readers (name, text); their tails are printed when the test fails."""
+    readers: list[Callable[[], tuple[str, str]]] = []
+    yield readers
+    if request.node.stash.get(FAILED, False):
+        for read in readers:
+            name, text = read()
+            print(f"\n----- {name} (last 60 lines) -----\n" + "\n".join(text.splitlines()[-60:]))
+
+
+@pytest.fixture
+def extender(logs: list[Callable[[], tuple[str, str]]]) -> Iterator[Callable[[ExtenderProcess], ExtenderProcess]]:
+    """Start ``extender serve``/``schedule`` processes (built by tests.e2e.processes); at the
+    end each must stop on SIGTERM with exit code 0, as it would in a pod."""
+    started: list[ExtenderProcess] = []
+
+    def start(process: ExtenderProcess, timeout: float = 30.0) -> ExtenderProcess:
+        started.append(process)
+        logs.append(lambda: (" ".join(process.args[:1]), process.log()))
+        return process.start(timeout)
+
+    yield start
+    codes = {" ".join(p.args[:1]): p.stop() for p in reversed(started)}
+    assert all(code == 0 for code in codes.values()), f"exit codes after SIGTERM: {codes}"
+
+
+@pytest.fixture
+def kube_scheduler(
+    cluster: Any, tmp_path: Path, logs: list[Callable[[], tuple[str, str]]], extender: Any
+) -> Iterator[Callable[..., KubeScheduler]]:
+    """Start kube-scheduler processes (as system:kube-scheduler) for this test. They stop
+    before the extender processes (this fixture depends on ``extender``): a webhook whose
+    caller is gone stops at once, while one with a caller holding an idle spare connection
+    waits for gunicorn's graceful timeout (docs/reliability.md, "Known failures")."""
+    started: list[KubeScheduler] = []
+
+    def start(config: Mapping[str, Any], name: str = "kube-scheduler") -> KubeScheduler:
+        scheduler = start_kube_scheduler(cluster.plane, config, name=name, workdir=tmp_path / "schedulers")
+        started.append(scheduler)
+        logs.append(lambda: (name, scheduler.log()))
+        return scheduler
+
+    yield start
+    for scheduler in reversed(started):
+        scheduler.stop()
