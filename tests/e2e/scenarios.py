@@ -13,15 +13,20 @@ served (same priority). Keep outcomes independent of scoring: when a pod may lan
 several nodes, list them all in ``placements``, and do not let the set of bound pods
 depend on which of two equally good nodes a scorer picked.
 
-Not here (yet): inter-pod affinity, topology spread, host ports, volumes and preemption,
-which the standalone scheduler still refuses through its UnsupportedConstraints filter;
-and a NotReady node with a pod tolerating the not-ready taint, a deliberate difference
+Pods given a ``node_name`` are bound at creation (running pods, for affinity or as
+preemption victims; give victims ``spec={"terminationGracePeriodSeconds": 0}``, as no
+kubelet finishes their deletion). ``priority_classes`` are created before the pods;
+``deleted`` names the pods that must be gone at the end (preemption's victims);
+``checks`` are invariants on the placements (distinct nodes, skew, co-location), each
+returning a list of problems.
+
+Not here: a NotReady node with a pod tolerating the not-ready taint, a deliberate difference
 (the standalone policy's NodeReady filter refuses NotReady nodes outright).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +76,10 @@ def on_hosts(*names: str) -> dict[str, Any]:
     ]}}}  # fmt: skip
 
 
+# An invariant: (pod -> node of the bound pods, node -> its labels) -> the problems found.
+Check = Callable[[Mapping[str, str], Mapping[str, Mapping[str, str]]], list[str]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -79,18 +88,67 @@ class Scenario:
     pods: tuple[dict[str, Any], ...]
     bound: frozenset[str]  # the pods that must end up bound; every other pod stays Pending
     placements: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pod -> allowed nodes
+    deleted: frozenset[str] = frozenset()  # pods that must be gone (preempted)
+    priority_classes: Mapping[str, int | tuple[int, str]] = field(default_factory=dict)  # value[, policy]
+    checks: tuple[Check, ...] = ()
 
     def __post_init__(self) -> None:
         names = [p["name"] for p in self.pods]
         assert len(set(names)) == len(names), f"{self.name}: duplicate pod names"
         assert self.bound <= set(names), f"{self.name}: bound names unknown pods"
+        assert not self.bound & self.deleted, f"{self.name}: a pod cannot be both bound and deleted"
         assert set(self.placements) <= self.bound, f"{self.name}: placements for pods not bound"
 
 
 def scenario(name: str, why: str, *, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
-             bound: set[str], placements: Mapping[str, set[str]] | None = None) -> Scenario:
+             bound: set[str], placements: Mapping[str, set[str]] | None = None,
+             deleted: frozenset[str] | set[str] = frozenset(),
+             priority_classes: Mapping[str, int | tuple[int, str]] | None = None,
+             checks: tuple[Check, ...] = ()) -> Scenario:
     return Scenario(name, why, tuple(nodes), tuple(pods), frozenset(bound),
-                    {k: frozenset(v) for k, v in (placements or {}).items()})
+                    {k: frozenset(v) for k, v in (placements or {}).items()}, frozenset(deleted),
+                    dict(priority_classes or {}), checks)
+
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+GRACE_0 = {"terminationGracePeriodSeconds": 0}
+
+
+def term(labels: Mapping[str, str], key: str = HOSTNAME) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": key}
+
+
+def zone_spread(labels: Mapping[str, str], max_skew: int = 1) -> dict[str, Any]:
+    return {"topologySpreadConstraints": [{"maxSkew": max_skew, "topologyKey": ZONE,
+                                           "whenUnsatisfiable": "DoNotSchedule",
+                                           "labelSelector": {"matchLabels": dict(labels)}}]}
+
+
+def distinct_nodes(*names: str) -> Check:
+    def check(bound: Mapping[str, str], nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+        placed = [bound[n] for n in names if n in bound]
+        return [] if len(placed) == len(set(placed)) else [f"{names} share nodes: {placed}"]
+    return check
+
+
+def same_node(*names: str) -> Check:
+    def check(bound: Mapping[str, str], nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+        placed = {bound.get(n) for n in names}
+        return [] if len(placed) == 1 else [f"{names} not together: {placed}"]
+    return check
+
+
+def zone_skew(names: list[str], zones: list[str], max_skew: int) -> Check:
+    def check(bound: Mapping[str, str], nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+        counts = dict.fromkeys(zones, 0)
+        for name in names:
+            if name in bound:
+                counts[nodes[bound[name]][ZONE]] += 1
+        skew = max(counts.values()) - min(counts.values())
+        return [] if skew <= max_skew else [f"zone skew {skew} > {max_skew}: {counts}"]
+    return check
 
 
 SCENARIOS: list[Scenario] = [
@@ -217,5 +275,94 @@ SCENARIOS: list[Scenario] = [
         nodes=[node("two-slots", pods="2")],
         pods=[pod("first"), pod("second"), pod("third")],
         bound={"first", "second"},
+    ),
+    # ---- inter-pod rules, host ports ------------------------------------------------------
+    scenario(
+        "anti-affinity-replicas",
+        "4 replicas with required hostname anti-affinity on 3 nodes: 3 on distinct nodes, 1 Pending",
+        nodes=[node("n1"), node("n2"), node("n3")],
+        pods=[pod(f"web-{i}", labels={"app": "web"}, affinity={"podAntiAffinity": {REQUIRED: [term({"app": "web"})]}})
+              for i in range(4)],
+        bound={"web-0", "web-1", "web-2"},
+        checks=(distinct_nodes("web-0", "web-1", "web-2"),),
+    ),
+    scenario(
+        "affinity-to-a-running-pod",
+        "pods with required affinity to a running db pod go to its node",
+        nodes=[node("n1"), node("n2"), node("n3")],
+        pods=[pod("db", labels={"app": "db"}, node_name="n2"),
+              *(pod(f"web-{i}", labels={"app": "web"}, affinity={"podAffinity": {REQUIRED: [term({"app": "db"})]}})
+                for i in range(2))],
+        bound={"db", "web-0", "web-1"},
+        placements={"web-0": {"n2"}, "web-1": {"n2"}},
+    ),
+    scenario(
+        "first-pod-of-a-group",
+        "a pod whose required affinity matches only its own labels is bound; the next joins it",
+        nodes=[node("n1"), node("n2")],
+        pods=[pod(f"cache-{i}", labels={"app": "cache"},
+                  affinity={"podAffinity": {REQUIRED: [term({"app": "cache"})]}}) for i in range(2)],
+        bound={"cache-0", "cache-1"},
+        checks=(same_node("cache-0", "cache-1"),),
+    ),
+    scenario(
+        "zone-spread",
+        "7 pods, zone spread maxSkew 1, DoNotSchedule, 3 zones: all bound, 3/2/2",
+        nodes=[node(f"{z}-0", labels={ZONE: z}) for z in "abc"],
+        pods=[pod(f"web-{i}", labels={"app": "web"}, spec=zone_spread({"app": "web"})) for i in range(7)],
+        bound={f"web-{i}" for i in range(7)},
+        checks=(zone_skew([f"web-{i}" for i in range(7)], ["a", "b", "c"], 1),),
+    ),
+    scenario(
+        "zone-spread-with-a-full-zone",
+        "4 pods of 500m, zone spread maxSkew 1, zone b has room for one: 3 bound, 1 Pending",
+        nodes=[node("a-0", cpu="2", labels={ZONE: "a"}), node("b-0", cpu="600m", labels={ZONE: "b"})],
+        pods=[pod(f"web-{i}", cpu="500m", labels={"app": "web"}, spec=zone_spread({"app": "web"}))
+              for i in range(4)],
+        bound={"web-0", "web-1", "web-2"},
+        checks=(zone_skew(["web-0", "web-1", "web-2"], ["a", "b"], 1),),
+    ),
+    scenario(
+        "host-ports",
+        "3 pods with hostPort 8080 on 2 nodes: 2 bound on different nodes, 1 Pending",
+        nodes=[node("n1"), node("n2")],
+        pods=[pod(f"agent-{i}", containers=[{"name": "agent", "image": PAUSE,
+                                              "ports": [{"containerPort": 8080, "hostPort": 8080}]}])
+              for i in range(3)],
+        bound={"agent-0", "agent-1"},
+        checks=(distinct_nodes("agent-0", "agent-1"),),
+    ),
+    # ---- priority and preemption ----------------------------------------------------------
+    scenario(
+        "preemption",
+        "a 1500m pod of priority 100000 evicts a 1500m pod of priority 100 from a 2-cpu node",
+        nodes=[node("n1", cpu="2")],
+        pods=[pod("low", cpu="1500m", node_name="n1", priority_class_name="e2e-low", spec=GRACE_0),
+              pod("high", cpu="1500m", priority_class_name="e2e-high")],
+        bound={"high"},
+        deleted={"low"},
+        priority_classes={"e2e-low": 100, "e2e-high": 100000},
+    ),
+    scenario(
+        "preemption-picks-the-cheapest-node",
+        "the victim is the lowest-priority pod among the nodes where eviction helps",
+        nodes=[node("n1", cpu="2"), node("n2", cpu="2")],
+        pods=[pod("mid", cpu="1500m", node_name="n1", priority_class_name="e2e-mid", spec=GRACE_0),
+              pod("low", cpu="1500m", node_name="n2", priority_class_name="e2e-low", spec=GRACE_0),
+              pod("high", cpu="1500m", priority_class_name="e2e-high")],
+        bound={"mid", "high"},
+        deleted={"low"},
+        placements={"high": {"n2"}},
+        priority_classes={"e2e-low": 100, "e2e-mid": 1000, "e2e-high": 100000},
+    ),
+    scenario(
+        "no-preemption-of-equal-priority",
+        "pods of the same priority are never victims; preemptionPolicy Never never preempts",
+        nodes=[node("n1", cpu="2")],
+        pods=[pod("peer", cpu="1500m", node_name="n1", priority_class_name="e2e-high", spec=GRACE_0),
+              pod("same", cpu="1500m", priority_class_name="e2e-high"),
+              pod("polite", cpu="1500m", priority_class_name="e2e-high-never")],
+        bound={"peer"},
+        priority_classes={"e2e-high": 100000, "e2e-high-never": (200000, "Never")},
     ),
 ]

@@ -25,6 +25,7 @@ from tests.fakeapi.client import KubeTestClient
 
 SETTLE_TIMEOUT = 30.0
 GATED = "gated"
+DELETED = "deleted"
 
 
 @dataclass
@@ -34,11 +35,13 @@ class Outcome:
     scheduler: str
     bound: dict[str, str] = field(default_factory=dict)  # pod -> node
     pending: dict[str, str] = field(default_factory=dict)  # pod -> "gated" or the condition's message
+    deleted: set[str] = field(default_factory=set)  # pods gone (preempted)
 
     def summary(self) -> str:
         bound = ", ".join(f"{p}->{n}" for p, n in sorted(self.bound.items())) or "-"
         pending = "; ".join(f"{p}: {m}" for p, m in sorted(self.pending.items())) or "-"
-        return f"{self.scheduler}: bound {bound}; pending {pending}"
+        deleted = ", ".join(sorted(self.deleted)) or "-"
+        return f"{self.scheduler}: bound {bound}; pending {pending}; deleted {deleted}"
 
 
 def create_nodes(kube: KubeTestClient, scenario: Scenario) -> None:
@@ -47,13 +50,17 @@ def create_nodes(kube: KubeTestClient, scenario: Scenario) -> None:
         kube.create_node(spec.pop("name"), **spec)
 
 
-def _decision(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """("bound", node) | ("pending", why) once the scheduler has decided, else None."""
+def _decision(pod: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """("bound", node) | ("pending", why) | ("deleted", "") once the scheduler has decided, else None."""
+    if pod is None:
+        return DELETED, ""  # created, then gone: a preemption's victim
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName"):
         return "bound", spec["nodeName"]
     if spec.get("schedulingGates"):
         return "pending", GATED
+    if status.get("nominatedNodeName"):
+        return None  # a preemption is under way: it will be bound once its victims are gone
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
@@ -74,6 +81,9 @@ def run(
     """Run ``scenario``'s pods under one scheduler (``start`` is its context manager: the
     scheduler runs inside it); the nodes must exist already. Returns the settled outcome."""
     kube.ensure_namespace(namespace)
+    for name, value in scenario.priority_classes.items():
+        value, policy = value if isinstance(value, tuple) else (value, None)
+        kube.ensure_priority_class(name, value, preemption_policy=policy)
     names = [spec["name"] for spec in scenario.pods]
     with start():
         try:
@@ -83,7 +93,7 @@ def run(
 
             def settled() -> dict[str, tuple[str, str]] | None:
                 pods = {p["metadata"]["name"]: p for p in kube.list_pods(namespace)}
-                decisions = {name: _decision(pods.get(name) or {}) for name in names}
+                decisions = {name: _decision(pods.get(name)) for name in names}
                 if all(decisions.values()):
                     return decisions  # type: ignore[return-value]
                 return None
@@ -96,7 +106,10 @@ def run(
                 raise AssertionError(f"{scheduler} did not settle within {timeout:.0f} s: {pods}") from None
             outcome = Outcome(scheduler)
             for name, (verdict, detail) in decisions.items():
-                (outcome.bound if verdict == "bound" else outcome.pending)[name] = detail
+                if verdict == DELETED:
+                    outcome.deleted.add(name)
+                else:
+                    (outcome.bound if verdict == "bound" else outcome.pending)[name] = detail
             check_capacity(kube, namespace, scheduler)
             return outcome
         finally:
@@ -161,12 +174,18 @@ def check_capacity(kube: KubeTestClient, namespace: str, scheduler: str) -> None
     assert not over, f"{scheduler} overcommitted (used, allocatable): {over}"
 
 
-def compare(scenario: Scenario, outcomes: Iterable[Outcome]) -> list[str]:
+def compare(scenario: Scenario, outcomes: Iterable[Outcome],
+            node_labels: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
     """Every way the outcomes miss the scenario's expectation (so also differ from each
     other); empty when all schedulers did what the scenario says."""
     problems = []
-    expected_pending = {p["name"] for p in scenario.pods} - scenario.bound
+    expected_pending = {p["name"] for p in scenario.pods} - scenario.bound - scenario.deleted
     for outcome in outcomes:
+        if outcome.deleted != set(scenario.deleted):
+            problems.append(f"{outcome.scheduler} deleted {sorted(outcome.deleted)}, "
+                            f"expected {sorted(scenario.deleted)}")
+        for check in scenario.checks:
+            problems += [f"{outcome.scheduler}: {p}" for p in check(outcome.bound, node_labels or {})]
         if set(outcome.bound) != scenario.bound:
             problems.append(
                 f"{outcome.scheduler} bound {sorted(outcome.bound)}, expected {sorted(scenario.bound)}"

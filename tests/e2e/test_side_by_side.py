@@ -57,5 +57,6 @@ def test_same_pods_bound_and_pending(cluster: Any, kube_scheduler: Any, extender
         sidebyside.run(kube, scenario, scheduler="standalone", scheduler_name=STANDALONE,
                        namespace="e2e-standalone", start=standalone_running),
     ]
-    problems = sidebyside.compare(scenario, outcomes)
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in kube.list_nodes()}
+    problems = sidebyside.compare(scenario, outcomes, labels)
     assert not problems, "\n".join([scenario.why, *problems, *(o.summary() for o in outcomes)])

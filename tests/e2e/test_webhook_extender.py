@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from extender.checking import check_scheduler_config_text
 
+from extender.checks.configs import check_scheduler_config_text
 from tests.e2e import configs, processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]

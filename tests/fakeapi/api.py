@@ -54,15 +54,16 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
 _NON_API_PATHS = ("healthz", "readyz", "livez", "version")
 
 
-def _outside_the_api(parts: list[str]) -> bool:
-    """Neither /api nor a served /apis/{group} (nor a health or version endpoint)."""
+def _outside_the_api(parts: list[str], aggregated: frozenset[str]) -> bool:
+    """Neither /api nor a served /apis/{group} (nor a health or version endpoint); `aggregated`
+    are the aggregated groups installed now."""
     if not parts:
         return False
     if parts[0] in _NON_API_PATHS or parts[0] == "api":
         return False
     if parts[0] != "apis":
         return True
-    return len(parts) >= 2 and resources.api_group(parts[1]) is None
+    return len(parts) >= 2 and resources.api_group(parts[1]) is None and parts[1] not in aggregated
 
 
 class ApiHandler:
@@ -91,7 +92,7 @@ class ApiHandler:
             refusal = self._aggregated_refusal()
             if refusal is not None:
                 return refusal
-        if _outside_the_api(parts):
+        if _outside_the_api(parts, self._aggregated()):
             # Paths no API group serves fall through to the server's mux: plain text, no Status.
             return ApiResponse(404, b"404 page not found\n", {"Content-Type": "text/plain; charset=utf-8"})
         if req.method == "GET":

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .client import KubeApiError, KubeTestClient
 
 if TYPE_CHECKING:
-    from extender.permissions import Permission
+    from extender.checks.permissions import Permission
 
     from .envtest import EnvtestControlPlane
 
@@ -36,7 +36,7 @@ def rule(verbs: Iterable[str], resources: Iterable[str], group: str = "") -> dic
 
 
 def rules_for(permissions: Iterable[Permission]) -> list[dict[str, Any]]:
-    """The RBAC rules granting exactly these extender.permissions entries, one rule each."""
+    """The RBAC rules granting exactly these extender.checks.permissions entries, one rule each."""
     return [rule([p.verb], [p.rbac_resource], p.group) for p in permissions]
 
 

@@ -137,8 +137,7 @@ def lease_cut(apiserver: Any, clients: list[Any]) -> Iterator[tuple[Any, Callabl
 
         yield clients[0], fake_cut
         return
-    from extender.permissions import required_permissions
-
+    from extender.checks.permissions import required_permissions
     from tests.fakeapi.rbac import create_user, rules_for
 
     needs = required_permissions("standalone", leader_elect=True)
