@@ -65,6 +65,9 @@ NAMESPACE_ENV = "EXTENDER_LEASE_NAMESPACE"
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 FALLBACK_NAMESPACE = "scheduler-extender"
 ATTEMPTS = 8
+# A given-up bind's entry stays this long at least: a bind that timed out on our side may
+# still be in the API server's hands, and must not lose its protection before it lands.
+RELEASE_GRACE = 10.0
 _UNREAD = object()  # the Lease must be read first (None would mean: read, and it does not exist)
 _TIMEOUT = (5.0, 10.0)
 
@@ -183,8 +186,8 @@ class Ledger:
                 if problem and not fresh:  # our copy may hold entries pruned since: look again first
                     lease = _UNREAD
                     continue
-                if problem and claim.rechoose is not None:
-                    moved = claim.rechoose(others)  # other devices of the node may still have room
+                if problem and claim.rechoose is not None:  # other devices of the node may have room
+                    moved = claim.rechoose({ident: entry.shares for ident, entry in kept.items()})
                     if moved is not None and not shortage(moved[1], others, moved[0]):
                         shares, capacity = moved
                         problem = ""
@@ -194,7 +197,8 @@ class Ledger:
                     raise ConflictError(f"GPU shares on node {claim.node} were handed out by another "
                                         f"scheduler process meanwhile ({problem}); the pod will be retried",
                                         status=409, reason="Conflict")
-                kept[claim.ident] = Entry(claim.pod, shares, self.instance, now, now + self.ttl)
+                written = self._wall()
+                kept[claim.ident] = Entry(claim.pod, shares, self.instance, written, written + self.ttl)
                 try:
                     lease = self._write(claim.node, lease, kept)
                 except ConflictError:  # another writer got there first (or the Lease was deleted)
@@ -218,7 +222,7 @@ class Ledger:
                 continue
             released = use.released.get(ident)
             if released is not None and entry.by == self.instance and entry.at <= released \
-                    and self._not_bound(entry.pod, ident):
+                    and now - released > RELEASE_GRACE and self._not_bound(entry.pod, ident):
                 continue
             kept[ident] = entry
         return kept
@@ -239,15 +243,16 @@ class Ledger:
 
     @staticmethod
     def _counted(claim: LedgerClaim, entries: Mapping[str, Entry]) -> dict[str, Use]:
-        """What the node's devices hold besides this pod: our state's count, plus what the
-        ledger knows of that our state does not (each pod counted once, by UID)."""
-        totals = dict(claim.use.totals)
-        own = claim.use.holders.get(claim.ident)
-        if own:
-            add_shares(totals, own, -1)
-        for ident, entry in entries.items():
-            if ident not in claim.use.holders:
-                add_shares(totals, entry.shares)
+        """What the node's devices hold besides this pod, each pod counted once (by UID): what
+        the ledger says, and what our state holds that the ledger does not. For a pod in both,
+        the ledger wins: its entry is the bind's latest choice (a claim may have moved since
+        our state's snapshot), and for a bound pod it is the same as its annotation."""
+        totals: dict[str, Use] = {}
+        for ident, shares in claim.use.holders.items():
+            if ident != claim.ident and ident not in entries:
+                add_shares(totals, shares)
+        for entry in entries.values():
+            add_shares(totals, entry.shares)
         return totals
 
     # ---- API calls ------------------------------------------------------------------------

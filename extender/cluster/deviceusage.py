@@ -126,10 +126,19 @@ class DeviceUsage:
 
     # ---- claims (caller holds the state's lock) --------------------------------------------
 
-    def claim(self, node: str, key: str, ident: str, shares: Shares,
-              capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
-        """Take `shares` on `node` for the pod if they still fit; the token releases them."""
+    def claim(self, node: str, key: str, ident: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+              replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
+        """Take `shares` on `node` for the pod if they still fit; the token releases them.
+
+        `replacing`: the pod's current claim, given up in the same step if the new one fits
+        (a move to other devices: not a release, the pod is still being bound)."""
+        old = self._claims.pop(replacing, None) if replacing is not None else None
+        if old is not None:
+            self._rebuild(old.node)
         if shortage(capacity, self.use(node).totals, shares):
+            if old is not None:
+                self._claims[replacing] = old  # type: ignore[index]
+                self._rebuild(old.node)
             return None
         token = next(self._tokens)
         self._claims[token] = _Claim(key, node, ident, shares, self._clock() + self.claim_ttl)

@@ -211,11 +211,12 @@ class ClusterState:
         """What the pods on `node` (bound, and being bound by this process) hold of its devices."""
         return self.devices.use(node)
 
-    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
-                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
-        """Take device shares for a pod being bound, if they still fit; None when they do not."""
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
+        """Take device shares for a pod being bound, if they still fit; None when they do not.
+        `replacing` is the pod's current claim, swapped for the new one in the same step."""
         with self._lock:
-            return self.devices.claim(node, key, uid or key, shares, capacity)
+            return self.devices.claim(node, key, uid or key, shares, capacity, replacing)
 
     def release_devices(self, token: int) -> None:
         with self._lock:

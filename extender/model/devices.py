@@ -593,9 +593,10 @@ class LedgerClaim:
 
     `use` is what this process counted on the node when it claimed (the pod included):
     the ledger adds only what this process has not seen yet. When the ledger shows the
-    chosen shares taken, `rechoose(use of everyone else)` may move the claim to other
-    devices of the same node (updating the assignment the Binding will carry): it returns
-    the new shares and their capacity, or None when nothing fits.
+    chosen shares taken, `rechoose(the ledger's other entries, by UID)` may move the claim to
+    other devices of the same node (updating the assignment the Binding will carry), judging
+    by those entries and this process's current claims: it returns the new shares and their
+    capacity, or None when nothing fits.
     """
 
     node: str
@@ -604,5 +605,5 @@ class LedgerClaim:
     shares: Shares
     capacity: Mapping[str, tuple[int, int]]
     use: NodeDeviceUse
-    rechoose: Callable[[Mapping[str, Use]], tuple[Shares, Mapping[str, tuple[int, int]]] | None] | None = \
+    rechoose: Callable[[Mapping[str, Shares]], tuple[Shares, Mapping[str, tuple[int, int]]] | None] | None = \
         field(default=None, compare=False, repr=False)

@@ -76,10 +76,11 @@ class ClusterView(Protocol):
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
 
-    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
-                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
         """Reserve: take device shares for a pod if they still fit, atomically; None if they do not.
-        The token is for `release_devices`; the use is the node's, the claim included."""
+        The token is for `release_devices`; the use is the node's, the claim included.
+        `replacing`: the pod's current claim, swapped for this one in the same step (a move)."""
 
     def release_devices(self, token: int) -> None:
         """Unreserve: give a claim back."""
@@ -135,8 +136,8 @@ class _EmptyCluster:
     def device_use(self, node: str) -> NodeDeviceUse:
         return EMPTY_USE
 
-    def claim_devices(self, node: str, key: str, uid: str, shares: Shares,
-                      capacity: Mapping[str, tuple[int, int]]) -> tuple[int, NodeDeviceUse] | None:
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
         return 0, EMPTY_USE  # nothing else is placed anywhere: every claim fits
 
     def release_devices(self, token: int) -> None:

@@ -104,10 +104,14 @@ def test_expired_departed_and_released_entries_are_dropped(api_client: Any, kube
     assert set(entries(kube)) == {"uid-gone"}
     first.record(claim("failed", (("GPU-1", 16000, 0),), use=NodeDeviceUse(gone=frozenset({"uid-gone"}))))
     assert set(entries(kube)) == {"uid-failed"}
-    released = NodeDeviceUse(released={"uid-failed": wall.now + 1})
+    released = NodeDeviceUse(released={"uid-failed": wall.now + 1})  # its bind failed a second later
     other.record(claim("x", (("GPU-0", 1, 0),), use=released))  # released by first, not by other: kept
     assert set(entries(kube)) == {"uid-failed", "uid-x"}
-    first.record(claim("y", (("GPU-1", 16000, 0),), use=released))  # first released it: dropped
+    wall.now += 5
+    with pytest.raises(ConflictError):  # within the grace: a timed-out bind may still land
+        first.record(claim("y", (("GPU-1", 16000, 0),), use=released))
+    wall.now += 7
+    first.record(claim("y", (("GPU-1", 16000, 0),), use=released))  # first released it: dropped now
     assert set(entries(kube)) == {"uid-x", "uid-y"}
 
 
@@ -206,7 +210,7 @@ def test_a_claim_whose_shares_were_taken_moves_to_devices_with_room(api_client: 
                                                                     namespace: str) -> None:
     first, second = Ledger(api_client, namespace=namespace), Ledger(api_client, namespace=namespace)
     first.record(claim("a", (("GPU-0", 12000, 0),)))
-    seen: list[dict[str, Use]] = []
+    seen: list[dict[str, Any]] = []
 
     def rechoose(others: Any) -> Any:
         seen.append(dict(others))
@@ -216,7 +220,7 @@ def test_a_claim_whose_shares_were_taken_moves_to_devices_with_room(api_client: 
     wanted = claim("b", (("GPU-0", 8000, 0),))
     second.record(LedgerClaim(wanted.node, wanted.pod, wanted.ident, wanted.shares, wanted.capacity, wanted.use,
                               rechoose))
-    assert seen == [{"GPU-0": Use(12000, 0, 1)}]  # everyone else's use, the pod itself left out
+    assert seen == [{"uid-a": (("GPU-0", 12000, 0),)}]  # the ledger's other entries
     assert entries(kube)["uid-b"]["devices"] == {"GPU-1": [8000, 0]}
     assert metrics.DEVICE_LEDGER_WRITES.labels(result="moved")._value.get() == before + 1
 
@@ -233,6 +237,46 @@ def test_a_given_up_bind_that_happened_after_all_keeps_its_entry(api_client: Any
                             NodeDeviceUse())
     ledger.record(timed_out)
     released = NodeDeviceUse(released={uid: wall.now + 1})
+    wall.now += 20
     with pytest.raises(ConflictError):
         ledger.record(claim("next", (("GPU-0", 1, 0),), use=released))
     assert uid in entries(kube)
+
+
+def test_a_moved_claim_is_counted_where_it_went(api_client: Any, kube: Any, namespace: str) -> None:
+    """Found on a real control plane with kube-scheduler binding asynchronously into two workers.
+
+    Process B holds 10000 MiB of GPU-0 and 3000 of GPU-1 (in the ledger only). Process A
+    claims X (GPU-0) then Y (GPU-1), 7000 MiB each (spread). X's ledger write finds GPU-0
+    taken and moves X; GPU-1 cannot take it either, since Y (newer than X's snapshot, not in
+    the ledger yet) is there: X is refused. Y then fits. Before the fix X moved onto GPU-1, and
+    Y, counting X where its own snapshot had it (GPU-0), was let through: GPU-1 held 17000.
+    """
+    from extender.cluster.state import ClusterState
+    from extender.model.pods import PodView
+    from extender.policy.builtin import DeviceFit
+    from extender.policy.engine import Engine, Policy
+    from tests.devicebuilders import gpu, gpu_node_dict, gpu_pod_dict
+
+    other = Ledger(api_client, namespace=namespace)
+    other.record(claim("b1", (("GPU-0", 10000, 0),)))
+    other.record(claim("b2", (("GPU-1", 3000, 0),)))
+    state = ClusterState()
+    state.replace_nodes([gpu_node_dict("gpu-1", [gpu("GPU-0", 16000), gpu("GPU-1", 16000)])])
+    x, y = (PodView.from_dict(gpu_pod_dict(name, memory=7000)) for name in ("x", "y"))
+    state.replace_pods([x.raw, y.raw])
+    engine = Engine(Policy(filters=(DeviceFit("spread"),)))
+    reserved_x = engine.reserve(x, state.node_info("gpu-1"), state)
+    reserved_y = engine.reserve(y, state.node_info("gpu-1"), state)
+    assert isinstance(reserved_x, list) and isinstance(reserved_y, list)
+    assert reserved_x[0].actions[0].shares == (("GPU-0", 7000, 0),)
+    assert reserved_y[0].actions[0].shares == (("GPU-1", 7000, 0),)
+    mine = Ledger(api_client, namespace=namespace)
+    with pytest.raises(ConflictError):
+        mine.record(reserved_x[0].actions[0])
+    mine.record(reserved_y[0].actions[0])
+    per_device: dict[str, int] = {}
+    for entry in entries(kube).values():
+        for device_id, (memory, _) in entry["devices"].items():
+            per_device[device_id] = per_device.get(device_id, 0) + memory
+    assert per_device == {"GPU-0": 10000, "GPU-1": 10000}

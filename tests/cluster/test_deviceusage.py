@@ -79,6 +79,19 @@ def test_claims_are_checked_against_capacity_and_released_on_failure() -> None:
     assert "u1" in state.device_use("t4").released
 
 
+def test_a_claim_can_move_in_one_step_and_stays_put_when_the_move_does_not_fit() -> None:
+    state = _state(_bound("a", "GPU-1", memory=12000))
+    first = state.claim_devices("t4", "default/p", "u1", (("GPU-0", 10000, 0),), CAPACITY)
+    assert first is not None
+    moved = state.claim_devices("t4", "default/p", "u1", (("GPU-0", 16000, 0),), CAPACITY, replacing=first[0])
+    assert moved is not None  # fits once its own old claim is out of the way
+    assert state.device_use("t4").used("GPU-0") == Use(16000, 0, 1) and not state.device_use("t4").released
+    assert state.claim_devices("t4", "default/p", "u1", (("GPU-1", 8000, 0),), CAPACITY, replacing=moved[0]) is None
+    assert state.device_use("t4").used("GPU-0") == Use(16000, 0, 1)  # the failed move kept the old claim
+    state.release_devices(moved[0])
+    assert state.device_use("t4").used("GPU-0") == Use()
+
+
 def test_a_deleted_or_recreated_pod_drops_its_claim() -> None:
     state = _state(gpu_pod_dict("p", memory=1000, uid="old"))
     assert state.claim_devices("t4", "default/p", "old", (("GPU-0", 1000, 0),), CAPACITY) is not None

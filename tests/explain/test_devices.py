@@ -40,11 +40,12 @@ def test_simulate_places_gpu_pods_by_free_device_shares() -> None:
                       "ml/web": "gpu-broken"}
     reasons = {u.pod: u.reason for u in result.unschedulable}
     # big-model: GPU-a100-1 is taken whole, GPU-a100-0 has 8192 MiB and no cores left.
-    assert reasons["ml/big-model"] == (
+    assert reasons["ml/big-model"].startswith(
         "0/4 nodes are available: 1 Insufficient GPU cores, 1 Insufficient GPU memory, "
         "1 node(s) had an unreadable GPU inventory, 1 node(s) had no shared GPUs, "
-        "1 node(s) had too few GPUs of the requested type.")
-    assert reasons["ml/too-big"].endswith("2 node(s) had too few GPUs large enough for the request.")
+        "1 node(s) had too few GPUs of the requested type. preemption: ")
+    assert "2 node(s) had too few GPUs large enough for the request. preemption: 0/4 nodes are available: " \
+        "4 Preemption is not helpful for scheduling." in reasons["ml/too-big"]
 
 
 def test_simulated_binds_record_assignments_so_later_pods_see_them() -> None:

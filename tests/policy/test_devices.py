@@ -228,12 +228,15 @@ def test_the_ledger_can_move_a_claim_to_other_devices_of_the_node() -> None:
     (reservation,) = reserved
     (claim,) = reservation.actions
     assert parse_assignment(reservation.annotations[ASSIGNMENT_ANNOTATION]).shares() == (("GPU-0", 8000, 0),)
-    taken = {"GPU-0": Use(16000, 0, 1)}  # the ledger's view of everyone else
+    taken = {"uid-elsewhere": (("GPU-0", 16000, 0),)}  # the ledger: another process's bind
     moved = claim.rechoose(taken)
     assert moved == ((("GPU-1", 8000, 0),), {"GPU-1": (16384, 100)})
     assert parse_assignment(reservation.annotations[ASSIGNMENT_ANNOTATION]).shares() == (("GPU-1", 8000, 0),)
     use = state.device_use("t4")
     assert use.used("GPU-0") == Use() and use.used("GPU-1") == Use(8000, 0, 1)
-    assert claim.rechoose({"GPU-0": Use(16000, 0, 1), "GPU-1": Use(16000, 0, 1)}) is None  # nowhere to go
+    # Moved, not released: a release would let the ledger drop the entry of a bind in flight.
+    assert "uid-default-p" not in use.released
+    assert claim.rechoose({"x": (("GPU-0", 16000, 0),), "y": (("GPU-1", 16000, 0),)}) is None  # nowhere to go
+    assert state.device_use("t4").used("GPU-1") == Use(8000, 0, 1)  # the claim it had is kept
     release_all(reserved)  # the claim it held, wherever it is now, is given back
     assert state.device_use("t4").used("GPU-1") == Use()

@@ -90,7 +90,10 @@ def test_gpu_pods_get_devices_and_shares_are_never_over_allocated(kube: Any, mak
         assert '"node":"gpu-1"' in annotation and '"main":' in annotation
     waiting = next(p for p in pods(kube, "infer-") if not p["spec"].get("nodeName"))
     message = events_for(kube, waiting["metadata"]["name"], "FailedScheduling")[0]["message"]
-    assert message == "0/2 nodes are available: 1 Insufficient GPU memory, 1 node(s) had no shared GPUs."
+    assert message.startswith("0/2 nodes are available: 1 Insufficient GPU memory, 1 node(s) had no shared GPUs. ")
+    # Preemption was tried on the GPU node (same priority: no victims), not on the CPU-only one.
+    assert message.endswith("preemption: 0/2 nodes are available: 1 No preemption victims found for incoming "
+                            "pod, 1 Preemption is not helpful for scheduling.")
     # The state counts exactly what the annotations say (claims all turned into bound pods).
     kube.wait_for(lambda: scheduler.state.device_use("gpu-1").used("GPU-0") == Use(12000, 40, 2),
                   message="the watch to bring every assignment")
@@ -191,9 +194,29 @@ def test_an_impossible_request_waits_for_a_cluster_change_not_a_loop(kube: Any, 
     gpu_pod(kube, "huge", memory=40000)
     failed = kube.wait_for(lambda: events_for(kube, "huge", "FailedScheduling"), message="FailedScheduling")
     assert failed[0]["message"] == ("0/1 nodes are available: 1 node(s) had too few GPUs large enough "
-                                    "for the request.")
+                                    "for the request. preemption: 0/1 nodes are available: 1 Preemption is "
+                                    "not helpful for scheduling.")
     kube.wait_for(lambda: scheduler.queue.where("default/huge") == "unschedulable", message="parked")
     assert scheduler.queue.get("default/huge").attempts == 1  # type: ignore[union-attr]
     # A bigger GPU in the inventory is a cluster change worth a retry.
     kube.patch_node("gpu-1", {"metadata": {"annotations": {INVENTORY_ANNOTATION: inventory(gpu("GPU-0", 81920))}}})
     assert wait_bound(kube, "huge", timeout=10) == "gpu-1"
+
+
+def test_a_high_priority_gpu_pod_preempts_the_one_holding_its_device(kube: Any, make_scheduler: Any) -> None:
+    """Preemption sees device shares: removing the victim frees its assignment's share."""
+    kube.ensure_priority_class("extender-test-low", 100)
+    kube.ensure_priority_class("extender-test-high", 100000)
+    gpu_node(kube, "gpu-1", gpu("GPU-0", T4))
+    kube.create_pod("low", node_name="gpu-1", limits=gpu_limits(memory=12000), priority_class_name="extender-test-low",
+                    annotations={ASSIGNMENT_ANNOTATION: assignment_text("gpu-1", {"main": [("GPU-0", 12000, 0)]})},
+                    spec={"terminationGracePeriodSeconds": 0})
+    kube.create_pod("bystander", node_name="gpu-1", cpu="100m", priority_class_name="extender-test-low",
+                    spec={"terminationGracePeriodSeconds": 0})
+    make_scheduler([profile()])
+    kube.create_pod("high", limits=gpu_limits(memory=8000), scheduler_name=SCHEDULER_NAME,
+                    priority_class_name="extender-test-high")
+    assert wait_bound(kube, "high", timeout=20) == "gpu-1"
+    assert kube.get_pod("low") is None
+    assert kube.get_pod("bystander") is not None  # it held no share: not a victim
+    assert assigned(kube.get_pod("high")) == {"GPU-0": (8000, 0)}

@@ -211,8 +211,17 @@ class _HeldAssignment(Mapping[str, str]):
         return release
 
     def move(self, pod: PodView, request: DeviceRequest, devices: Sequence[Device], cluster: ClusterView,
-             strategy: str, others: Mapping[str, Use]) -> tuple[Shares, dict[str, tuple[int, int]]] | None:
-        """Choose again with everyone else's use as the ledger sees it, and move the claim there."""
+             strategy: str, ledger: Mapping[str, Shares]) -> tuple[Shares, dict[str, tuple[int, int]]] | None:
+        """Choose again, and move the claim there: by the ledger's entries (other processes'
+        binds), and this process's claims as they are now (some may be newer than the ledger)."""
+        own = pod.uid or pod.key
+        others: dict[str, Use] = {}
+        for ident, shares in cluster.device_use(self.assignment.node).holders.items():
+            if ident != own and ident not in ledger:
+                add_shares(others, shares)
+        for ident, shares in ledger.items():
+            if ident != own:
+                add_shares(others, shares)
         result = choose(devices, others, request, strategy)
         if isinstance(result, Shortfall):
             return None
@@ -220,10 +229,11 @@ class _HeldAssignment(Mapping[str, str]):
         shares = moved.shares()
         capacity = {d.id: (d.memory, d.cores) for d in devices}
         with self._lock:
-            if self.token is not None:
-                cluster.release_devices(self.token)
-                self.token = None
-            claimed = cluster.claim_devices(moved.node, pod.key, pod.uid, shares, capacity)
+            if self.token is None:  # released already: the bind is being given up
+                return None
+            # One step: the old claim is swapped, not released (a release would tell the ledger
+            # this pod's bind was given up, and its entry could be dropped while it is in flight).
+            claimed = cluster.claim_devices(moved.node, pod.key, pod.uid, shares, capacity, replacing=self.token)
             if claimed is None:  # taken here meanwhile: the bind fails, the pod is retried
                 return None
             self.token, self.assignment = claimed[0], moved
