@@ -28,7 +28,15 @@ LIST_RV = "1000000"
 def serve(nodes: int, pods: int, ready_file: str) -> None:
     """Serve until stdin closes; write the URL to `ready_file` once listening."""
     stopping = threading.Event()
-    counts = {"/api/v1/nodes": nodes, "/api/v1/pods": pods}
+    from objects import claim_count
+
+    claims = claim_count(pods)
+    counts = {"/api/v1/nodes": nodes, "/api/v1/pods": pods, "/api/v1/persistentvolumeclaims": claims,
+              "/api/v1/persistentvolumes": claims, "/api/v1/namespaces": 0}
+    kinds = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods", "/api/v1/persistentvolumeclaims": "claims",
+             "/api/v1/persistentvolumes": "volumes"}
+    for path in ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"):
+        counts[f"/apis/storage.k8s.io/v1/{path}"] = 0  # served empty: the state waits for every list
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -59,8 +67,7 @@ def serve(nodes: int, pods: int, ready_file: str) -> None:
             if end < total:
                 meta["continue"] = str(end)
                 meta["remainingItemCount"] = total - end
-            kind = "nodes" if url.path.endswith("nodes") else "pods"
-            self._send_bytes(200, list_page(kind, start, limit, total, nodes, meta))
+            self._send_bytes(200, list_page(kinds.get(url.path, ""), start, limit, total, nodes, meta))
 
         def _send(self, code: int, body: dict[str, Any]) -> None:
             self._send_bytes(code, orjson.dumps(body))

@@ -243,13 +243,70 @@ def node_bytes(index: int) -> bytes:
     return data
 
 
+CLAIM_EVERY = 10  # every 10th pod mounts a PersistentVolumeClaim (a StatefulSet-like share)
+_CLAIM_VOLUME = b'"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data-%d"}},'
+
+
+def claimed_pod_bytes(index: int, nodes: int) -> bytes:
+    """pod_bytes, and every CLAIM_EVERY-th pod mounts claim `data-<index>` (bound to PV `pv-<index>`)."""
+    data = pod_bytes(index, nodes)
+    if index % CLAIM_EVERY == 0:
+        data = data.replace(b'"volumes":[', _CLAIM_VOLUME % index, 1)
+    return data
+
+
+def claim_bytes(number: int) -> bytes:
+    """The bound claim of the `number`-th claimed pod (index number * CLAIM_EVERY)."""
+    index = number * CLAIM_EVERY
+    return orjson.dumps({
+        "metadata": {"name": f"data-{index}", "namespace": f"team-{index % 40}", "uid": _fake_uid(index, 4),
+                     "resourceVersion": str(500_000 + index), "creationTimestamp": _STAMP,
+                     "annotations": {"pv.kubernetes.io/bind-completed": "yes",
+                                     "pv.kubernetes.io/bound-by-controller": "yes"},
+                     "finalizers": ["kubernetes.io/pvc-protection"]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "storageClassName": "local-storage", "volumeMode": "Filesystem", "volumeName": f"pv-{index}"},
+        "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"}},
+    })
+
+
+def volume_bytes(number: int, nodes: int) -> bytes:
+    """The local PV of claim number `number`, pinned to the node its pod runs on."""
+    index = number * CLAIM_EVERY
+    node = f"node-{index * 2654435761 % nodes:05d}"
+    return orjson.dumps({
+        "metadata": {"name": f"pv-{index}", "uid": _fake_uid(index, 5), "resourceVersion": str(700_000 + index),
+                     "creationTimestamp": _STAMP, "finalizers": ["kubernetes.io/pv-protection"],
+                     "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+        "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                 "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "local-storage",
+                 "local": {"path": f"/mnt/disks/ssd{index % 4}"},
+                 "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": f"team-{index % 40}",
+                              "name": f"data-{index}", "uid": _fake_uid(index, 4)},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+        "status": {"phase": "Bound"},
+    })
+
+
+def claim_count(pods: int) -> int:
+    return (pods + CLAIM_EVERY - 1) // CLAIM_EVERY
+
+
 def list_page(kind: str, start: int, count: int, total: int, nodes: int,
               metadata: dict[str, Any] | None = None) -> bytes:
-    """A NodeList/PodList page of `count` objects from `start`, encoded like the API server's."""
+    """A page of `count` objects of `kind` from `start`, encoded like the API server's: nodes, pods,
+    claims or volumes (the claims and volumes of the pods that mount one); any other kind is empty."""
     end = min(total, start + count)
     if kind == "nodes":
         items = b",".join(node_bytes(i) for i in range(start, end))
+    elif kind == "pods":
+        items = b",".join(claimed_pod_bytes(i, nodes) for i in range(start, end))
+    elif kind == "claims":
+        items = b",".join(claim_bytes(i) for i in range(start, end))
+    elif kind == "volumes":
+        items = b",".join(volume_bytes(i, nodes) for i in range(start, end))
     else:
-        items = b",".join(pod_bytes(i, nodes) for i in range(start, end))
+        items = b""
     meta = orjson.dumps(metadata or {})
     return b'{"kind":"List","apiVersion":"v1","metadata":' + meta + b',"items":[' + items + b"]}"

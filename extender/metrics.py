@@ -95,6 +95,17 @@ PREEMPTION_VICTIMS = Counter("extender_preemption_victims_total", "Pods evicted 
                              ["outcome"])
 LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
 
+# ---- volume binding (bind time) ----------------------------------------------------
+VOLUME_WRITES = Counter("extender_volume_binding_writes_total",
+                        "API writes before a bind: PV claimRef and claim selected-node, by kind and result.",
+                        ["kind", "result"])
+VOLUME_WAITS = Counter("extender_volume_binding_waits_total",
+                       "Waits for a pod's claims to be bound before its bind, by outcome.", ["outcome"])
+VOLUME_WAIT_SECONDS = Histogram(
+    "extender_volume_binding_wait_seconds", "Time until a pod's claims were bound (or the wait ended).",
+    ["outcome"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200),
+)
+
 # ---- shared devices ---------------------------------------------------------------------
 # Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
 DEVICE_MEMORY = Gauge("extender_device_memory_mebibytes", "GPU memory of healthy devices by state "

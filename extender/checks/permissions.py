@@ -83,6 +83,15 @@ def _verbs(
 
 
 _READ = ("get", "list", "watch")
+_STORAGE_READS = (
+    ("persistentvolumeclaims", ""),
+    ("persistentvolumes", ""),
+    ("storageclasses", "storage.k8s.io"),
+    ("csinodes", "storage.k8s.io"),
+    ("csidrivers", "storage.k8s.io"),
+    ("csistoragecapacities", "storage.k8s.io"),
+    ("volumeattachments", "storage.k8s.io"),
+)
 _EVENT_WRITE = ("create", "patch")
 
 
@@ -109,6 +118,9 @@ def required_permissions(
     # the preflight runs once, at start-up. Read-only, and only aggregate node figures.
     perms += _verbs(("get", "list"), "nodes", "read node usage (metrics-server) for load-aware plugins",
                     group="metrics.k8s.io")
+    # Storage objects, for the volume plugins (claims, volumes, classes, CSI limits and capacity).
+    for resource, group in _STORAGE_READS:
+        perms += _verbs(_READ, resource, "watch storage objects for the volume plugins", group=group)
     # Events tell users why a pod went where it did, or why it did not go anywhere.
     perms += _verbs(_EVENT_WRITE, "events", "post Scheduled/FailedScheduling events")
     perms += _verbs(_EVENT_WRITE, "events", "post events (events.k8s.io/v1)", group="events.k8s.io")
@@ -125,6 +137,10 @@ def required_permissions(
         perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
                         group="policy")
         perms.append(Permission("delete", "pods", why="evict lower-priority pods to make room (preemption)"))
+        # VolumeBinding's bind step: a PV's claimRef, a claim's selected-node annotation.
+        perms.append(Permission("update", "persistentvolumes", why="reserve a PersistentVolume for a claim"))
+        perms.append(Permission("update", "persistentvolumeclaims",
+                                why="ask for a claim's volume on the chosen node (selected-node)"))
         perms.append(
             Permission(
                 "patch",

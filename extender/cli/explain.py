@@ -2,7 +2,8 @@
 
 The pod comes from a file or is named as NAMESPACE/NAME; the cluster is a snapshot
 (the embedded one by default) or a live API server (`--kubeconfig`/`--context`),
-read once with plain list calls and nothing written back. The policy is a file or
+read once with plain list calls (nodes, pods and the storage objects the volume
+filters read) and nothing written back. The policy is a file or
 the built-in default of `--mode`. A pod that is already in the cluster is taken out
 of it first, so its own requests do not count against the node it is on.
 """
@@ -67,7 +68,22 @@ def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Sna
     for kind, items in (("Node", nodes), ("Pod", pods)):
         for item in items:
             item.setdefault("kind", kind)  # list items carry no kind
-    return api_client, Snapshot(nodes=nodes, pods=pods)
+    return api_client, Snapshot(nodes=nodes, pods=pods, storage=_live_storage(api_client))
+
+
+def _live_storage(api_client: Any) -> dict[str, list[dict[str, Any]]]:
+    """The objects the volume filters read; a kind that cannot be listed is an error, not a blank
+    (a claim missing from the lists would be explained as "not found")."""
+    from extender.cluster.kube_client import request_json
+    from extender.cluster.volume_source import STORAGE_PATHS
+
+    storage = {}
+    for resource, path in STORAGE_PATHS.items():
+        try:
+            storage[resource] = request_json(api_client, "GET", path).get("items") or []
+        except ExtenderError as exc:
+            raise ExtenderError(f"cannot list {resource} for the volume filters: {exc}") from None
+    return storage
 
 
 def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any]:
@@ -111,7 +127,7 @@ def _explain_one(engine: Engine, state: ClusterState, raw: dict[str, Any], label
 @click.option("--snapshot", type=click.Path(exists=True), default=None,
               help="Cluster snapshot file or directory (default: the embedded config/snapshot.yaml).")
 @click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Read nodes and pods from this cluster instead of a snapshot.")
+              help="Read nodes, pods and storage objects from this cluster instead of a snapshot.")
 @click.option("--context", default=None, help="kubeconfig context (implies a live cluster).")
 @click.option("--policy", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Policy file (default: the built-in policy of --mode).")

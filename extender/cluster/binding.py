@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from extender.cluster import (
     deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
     prebinding,
+    volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
 )
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError

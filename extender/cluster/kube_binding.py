@@ -20,6 +20,7 @@ from extender.cluster import (
     deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
     kube_client,
     prebinding,
+    volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
 )
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError

@@ -73,7 +73,7 @@ def cluster_configured() -> bool:
 
 
 def build_api_client(kubeconfig: str | None = None, context: str | None = None, *,
-                     pool_size: int = 16) -> k8s_client.ApiClient:
+                     pool_size: int = 32) -> k8s_client.ApiClient:
     """An ApiClient from in-cluster config, or else from a kubeconfig (file and context).
 
     An explicit `kubeconfig` or `context` always wins over in-cluster config, so a
@@ -97,6 +97,9 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
             source = f"kubeconfig {config_file}" + (f" context {context}" if context else "")
     except ConfigException as exc:
         raise ClusterError(f"cannot load cluster configuration: {exc}") from None
+    # Ten watches hold a connection each (nodes, pods, namespaces, seven storage kinds), and
+    # the standalone scheduler binds on 16 threads besides: below that, urllib3 opens and
+    # throws away a connection per request once the pool is full.
     configuration.connection_pool_maxsize = pool_size
     configuration.retries = _RETRIES
     api_client = k8s_client.ApiClient(configuration)

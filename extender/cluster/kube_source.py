@@ -19,6 +19,7 @@ from kubernetes import client as k8s_client
 from extender import metrics
 from extender.cluster import devicemetrics
 from extender.cluster.state import ClusterState
+from extender.cluster.volume_source import publish_counts, storage_reflectors
 from extender.cluster.watching import Reflector
 from extender.errors import InvalidObject
 
@@ -63,8 +64,9 @@ def _node_name(obj: Mapping[str, Any]) -> str | None:
 
 class KubeSource:
     """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods,
-    namespaces (whose labels pod affinity terms select with `namespaceSelector`) and
-    PodDisruptionBudgets (which preemption respects when it can)."""
+    namespaces (whose labels pod affinity terms select with `namespaceSelector`), the
+    storage objects of the volume plugins (see volume_source.py) and PodDisruptionBudgets
+    (which preemption respects when it can)."""
 
     kind = "kube"
 
@@ -104,6 +106,7 @@ class KubeSource:
         ) if watch_budgets else None
         state.namespaces_synced = False
         state.budgets_synced = not watch_budgets
+        self.storage = storage_reflectors(state, api_client, **reflector_options)
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
         self._device_gauges = devicemetrics.DeviceGauges()
@@ -136,7 +139,7 @@ class KubeSource:
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        found = (self.nodes, self.pods, self.namespaces, self.budgets)
+        found = (self.nodes, self.pods, self.namespaces, *self.storage, self.budgets)
         return tuple(r for r in found if r is not None)
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
@@ -225,6 +228,7 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="node").set(self.state.node_count())
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
+        publish_counts(self.state.volumes)
         self._device_gauges.publish(self.state)
         now = time.monotonic()
         for reflector in self.reflectors:

@@ -9,7 +9,9 @@ its lock on every watch event, assume and forget:
 * namespace -> pod keys, for selectors without such a requirement;
 * (namespace, controller kind, controller name) -> pod keys, for the default spread selector;
 * affinity terms -> pod keys: the pods of a workload share one interned `PodAffinity`, so
-  "which existing pods' anti-affinity rejects this pod" evaluates each distinct term once.
+  "which existing pods' anti-affinity rejects this pod" evaluates each distinct term once;
+* namespace/claim -> pod keys, for the `persistentVolumeClaim` volumes of placed pods
+  (VolumeRestrictions: a ReadWriteOncePod claim already in use).
 
 Readers do not lock: each accessor copies the one set it reads into a tuple (atomic
 under the GIL), and looks the records up afterwards.
@@ -46,6 +48,7 @@ class PodIndex:
         self._by_label: dict[str, dict[str, dict[str, set[str]]]] = {}
         self._by_owner: dict[tuple[str, str, str], set[str]] = {}
         self._by_affinity: dict[PodAffinity, set[str]] = {}
+        self._by_claim: dict[str, set[str]] = {}
 
     def add(self, record: PodRecord) -> None:
         key, namespace = record.key, record.namespace
@@ -57,6 +60,9 @@ class PodIndex:
             _add(self._by_owner, (namespace, *record.owner), key)
         if record.affinity is not None:
             _add(self._by_affinity, record.affinity, key)
+        if record.volumes.claims:
+            for claim in record.volumes.direct_claims:
+                _add(self._by_claim, f"{namespace}/{claim}", key)
 
     def remove(self, record: PodRecord) -> None:
         key, namespace = record.key, record.namespace
@@ -75,6 +81,9 @@ class PodIndex:
             _discard(self._by_owner, (namespace, *record.owner), key)
         if record.affinity is not None:
             _discard(self._by_affinity, record.affinity, key)
+        if record.volumes.claims:
+            for claim in record.volumes.direct_claims:
+                _discard(self._by_claim, f"{namespace}/{claim}", key)
 
     # ---- reads ---------------------------------------------------------------------
 
@@ -107,6 +116,10 @@ class PodIndex:
 
     def owned(self, namespace: str, kind: str, name: str) -> tuple[str, ...]:
         return tuple(self._by_owner.get((namespace, kind, name), _NONE))
+
+    def claim_users(self, namespace: str, claim: str) -> tuple[str, ...]:
+        """Keys of the placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""
+        return tuple(self._by_claim.get(f"{namespace}/{claim}", _NONE))
 
     def affinity_groups(self) -> list[tuple[PodAffinity, set[str]]]:
         """(terms, live set of pod keys) for every distinct set of affinity terms of placed pods.

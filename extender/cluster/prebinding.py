@@ -6,12 +6,18 @@ server, one that applies it to the in-memory cluster of simulate and the snapsho
 so a simulated placement goes through the same steps as a live one.
 
 Handlers raise ClusterError when the work cannot be done; the caller then releases the
-reservations and does not bind.
+reservations and does not bind. A handler that waits (for volumes to be bound) sleeps
+through `wait()`, which returns early once the binder running it is stopping
+(`stoppable`), so a shutdown never hangs on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from extender.errors import ClusterError
@@ -21,6 +27,7 @@ MEMORY = "memory"
 Handler = Callable[[Any, Any], None]  # (api client or cluster state, action)
 
 _HANDLERS: dict[str, dict[type, Handler]] = {KUBE: {}, MEMORY: {}}
+_STOPPING: ContextVar[threading.Event | None] = ContextVar("prebinding_stopping", default=None)
 
 
 def register(action_type: type, *, kube: Handler, memory: Handler) -> None:
@@ -37,3 +44,22 @@ def run(actions: Sequence[Any], *, kind: str, target: Any) -> None:
         if handler is None:
             raise ClusterError(f"no {kind} handler for bind-time action {type(action).__name__}")
         handler(target, action)
+
+
+@contextmanager
+def stoppable(stopping: threading.Event) -> Iterator[None]:
+    """Run handlers in this block so that setting `stopping` ends their waits."""
+    token = _STOPPING.set(stopping)
+    try:
+        yield
+    finally:
+        _STOPPING.reset(token)
+
+
+def wait(seconds: float) -> bool:
+    """Sleep up to `seconds` in a handler that polls; True (at once) when the binder is stopping."""
+    stopping = _STOPPING.get()
+    if stopping is None:
+        time.sleep(seconds)
+        return False
+    return stopping.wait(seconds)

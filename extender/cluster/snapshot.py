@@ -4,8 +4,11 @@ Accepted shapes: a `List`/`NodeList`/`PodList`/`NamespaceList` with `items`, a s
 Node, Pod or Namespace, or multi-document YAML of any of those; JSON is YAML. Objects of
 other kinds are ignored, so a full `kubectl get all` dump loads too. Namespaces matter
 only for their labels (pod affinity's `namespaceSelector`), PodDisruptionBudgets for
-preemption. NodeMetrics (metrics.k8s.io, `kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes`)
-give simulate and explain the nodes' measured usage for the load-aware plugins.
+preemption. The storage objects the volume plugins read are accepted too (`kubectl get
+pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,volumeattachment -A -o yaml`),
+alone or as their `...List`. NodeMetrics (metrics.k8s.io, `kubectl get --raw
+/apis/metrics.k8s.io/v1beta1/nodes`) give simulate and explain the nodes' measured usage
+for the load-aware plugins.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import orjson
 import yaml
 
 from extender.cluster.state import ClusterState
+from extender.cluster.volumes import KIND_NAMES
 from extender.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,7 @@ class Snapshot:
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     budgets: list[dict[str, Any]] = field(default_factory=list)
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
+    storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -62,6 +67,8 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
+    if list_kind.endswith("List") and list_kind[:-4] in KIND_NAMES:
+        return list_kind[:-4]
     return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
             "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
 
@@ -95,6 +102,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.budgets.append(dict(obj))
             elif kind == "NodeMetrics":
                 snapshot.node_metrics.append(dict(obj))
+            elif kind in KIND_NAMES:
+                snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -115,6 +124,8 @@ def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
     state.replace_namespaces(snapshot.namespaces)
     state.replace_budgets(snapshot.budgets)
+    for resource, objects in snapshot.storage.items():
+        state.volumes.replace(resource, objects)
     state.replace_pods(snapshot.pods)
 
 

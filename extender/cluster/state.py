@@ -23,6 +23,7 @@ from typing import Any
 
 from extender.cluster.deviceusage import DeviceUsage
 from extender.cluster.podindex import PodIndex
+from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
@@ -79,6 +80,7 @@ class ClusterState:
         self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
         self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
+        self.volumes = VolumeStore(self._notify)  # claims, volumes, classes, CSI objects
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -95,7 +97,8 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
+        return (self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
+                and self.volumes.synced)
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -174,6 +177,15 @@ class ClusterState:
 
     def disruption_budgets(self) -> list[DisruptionBudget]:
         return list(self._budgets.values())
+    def storage(self) -> VolumeStore:
+        """Claims, volumes, classes and CSI objects, for the volume plugins."""
+        return self.volumes
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
+        """Placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""
+        pods = self._pods
+        return [r for r in (pods.get(k) for k in self._index.claim_users(namespace, claim))
+                if r is not None and r.counts]
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A value derived from node labels and taints only, computed once per node generation."""
@@ -293,17 +305,24 @@ class ClusterState:
         meta = as_object(raw.get("metadata"), "metadata")
         return object_name(meta), as_string_map(meta.get("labels"), "metadata.labels")
 
+    def _readable(self, raws: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, Any]], Any],
+                  kind: str) -> list[Any]:
+        """`parse` of every object that can be read; the others are counted and logged."""
+        parsed = []
+        for raw in raws:
+            try:
+                parsed.append(parse(raw))
+            except InvalidObject as exc:
+                self.rejected_objects += 1
+                log.warning("skipping %s: %s", kind, exc)
+        return parsed
+
     def upsert_namespace(self, raw: Mapping[str, Any]) -> None:
-        try:
-            name, labels = self._namespace(raw)
-        except InvalidObject as exc:
-            self.rejected_objects += 1
-            log.warning("skipping namespace: %s", exc)
-            return
-        with self._lock:
-            self._namespaces[name] = labels
-            self.last_event = self._clock()
-        self._notify(NAMESPACE_CHANGED, name)
+        for name, labels in self._readable([raw], self._namespace, "namespace"):
+            with self._lock:
+                self._namespaces[name] = labels
+                self.last_event = self._clock()
+            self._notify(NAMESPACE_CHANGED, name)
 
     def delete_namespace(self, name: str) -> None:
         with self._lock:
@@ -311,15 +330,7 @@ class ClusterState:
             self.last_event = self._clock()
 
     def replace_namespaces(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        namespaces = {}
-        for raw in raws:
-            try:
-                name, labels = self._namespace(raw)
-            except InvalidObject as exc:
-                self.rejected_objects += 1
-                log.warning("skipping namespace from list: %s", exc)
-                continue
-            namespaces[name] = labels
+        namespaces = dict(self._readable(raws, self._namespace, "namespace"))
         with self._lock:
             self._namespaces = namespaces
             self.namespaces_synced = True
@@ -329,15 +340,10 @@ class ClusterState:
     # ---- PodDisruptionBudgets (preemption prefers victims whose budget allows it) ----------
 
     def upsert_budget(self, raw: Mapping[str, Any]) -> None:
-        try:
-            budget = budget_from_dict(raw)
-        except InvalidObject as exc:
-            self.rejected_objects += 1
-            log.warning("skipping PodDisruptionBudget: %s", exc)
-            return
-        with self._lock:
-            self._budgets[budget.key] = budget
-            self.last_event = self._clock()
+        for budget in self._readable([raw], budget_from_dict, "PodDisruptionBudget"):
+            with self._lock:
+                self._budgets[budget.key] = budget
+                self.last_event = self._clock()
 
     def delete_budget(self, key: str) -> None:
         with self._lock:
@@ -345,15 +351,7 @@ class ClusterState:
             self.last_event = self._clock()
 
     def replace_budgets(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        budgets = {}
-        for raw in raws:
-            try:
-                budget = budget_from_dict(raw)
-            except InvalidObject as exc:
-                self.rejected_objects += 1
-                log.warning("skipping PodDisruptionBudget from list: %s", exc)
-                continue
-            budgets[budget.key] = budget
+        budgets = {b.key: b for b in self._readable(raws, budget_from_dict, "PodDisruptionBudget")}
         with self._lock:
             self._budgets = budgets
             self.budgets_synced = True

@@ -22,6 +22,7 @@ from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 from extender.model.spread import SpreadConstraint, parse_spread_constraints
+from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -124,6 +125,7 @@ class PodView:
     preemption_policy: str = "PreemptLowerPriority"
     nominated_node_name: str = ""
     start_time: str = ""
+    volumes: PodVolumes = NO_VOLUMES  # claims and inline disks, for the volume plugins
 
     @property
     def key(self) -> str:
@@ -185,4 +187,5 @@ class PodView:
             preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority",
             nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
             start_time=_str(status.get("startTime"), "status.startTime"),
+            volumes=parse_pod_volumes(spec, name),
         )

@@ -21,6 +21,7 @@ from extender.model.fields import as_list, as_object, as_str, as_string_map, obj
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
+from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class PodRecord:
     # Being deleted by a scheduler's preemption (DisruptionTarget / PreemptionByScheduler):
     # the room it frees is already promised to the preemptor.
     preempted: bool = False
+    volumes: PodVolumes = NO_VOLUMES  # claims and inline disks (volume limits, conflicts, ReadWriteOncePod)
     devices: Shares | None = None  # GPU shares held on node_name, from the assignment annotation
 
     @property
@@ -136,6 +138,7 @@ def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bo
         owner=_intern_owner(view.owner),
         start_time=view.start_time,
         nominated_node=view.nominated_node_name,
+        volumes=view.volumes,
     )
 
 
@@ -173,6 +176,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         owner=_intern_owner(_owner(meta)),
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")),
         preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
+        volumes=parse_pod_volumes(spec, name),
         devices=devices_held(meta.get("annotations"), node_name, f"{namespace}/{name}") if node_name else None,
     )
 

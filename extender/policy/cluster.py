@@ -1,7 +1,8 @@
 """What a plugin may read about the rest of the cluster: a read-only view, and the interfaces around it.
 
 Most filters look at one node at a time. Some cannot: inter-pod affinity, topology spread,
-volumes and preemption need the pods on other nodes, namespaces' labels, claims.
+volumes and preemption need the pods on other nodes, namespaces' labels, claims (the
+storage objects come through `storage()`, see policy/storage.py).
 kube-scheduler gives its plugins a snapshot lister; here the engine passes a
 `ClusterView` (the live `ClusterState` in every mode, or `EMPTY_CLUSTER`) to the
 plugins that declare `needs_cluster = True`:
@@ -31,6 +32,7 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.usage import EMPTY_USAGE, UsageTable
+from extender.policy.storage import EMPTY_STORAGE, StorageView
 
 
 class PodGroup(Protocol):
@@ -72,6 +74,11 @@ class ClusterView(Protocol):
 
     def node_usage(self) -> UsageTable:
         """The latest published node usage samples (load-aware plugins), read once per cycle."""
+    def storage(self) -> StorageView:
+        """Claims, volumes, classes and CSI objects (see policy/storage.py)."""
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
+        """Placed pods with a `persistentVolumeClaim` volume of that claim."""
 
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
@@ -132,6 +139,11 @@ class _EmptyCluster:
 
     def node_usage(self) -> UsageTable:
         return EMPTY_USAGE
+    def storage(self) -> StorageView:
+        return EMPTY_STORAGE
+
+    def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
+        return []
 
     def device_use(self, node: str) -> NodeDeviceUse:
         return EMPTY_USE

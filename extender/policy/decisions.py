@@ -37,6 +37,9 @@ class Decision:
     raw_scores: dict[str, list[float]] = field(default_factory=dict)
     normalized_scores: dict[str, list[float]] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
+    # A refusal of every node by one plugin's per-pod step (kube-scheduler's PreFilter):
+    # the summary then says it once, without a node count.
+    prefilter: Status | None = None
 
     def unresolvable(self) -> dict[str, Status]:
         return {name: s for name, s in self.failed.items() if s.code == Code.UNRESOLVABLE}
@@ -56,8 +59,11 @@ class Decision:
         return sorted(zip(self.scored, self.totals, strict=True), key=lambda pair: -pair[1])
 
     def summary(self) -> str:
-        """kube-scheduler's FitError text: reasons counted, sorted as strings, as Go sorts them."""
+        """kube-scheduler's FitError text: reasons counted, sorted as strings, as Go sorts them;
+        a PreFilter refusal said once ("0/3 nodes are available: persistentvolumeclaim "x" not found.")."""
         available = len(self.feasible)
+        if self.prefilter is not None:
+            return f"{available}/{self.total} nodes are available: {self.prefilter.reason}."
         counts: Counter[str] = Counter()
         for status in self.failed.values():
             counts.update(status.reasons)

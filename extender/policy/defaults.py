@@ -1,7 +1,8 @@
 """The built-in default policies, one per mode (DESIGN.md "Default policies").
 
 standalone: this scheduler replaces kube-scheduler for its pods, so it runs every
-    built-in filter (never place a pod kube-scheduler would refuse, and also refuse
+    built-in filter, the volume ones in kube-scheduler's order after ResourceFit
+    (never place a pod kube-scheduler would refuse, and also refuse
     NotReady and pressured nodes at once instead of waiting for the condition taints)
     and kube-scheduler's default scoring with its default weights (NodeResourcesFit
     LeastAllocated 1, BalancedAllocation 1, NodeAffinity 2, TaintToleration 3,
@@ -29,6 +30,7 @@ from extender.policy.builtin import (
     NodeLabels,
     NodePorts,
     NodeReady,
+    NodeVolumeLimits,
     PodTopologySpread,
     PreferredInterPodAffinity,
     PreferredNodeAffinity,
@@ -38,6 +40,9 @@ from extender.policy.builtin import (
     TaintPreferNoSchedule,
     TaintToleration,
     UnsupportedConstraints,
+    VolumeBinding,
+    VolumeRestrictions,
+    VolumeZone,
 )
 from extender.policy.builtin.readiness import ALL_PRESSURE_CONDITIONS
 from extender.policy.engine import Policy, WeightedScorer
@@ -54,6 +59,10 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         NodeAffinity(),
         NodePorts(),
         ResourceFit(),
+        VolumeRestrictions(),
+        NodeVolumeLimits(),
+        VolumeBinding(),
+        VolumeZone(),
         PodTopologySpread(),
         InterPodAffinity(),
         NodeLabels(),

@@ -153,6 +153,7 @@ class FilterCycle:
         if self.refuse_all is not None:
             for info in nodes:
                 failed[info.name] = self.refuse_all
+            decision.prefilter = self.refuse_all
             return decision
         if self.nominations:
             for info in nodes:

@@ -12,6 +12,10 @@ INTER_POD_AFFINITY = "InterPodAffinity"
 POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 NODE_PORTS = "NodePorts"
 NODE_LOAD = "NodeLoad"
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+VOLUME_BINDING = "VolumeBinding"  # also an opt-in scorer (kube-scheduler's VolumeBinding Score)
+VOLUME_ZONE = "VolumeZone"
 DEVICE_FIT = "DeviceFit"
 
 LEAST_ALLOCATED = "LeastAllocated"

@@ -13,6 +13,11 @@ back. What happens to the pod depends on why the bind failed:
   will refuse every retry, so the pod is dropped (a newer version, if any, comes back
   through the pending watch);
 * anything else (429, 5xx, network, node vanished): retry after the pod's backoff.
+
+Bind-time actions (reservations' PreBind work, such as waiting for a pod's volumes to be
+bound) run before the bind, on a pool of their own: a pod may wait minutes for a volume
+to be provisioned, and those waits must not hold up the binds of other pods (kube-scheduler
+gives every binding cycle its own goroutine). `shutdown` ends the waits at once.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender import metrics
+from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.model.pods import PodView
@@ -64,8 +70,11 @@ def conflict_reason(error: ClusterError) -> str:
 
 
 def error_reason(error: ClusterError) -> str:
-    """A BIND_ERRORS label for a non-conflict failure: the HTTP status, or `unreachable`."""
-    return str(error.status) if error.status is not None else "unreachable"
+    """A BIND_ERRORS label for a non-conflict failure: the HTTP status, else the error's own
+    reason (`volume-binding` for a bind-time volume check), else `unreachable`."""
+    if error.status is not None:
+        return str(error.status)
+    return error.reason or "unreachable"
 
 
 def node_problem(state: ClusterState, node: str, pod: PodView | None = None) -> str:
@@ -106,6 +115,7 @@ class BindPool:
         reporter: Reporter,
         *,
         workers: int = 16,
+        prebind_workers: int = 64,
         may_bind: Callable[[], bool] = lambda: True,
     ) -> None:
         self.binder = binder
@@ -114,8 +124,11 @@ class BindPool:
         self.reporter = reporter
         self.may_bind = may_bind
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="bind")
+        # Binds with bind-time actions (volumes): mostly asleep, waiting for controllers.
+        self._prebind_pool = ThreadPoolExecutor(max_workers=max(1, prebind_workers), thread_name_prefix="prebind")
         self._lock = threading.Condition()
         self._in_flight = 0
+        self._stopping = threading.Event()  # ends bind-time waits (volumes) on shutdown
 
     @property
     def in_flight(self) -> int:
@@ -126,8 +139,9 @@ class BindPool:
         job = BindJob(entry, node, started, tuple(reservations))
         with self._lock:
             self._in_flight += 1
+        pool = self._prebind_pool if all_actions(job.reservations) else self._pool
         try:
-            self._pool.submit(self._run, job)
+            pool.submit(self._run, job)
         except RuntimeError:  # shut down under us: undo as if the bind had never been tried
             self._finish()
             self._release(job)
@@ -140,8 +154,10 @@ class BindPool:
             return self._lock.wait_for(lambda: self._in_flight == 0, timeout)
 
     def shutdown(self, timeout: float | None = 10.0) -> bool:
+        self._stopping.set()
         drained = self.drain(timeout)
-        self._pool.shutdown(wait=drained, cancel_futures=not drained)
+        for pool in (self._pool, self._prebind_pool):
+            pool.shutdown(wait=drained, cancel_futures=not drained)
         return drained
 
     def _finish(self) -> None:
@@ -193,7 +209,13 @@ class BindPool:
         try:
             actions = all_actions(job.reservations)
             if actions:
-                self.binder.prebind(actions)
+                with prebinding.stoppable(self._stopping):
+                    self.binder.prebind(actions)
+                if not self.may_bind():  # leadership lost while waiting: the next leader takes it
+                    self._release(job)
+                    self.state.forget(entry.key)
+                    self.queue.give_back(entry)
+                    return
             self.binder.bind(pod.namespace, pod.name, pod.uid, node,
                              annotations=merged_annotations(job.reservations) or None)
         except (ConflictError, NotFoundError) as exc:

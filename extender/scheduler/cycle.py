@@ -73,6 +73,7 @@ def _filter_until(cycle: FilterCycle, nodes: Sequence[NodeInfo], start: int,
         part = cycle.run(chunk)
         merged.feasible.extend(part.feasible)
         merged.failed.update(part.failed)
+        merged.prefilter = part.prefilter
         processed += size
     del merged.feasible[wanted:]
     merged.total = processed

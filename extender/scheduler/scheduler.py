@@ -7,8 +7,9 @@ replica, so a follower that becomes leader starts with a warm cache and a full q
 only the loop and the binds are gated on leadership.
 
 Cluster events that may make waiting pods fit (a node added or changed, a pod deleted
-or finished) move the unschedulable pods back into play; node heartbeats that change
-nothing scheduling reads do not.
+or finished, a claim, volume, storage class or CSI object added or changed) move the
+unschedulable pods back into play; node heartbeats that change nothing scheduling reads
+do not.
 
 Shutdown (SIGTERM) is graceful: stop taking pods, finish the binds in flight, stop
 the watches, then release the lease so a follower takes over at once.
@@ -26,6 +27,7 @@ from typing import Any
 from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
+from extender.cluster.volumes import STORAGE_CHANGED
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
 from extender.policy import names
@@ -327,6 +329,8 @@ class Scheduler:
             self.queue.move_all(event, rejected_by=_INTER_POD)
         elif event == cluster_state.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
+        elif event == STORAGE_CHANGED:
+            self.queue.move_all(event)
 
     def _is_placed(self, key: str) -> bool:
         record = self.state.pod(key)

@@ -106,6 +106,7 @@ def _add_status_routes(app: Flask, runtime: Runtime, settings: Settings) -> None
     def readyz() -> Response:
         state = runtime.state
         body = {"ready": state.ready, "nodesSynced": state.nodes_synced, "podsSynced": state.pods_synced,
+                "storageSynced": state.volumes.synced,
                 "nodes": state.node_count(), "pods": state.pod_count(), "source": runtime.source.kind,
                 # Informational: without usage the load plugins see no data, requests still get answers.
                 "usage": runtime.usage.status() if runtime.usage is not None else {"source": "", "state": "off"}}

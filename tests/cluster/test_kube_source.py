@@ -124,9 +124,9 @@ def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) 
     state = ClusterState()
     source = make_source(state)
     assert source.wait_synced(5)
-    watched = len(source.reflectors)  # nodes, pods, namespaces
-    assert fake.wait_for_watches(watched)
-    assert fake.drop_watches(mid_event=mid_event) == watched
+    watches = len(source.reflectors)  # nodes, pods, namespaces and the storage kinds
+    assert fake.wait_for_watches(watches)
+    assert fake.drop_watches(mid_event=mid_event) == watches
     kube.create_pod("b", cpu="200m", node_name="n1")
     wait_for(lambda: _cpu(state, "n1") == 300, message="event after reconnect")
     kube.create_pod("c", cpu="400m", node_name="n1")

@@ -20,7 +20,6 @@ a free loopback port with a certificate from the same CA, and ``start`` returns 
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 import requests
 import yaml
 
+from tests.e2e.processes import terminate
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestAssets, EnvtestControlPlane, find_assets, free_port
 
@@ -128,17 +128,7 @@ class KubeScheduler:
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM (SIGKILL after ``timeout``); returns the exit code."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        return terminate(self.process, timeout)
 
 
 def start_kube_scheduler(

@@ -25,6 +25,20 @@ from tests.fakeapi.envtest import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> int | None:
+    """SIGTERM, then SIGKILL after `timeout`; the exit code (None if never started)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
 @dataclass
 class ExtenderProcess:
     """One ``extender <command>`` process with a health endpoint on ``port``."""
@@ -93,17 +107,7 @@ class ExtenderProcess:
         return total
 
     def stop(self, timeout: float = 20.0) -> int | None:
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        return terminate(self.process, timeout)
 
     def __enter__(self) -> ExtenderProcess:
         return self.start()

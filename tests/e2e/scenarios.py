@@ -18,7 +18,9 @@ preemption victims; give victims ``spec={"terminationGracePeriodSeconds": 0}``, 
 kubelet finishes their deletion). ``priority_classes`` are created before the pods;
 ``deleted`` names the pods that must be gone at the end (preemption's victims);
 ``checks`` are invariants on the placements (distinct nodes, skew, co-location), each
-returning a list of problems.
+returning a list of problems. ``storage(namespace)`` returns the storage objects to create
+before the pods (claims in that namespace, volumes named after it: each scheduler's run
+gets its own), with ``binds`` pairs (claim, volume) completed as the PV controller would.
 
 Not here: a NotReady node with a pod tolerating the not-ready taint, a deliberate difference
 (the standalone policy's NodeReady filter refuses NotReady nodes outright).
@@ -30,7 +32,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.storage_objects import claim, local_class, persistent_volume, storage_class
+
 PAUSE = "registry.k8s.io/pause:3.10"
+
+
+def claim_volume(name: str) -> dict[str, Any]:
+    """A pod spec fragment mounting claim `name`."""
+    return {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]}
 GPU = "example.com/gpu"
 
 
@@ -78,6 +87,8 @@ def on_hosts(*names: str) -> dict[str, Any]:
 
 # An invariant: (pod -> node of the bound pods, node -> its labels) -> the problems found.
 Check = Callable[[Mapping[str, str], Mapping[str, Mapping[str, str]]], list[str]]
+# Storage for one run: namespace -> (objects to create, (claim, volume) bindings to complete).
+Storage = Callable[[str], tuple[list[dict[str, Any]], list[tuple[str, str]]]]
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class Scenario:
     deleted: frozenset[str] = frozenset()  # pods that must be gone (preempted)
     priority_classes: Mapping[str, int | tuple[int, str]] = field(default_factory=dict)  # value[, policy]
     checks: tuple[Check, ...] = ()
+    storage: Storage | None = None
 
     def __post_init__(self) -> None:
         names = [p["name"] for p in self.pods]
@@ -104,10 +116,10 @@ def scenario(name: str, why: str, *, nodes: list[dict[str, Any]], pods: list[dic
              bound: set[str], placements: Mapping[str, set[str]] | None = None,
              deleted: frozenset[str] | set[str] = frozenset(),
              priority_classes: Mapping[str, int | tuple[int, str]] | None = None,
-             checks: tuple[Check, ...] = ()) -> Scenario:
+             checks: tuple[Check, ...] = (), storage: Storage | None = None) -> Scenario:
     return Scenario(name, why, tuple(nodes), tuple(pods), frozenset(bound),
                     {k: frozenset(v) for k, v in (placements or {}).items()}, frozenset(deleted),
-                    dict(priority_classes or {}), checks)
+                    dict(priority_classes or {}), checks, storage)
 
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -331,6 +343,33 @@ SCENARIOS: list[Scenario] = [
               for i in range(3)],
         bound={"agent-0", "agent-1"},
         checks=(distinct_nodes("agent-0", "agent-1"),),
+    ),
+    # ---- volumes -------------------------------------------------------------------------------
+    scenario(
+        "missing-claim",
+        "a pod whose PersistentVolumeClaim does not exist stays Pending",
+        nodes=[node("n1"), node("n2")],
+        pods=[pod("lost", spec=claim_volume("nope")), pod("plain")],
+        bound={"plain"},
+    ),
+    scenario(
+        "local-volume-pins-the-pod",
+        "a claim bound to a local PersistentVolume pinned to one node takes its pod there",
+        nodes=[node("n1"), node("n2"), node("n3")],
+        pods=[pod("db", spec=claim_volume("data"))],
+        bound={"db"},
+        placements={"db": {"n2"}},
+        storage=lambda ns: ([local_class(), persistent_volume(f"pv-{ns}", node="n2"), claim("data", namespace=ns)],
+                            [("data", f"pv-{ns}")]),
+    ),
+    scenario(
+        "unbound-immediate-claim",
+        "an unbound claim of an Immediate class keeps its pod Pending (the PV controller binds it first)",
+        nodes=[node("n1")],
+        pods=[pod("waits", spec=claim_volume("now-data"))],
+        bound=set(),
+        storage=lambda ns: ([storage_class("now", mode="Immediate"), claim("now-data", namespace=ns, cls="now")],
+                            []),
     ),
     # ---- priority and preemption ----------------------------------------------------------
     scenario(

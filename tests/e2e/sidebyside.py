@@ -21,7 +21,8 @@ from typing import Any
 
 from extender.model.quantities import to_units
 from tests.e2e.scenarios import Scenario
-from tests.fakeapi.client import KubeTestClient
+from tests.fakeapi.client import KubeApiError, KubeTestClient
+from tests.storage_controllers import bind, collection_path, create_storage
 
 SETTLE_TIMEOUT = 30.0
 GATED = "gated"
@@ -85,6 +86,7 @@ def run(
         value, policy = value if isinstance(value, tuple) else (value, None)
         kube.ensure_priority_class(name, value, preemption_policy=policy)
     names = [spec["name"] for spec in scenario.pods]
+    created = _create_storage(kube, scenario, namespace)
     with start():
         try:
             for spec in scenario.pods:
@@ -116,6 +118,38 @@ def run(
             for name in names:
                 if kube.get_pod(name, namespace) is not None:
                     kube.delete_pod(name, namespace, grace_period_seconds=0)
+            _delete_storage(kube, created)
+
+
+# ---- storage ----------------------------------------------------------------------------------
+
+
+def _create_storage(kube: KubeTestClient, scenario: Scenario, namespace: str) -> list[dict[str, Any]]:
+    """The scenario's storage for this run; objects that exist already (a class both runs share)
+    are left alone, and only what this run created is deleted afterwards."""
+    if scenario.storage is None:
+        return []
+    objects, bindings = scenario.storage(namespace)
+    created = []
+    for obj in objects:
+        try:
+            created += create_storage(kube, obj)
+        except KubeApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+    for claim_name, volume in bindings:
+        bind(kube, claim_name, volume, namespace)
+    return created
+
+
+def _delete_storage(kube: KubeTestClient, created: list[dict[str, Any]]) -> None:
+    for obj in reversed(created):
+        meta = obj["metadata"]
+        if obj["kind"] == "StorageClass":
+            continue  # shared by the runs
+        path = f"{collection_path(obj)}/{meta['name']}"
+        kube.request("PATCH", path, {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+        kube.request("DELETE", path)
 
 
 # ---- invariants -------------------------------------------------------------------------------

@@ -441,7 +441,7 @@ class ApiHandler:
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         obj["apiVersion"], obj["kind"] = "v1" if rt.storage == "events" else rt.api_version, rt.kind
-        obj = kinds.prepare_create(rt, obj, self._priority_classes())
+        obj = kinds.prepare_create(rt, obj, self._priority_classes(), self.store)
         if (
             self.store.get(rt.storage, meta.get("namespace") or "", meta.get("name") or "")
             is not None

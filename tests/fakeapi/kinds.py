@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import events, pods
+from . import events, pods, storage
 from .resources import ResourceType
 from .status import ApiError, FieldError, GoLiteral
 from .validation import check_times, qualified_name_errors, validate_metadata
@@ -119,10 +119,12 @@ def _raise(rt: ResourceType, obj: dict[str, Any], errs: list[FieldError]) -> Non
 
 
 def prepare_create(
-    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]]
+    rt: ResourceType, obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]], store: Any = None
 ) -> dict[str, Any]:
     """Validate and default a new object in its storage form (events already converted)."""
     _check_times(rt, obj)
+    if rt.storage in storage.STORAGE_KINDS:
+        return storage.prepare_create(rt, obj, store)
     if rt.storage == "pods":
         return pods.prepare_create(obj, priority_classes)
     if rt.storage == "events":
@@ -151,7 +153,9 @@ def validate_update(
 ) -> None:
     """Validate an update in storage form; ``subresource`` is "status" for status writes."""
     _check_times(rt, new)
-    if rt.storage == "pods":
+    if rt.storage in storage.STORAGE_KINDS:
+        storage.validate_update(rt, new, old, subresource)
+    elif rt.storage == "pods":
         if subresource != "status":
             pods.apply_spec_defaults(new.setdefault("spec", {}))
             pods.validate_update(new, old)

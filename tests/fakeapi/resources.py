@@ -184,9 +184,52 @@ NODE_METRICS = ResourceType(
     verbs=("get", "list"),
 )
 
+
+
+def _with_legacy_name(obj: Any) -> dict[str, str]:
+    """PV and PVC selectable fields also carry a bare ``name`` (kept for compatibility upstream)."""
+    fields = selectors.meta_fields(obj)
+    fields["name"] = fields["metadata.name"]
+    return fields
+
+
+STORAGE_GROUP = "storage.k8s.io"
+PERSISTENT_VOLUME_CLAIM = ResourceType(
+    "", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", True,
+    "persistentvolumeclaims", frozenset({"metadata.name", "metadata.namespace", "name"}), _with_legacy_name,
+    subresources=("status",), short_names=("pvc",), has_status=True,
+)
+PERSISTENT_VOLUME = ResourceType(
+    "", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", False, "persistentvolumes",
+    frozenset({"metadata.name", "name"}), _with_legacy_name, subresources=("status",), short_names=("pv",),
+    has_status=True,
+)
+STORAGE_CLASS = ResourceType(
+    STORAGE_GROUP, "v1", "storageclasses", "storageclass", "StorageClass", False, "storageclasses", _META,
+    selectors.meta_fields, short_names=("sc",),
+)
+CSI_NODE = ResourceType(
+    STORAGE_GROUP, "v1", "csinodes", "csinode", "CSINode", False, "csinodes", _META, selectors.meta_fields,
+)
+CSI_DRIVER = ResourceType(
+    STORAGE_GROUP, "v1", "csidrivers", "csidriver", "CSIDriver", False, "csidrivers", _META,
+    selectors.meta_fields,
+)
+CSI_STORAGE_CAPACITY = ResourceType(
+    STORAGE_GROUP, "v1", "csistoragecapacities", "csistoragecapacity", "CSIStorageCapacity", True,
+    "csistoragecapacities", _META, selectors.meta_fields,
+)
+VOLUME_ATTACHMENT = ResourceType(
+    STORAGE_GROUP, "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", False,
+    "volumeattachments", _META, selectors.meta_fields, subresources=("status",), has_status=True,
+)
+
 RESOURCES: dict[tuple[str, str], ResourceType] = {
-    (r.group, r.plural): r
-    for r in (POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, NODE_METRICS)
+    (r.group, r.plural): r for r in (
+        POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, NODE_METRICS,
+        PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS, CSI_NODE, CSI_DRIVER, CSI_STORAGE_CAPACITY,
+        VOLUME_ATTACHMENT,
+    )
 }
 
 # Create-only endpoints that are not stored as themselves.
@@ -195,7 +238,7 @@ SELF_SUBJECT_ACCESS_REVIEWS = "selfsubjectaccessreviews"
 AUTHZ_GROUP = "authorization.k8s.io"
 
 GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1",
-                  "scheduling.k8s.io": "v1", "policy": "v1"}
+                  "scheduling.k8s.io": "v1", "policy": "v1", STORAGE_GROUP: "v1"}
 # Aggregated groups: listed by discovery only while their backend is installed.
 AGGREGATED_GROUP_VERSIONS = {METRICS_GROUP: "v1beta1"}
 

@@ -223,3 +223,13 @@ def feasible(plugin: Any, pod: PodView, state: Any) -> dict[str, Any]:
     """Node name -> the filter's answer (None when it passes), through prefilter with the cluster."""
     check = plugin.prefilter(pod, state)
     return {info.name: (None if check is None else check(info)) for info in state.all_node_infos()}
+
+
+def cluster_scores(plugin: Any, pod: PodView, state: Any, nodes: list[NodeInfo] | None = None) -> dict[str, float]:
+    """Node name -> normalised score of a cluster-aware scorer ({} when it skips the pod)."""
+    nodes = nodes if nodes is not None else state.all_node_infos()
+    fn = plugin.prescore(pod, state, nodes)
+    if fn is None:
+        return {}
+    raw = [fn(info) for info in nodes]
+    return dict(zip([n.name for n in nodes], fn.normalize(raw, nodes=nodes), strict=True))

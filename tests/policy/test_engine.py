@@ -192,4 +192,4 @@ def test_plugins_skipped_by_prefilter_cost_nothing():
 
 def test_gated_pod_is_refused_everywhere():
     decision = Engine(default_policy("standalone")).filter(make_pod(gates=["wait"]), cluster())
-    assert decision.summary() == "0/5 nodes are available: 5 waiting for scheduling gates: [wait]."
+    assert decision.summary() == "0/5 nodes are available: waiting for scheduling gates: [wait]."

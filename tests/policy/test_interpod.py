@@ -18,6 +18,7 @@ from extender.policy.status import Code
 from .builders import (
     HOSTNAME,
     ZONE,
+    cluster_scores,
     cluster_state,
     feasible,
     incoming,
@@ -209,12 +210,7 @@ def test_filter_without_a_cluster_sees_no_pods() -> None:
 
 
 def scores(pod, state, plugin=SCORER) -> dict[str, float]:
-    nodes = state.all_node_infos()
-    fn = plugin.prescore(pod, state, nodes)
-    if fn is None:
-        return {}
-    raw = [fn(info) for info in nodes]
-    return dict(zip([n.name for n in nodes], fn.normalize(raw, nodes=nodes), strict=True))
+    return cluster_scores(plugin, pod, state)
 
 
 def test_preferred_affinity_weights_are_summed_per_domain_and_min_max_normalised() -> None:

@@ -15,6 +15,7 @@ from extender.policy.status import Code
 from .builders import (
     HOSTNAME,
     ZONE,
+    cluster_scores,
     cluster_state,
     feasible,
     incoming,
@@ -163,12 +164,7 @@ def test_seven_replicas_over_three_zones_end_up_three_two_two() -> None:
 
 
 def scores(pod, state, nodes=None, plugin=SCORER) -> dict[str, float]:
-    nodes = nodes if nodes is not None else state.all_node_infos()
-    fn = plugin.prescore(pod, state, nodes)
-    if fn is None:
-        return {}
-    raw = [fn(info) for info in nodes]
-    return dict(zip([n.name for n in nodes], fn.normalize(raw, nodes=nodes), strict=True))
+    return cluster_scores(plugin, pod, state, nodes)
 
 
 def test_score_follows_kube_schedulers_formula() -> None:

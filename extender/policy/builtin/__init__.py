@@ -4,8 +4,10 @@ One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fi
 (ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
 (PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
 allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
-(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), devices
-(DeviceFit, DeviceAllocation: shared GPUs).
+(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
+plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
+and volume_scoring (the opt-in VolumeBinding scorer), and devices (DeviceFit,
+DeviceAllocation: shared GPUs).
 InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
@@ -29,10 +31,16 @@ from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.spread import PodTopologySpread, PreferredPodTopologySpread
 from extender.policy.builtin.taints import TaintPreferNoSchedule, TaintToleration
 from extender.policy.builtin.unsupported import UnsupportedConstraints
+from extender.policy.builtin.volume_binding import VolumeBinding
+from extender.policy.builtin.volume_limits import NodeVolumeLimits
+from extender.policy.builtin.volume_restrictions import VolumeRestrictions
+from extender.policy.builtin.volume_scoring import VolumeBindingScore
+from extender.policy.builtin.volume_zone import VolumeZone
 from extender.policy.plugins import PluginFactory
 
 FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, NodePorts,
-           ResourceFit, PodTopologySpread, InterPodAffinity, NodeLabels)
+           ResourceFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
+           InterPodAffinity, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
@@ -42,6 +50,7 @@ SCORERS = (
     PreferredPodTopologySpread,
     PreferredInterPodAffinity,
     LabelPreference,
+    VolumeBindingScore,
 )
 # Opt-in, so no default policy runs them: the load plugins need thresholds or a usage source
 # (settings.usage); shared devices need a node agent publishing inventories.
@@ -83,6 +92,7 @@ __all__ = [
     "NodeReady",
     "PodTopologySpread",
     "PreferredInterPodAffinity",
+    "NodeVolumeLimits",
     "PreferredNodeAffinity",
     "PreferredPodTopologySpread",
     "ResourceFit",
@@ -91,5 +101,9 @@ __all__ = [
     "TaintToleration",
     "TargetLoadPacking",
     "UnsupportedConstraints",
+    "VolumeBinding",
+    "VolumeBindingScore",
+    "VolumeRestrictions",
+    "VolumeZone",
     "register",
 ]

@@ -59,6 +59,18 @@ def _bump(counts: dict[Pair, int], pair: Pair, delta: int) -> None:
         counts.pop(pair, None)
 
 
+def _count(counts: dict[Pair, int], terms: Sequence[AffinityTerm], labels: Mapping[str, str] | None,
+           delta: int = 1) -> None:
+    """Add `delta` to each term's topology pair on a node with `labels` (a node without the key
+    is in no domain of that term)."""
+    if labels is None:
+        return
+    for term in terms:
+        value = labels.get(term.topology_key)
+        if value is not None:
+            _bump(counts, (term.topology_key, value), delta)
+
+
 def _by_key(counts: dict[Pair, int]) -> dict[str, dict[str, int]]:
     nested: dict[str, dict[str, int]] = {}
     for (key, value), count in counts.items():
@@ -144,21 +156,12 @@ class AffinityCheck:
         for change in changes:
             other, labels, delta = change.pod, change.node.labels, change.delta
             if other.affinity is not None:
-                for term in other.affinity.required_anti:
-                    if term.matches(pod.namespace, pod.labels, self.namespace_labels):
-                        value = labels.get(term.topology_key)
-                        if value is not None:
-                            _bump(counts.existing_anti, (term.topology_key, value), delta)
+                _count(counts.existing_anti, [t for t in other.affinity.required_anti
+                                              if t.matches(pod.namespace, pod.labels, self.namespace_labels)],
+                       labels, delta)
             if _matches_all(self.required, other.namespace, other.labels):
-                for term in self.required:
-                    value = labels.get(term.topology_key)
-                    if value is not None:
-                        _bump(counts.affinity, (term.topology_key, value), delta)
-            for term in self.anti:
-                if term.matches(other.namespace, other.labels):
-                    value = labels.get(term.topology_key)
-                    if value is not None:
-                        _bump(counts.anti, (term.topology_key, value), delta)
+                _count(counts.affinity, self.required, labels, delta)
+            _count(counts.anti, [t for t in self.anti if t.matches(other.namespace, other.labels)], labels, delta)
         return AffinityCheck(pod, self.required, self.anti, counts, self.namespace_labels, self.cluster)
 
     def _refuse(self, code: Code, reason: str, info: NodeInfo) -> Status:
@@ -213,13 +216,7 @@ def _existing_anti_counts(pod: PodView, cluster: ClusterView, namespace_labels: 
         if not matched:
             continue
         for record in group.pods():
-            labels = _node_labels(cluster, record.node_name)
-            if labels is None:
-                continue
-            for term in matched:
-                value = labels.get(term.topology_key)
-                if value is not None:
-                    _bump(counts, (term.topology_key, value), 1)
+            _count(counts, matched, _node_labels(cluster, record.node_name))
     return counts
 
 
@@ -229,22 +226,12 @@ def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTer
     if required:
         first, rest = required[0], required[1:]
         for record in cluster.matching_pods(first.namespaces, first.selector):
-            if rest and not _matches_all(rest, record.namespace, record.labels):
-                continue
-            labels = _node_labels(cluster, record.node_name)
-            if labels is None:
-                continue
-            for term in required:
-                value = labels.get(term.topology_key)
-                if value is not None:
-                    _bump(affinity, (term.topology_key, value), 1)
+            if not rest or _matches_all(rest, record.namespace, record.labels):
+                _count(affinity, required, _node_labels(cluster, record.node_name))
     anti_counts: dict[Pair, int] = {}
     for term in anti:
         for record in cluster.matching_pods(term.namespaces, term.selector):
-            labels = _node_labels(cluster, record.node_name)
-            value = labels.get(term.topology_key) if labels is not None else None
-            if value is not None:
-                _bump(anti_counts, (term.topology_key, value), 1)
+            _count(anti_counts, (term,), _node_labels(cluster, record.node_name))
     return affinity, anti_counts
 
 

@@ -236,8 +236,8 @@ def _from_args(args: Mapping[str, Any]) -> tuple[tuple[SpreadConstraint, ...], b
 
 
 @dataclass(frozen=True)
-class PodTopologySpread:
-    """Filter for `DoNotSchedule` constraints. Args: `defaultingType`, `defaultConstraints`."""
+class _SpreadPlugin:
+    """The args the filter and the scorer share (kube-scheduler's PodTopologySpreadArgs)."""
 
     name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
     needs_cluster: ClassVar[bool] = True
@@ -245,8 +245,13 @@ class PodTopologySpread:
     system_defaulted: bool = True
 
     @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> PodTopologySpread:
+    def from_args(cls, args: Mapping[str, Any]) -> Any:
         return cls(*_from_args(args))
+
+
+@dataclass(frozen=True)
+class PodTopologySpread(_SpreadPlugin):
+    """Filter for `DoNotSchedule` constraints. Args: `defaultingType`, `defaultConstraints`."""
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> SpreadCheck | None:
         rules = _rules(pod, DO_NOT_SCHEDULE, self.defaults)
@@ -314,17 +319,8 @@ class SpreadScore:
 
 
 @dataclass(frozen=True)
-class PreferredPodTopologySpread:
+class PreferredPodTopologySpread(_SpreadPlugin):
     """Scorer for `ScheduleAnyway` constraints (and the default ones). Same args as the filter."""
-
-    name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
-    needs_cluster: ClassVar[bool] = True
-    defaults: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULTS
-    system_defaulted: bool = True
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> PreferredPodTopologySpread:
-        return cls(*_from_args(args))
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> SpreadScore | None:
         rules = _rules(pod, SCHEDULE_ANYWAY, self.defaults)
