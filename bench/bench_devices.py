@@ -2,9 +2,9 @@
 
 * engine: a GPU pod (1 device, 8 GiB, 30 %) filtered and scored over every node of a cluster
   where a quarter of the nodes carry 8 A100s already shared by 0-12 pods each, with
-  config/policy-devices.yaml; µs per node of CPU time (the 5 µs target of the other
-  plugins), and the extra cost of having DeviceFit/DeviceAllocation in the policy for a
-  pod without GPU requests;
+  config/policy-devices.yaml (the whole standalone policy), and DeviceFit and
+  DeviceAllocation alone on the GPU nodes; µs per node of CPU time (the 5 µs target of the
+  other plugins), and the extra cost of having them in the policy for a pod without GPUs;
 * reserve: choosing and claiming the devices, then releasing them, µs per pod;
 * state: a watch event for a bound GPU pod (its assignment parsed and counted) against a
   plain pod, µs per event; the metrics tick over every node, ms;
@@ -113,6 +113,10 @@ def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
                             scorers=tuple(s for s in policy.scorers if s.name != "DeviceAllocation")))
     with_devices_us = _cpu_us(lambda: engine.decide(plain, infos, state), repeat)
     without_devices_us = _cpu_us(lambda: without.decide(plain, infos, state), repeat)
+    fit_only = Engine(Policy(filters=tuple(f for f in policy.filters if f.name == "DeviceFit")))  # type: ignore[attr-defined]
+    allocation_only = Engine(Policy(scorers=tuple(s for s in policy.scorers if s.name == "DeviceAllocation")))
+    fit_us = _cpu_us(lambda: fit_only.filter(pod, feasible, state), repeat)
+    allocation_us = _cpu_us(lambda: allocation_only.score(pod, feasible, cluster=state), repeat)
     info = feasible[0]
 
     def reserve_and_release() -> None:
@@ -128,6 +132,10 @@ def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
          "feasible": len(feasible), "us_per_node": round(filter_us / nodes, 2), "target_us": TARGET_US},
         {"bench": "GPU pod: score, feasible nodes", "nodes": len(feasible),
          "us_per_node": round(score_us / max(len(feasible), 1), 2), "target_us": TARGET_US},
+        {"bench": "DeviceFit alone, per GPU node (8 devices)", "nodes": len(feasible),
+         "us_per_node": round(fit_us / max(len(feasible), 1), 2), "target_us": TARGET_US},
+        {"bench": "DeviceAllocation alone, per GPU node (8 devices)", "nodes": len(feasible),
+         "us_per_node": round(allocation_us / max(len(feasible), 1), 2), "target_us": TARGET_US},
         {"bench": "plain pod: filter+score, DeviceFit/DeviceAllocation in the policy, extra", "nodes": nodes,
          "us_per_node": round((with_devices_us - without_devices_us) / nodes, 3)},
         {"bench": "GPU pod: reserve (choose + claim) and release", "us_per_pod": round(reserve_us, 1)},

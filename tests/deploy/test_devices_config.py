@@ -59,10 +59,25 @@ def test_a_policy_counting_gpu_resources_twice_is_refused(tmp_path: Path) -> Non
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(policy))
     (problem,) = check_policy(path)
-    assert problem == (f"{path}: filters[5] (ResourceFit) counts extender.example/gpu-memory, "
+    index = [f["name"] for f in policy["filters"]].index("ResourceFit")
+    assert problem == (f"{path}: filters[{index}] (ResourceFit) counts extender.example/gpu-memory, "
                        "extender.example/gpu-cores, which DeviceFit shares out; add args: "
                        "{ignoredResourceGroups: [extender.example]}")
     del fit["args"]
     policy["filters"] = [f for f in policy["filters"] if f["name"] != "DeviceFit"]
     path.write_text(yaml.safe_dump(policy))
     assert check_policy(path) == []  # without DeviceFit the resources are ResourceFit's to count
+
+
+def test_the_standalone_gpu_policy_is_the_default_plus_the_device_plugins() -> None:
+    from extender.policy.builtin import DeviceAllocation, DeviceFit, ResourceFit
+    from extender.policy.defaults import default_policy
+    from extender.policy.loading import load_policy_file
+
+    default = default_policy("standalone")
+    devices = load_policy_file(CONFIG / "policy-devices.yaml")
+    expected = [ResourceFit(ignored_resource_groups=frozenset({"extender.example"})) if isinstance(f, ResourceFit)
+                else f for f in default.filters]
+    assert list(devices.filters) == [*expected, DeviceFit()]
+    assert [(s.plugin, s.weight) for s in devices.scorers] == [
+        *((s.plugin, s.weight) for s in default.scorers), (DeviceAllocation(), 5)]
