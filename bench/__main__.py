@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|matrix`,
+Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|matrix`,
 and `--quick` for a shorter pass.
 """
 
@@ -61,6 +61,12 @@ def _volumes(quick: bool) -> Rows:
     return bench_volumes.run((1000,) if quick else (1000, 5000))
 
 
+def _devices(quick: bool) -> Rows:
+    from bench import bench_devices
+
+    return bench_devices.run(quick)
+
+
 def _matrix(quick: bool) -> Rows:
     from bench import bench_webhook
 
@@ -69,7 +75,7 @@ def _matrix(quick: bool) -> Rows:
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
     "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
-    "standalone": _standalone, "volumes": _volumes,
+    "standalone": _standalone, "volumes": _volumes, "devices": _devices,
 }
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
 

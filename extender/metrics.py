@@ -106,6 +106,18 @@ VOLUME_WAIT_SECONDS = Histogram(
     ["outcome"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200),
 )
 
+# ---- shared devices ---------------------------------------------------------------------
+# Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
+DEVICE_MEMORY = Gauge("extender_device_memory_mebibytes", "GPU memory of healthy devices by state "
+                      "(allocated to pods, free).", ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_CORES = Gauge("extender_device_cores_percent", "GPU compute of healthy devices by state, in percent "
+                     "of one device (allocated, free).", ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_COUNT = Gauge("extender_devices", "GPUs in the node's inventory by health, and how many hold shares.",
+                     ["node", "state"], multiprocess_mode="livemostrecent")
+DEVICE_LEDGER_WRITES = Counter("extender_device_ledger_writes_total", "Device ledger updates by result: "
+                               "written, conflict (409, retried), moved (chosen shares taken, other devices "
+                               "of the node given), refused (no room left), error.", ["result"])
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text for /metrics, merged across workers in multiprocess mode."""

@@ -108,11 +108,13 @@ def build_runtime(settings: Settings) -> Runtime:
         return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy,
                        usage=UsageService(state, None, [policy]))
     if kind == "kube":
+        from extender.cluster import deviceledger
         from extender.cluster.kube_binding import KubeBinder
         from extender.cluster.kube_client import build_api_client
         from extender.cluster.kube_source import KubeSource
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
+        deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
         return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client,
                        usage=UsageService(state, api_client, [policy]))
     raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

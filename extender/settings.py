@@ -41,6 +41,7 @@ class Settings:
     namespaces_deny: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY
     assume_ttl: float = 30.0
+    lease_namespace: str = ""  # the device ledger's Leases; empty = the pod's namespace, else scheduler-extender
     log_format: str = "text"
     log_level: str = "INFO"
 

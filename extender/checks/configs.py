@@ -427,12 +427,32 @@ def check_policy(path: str | Path) -> Problems:
     from extender.policy.loading import load_policy_file
 
     try:
-        load_policy_file(path)
+        policy = load_policy_file(path)
     except PolicyError as exc:
         return [str(exc)]  # already starts with the file name
     except (OSError, UnicodeDecodeError) as exc:
         return [f"{path}: cannot read: {exc}"]
-    return []
+    return _device_policy_problems(path, policy.filters)
+
+
+def _device_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Problems:
+    """DeviceFit shares devices out; a ResourceFit counting the same resources as whole units
+    against the node's allocatable would refuse every shared GPU pod."""
+    from extender.model.devices import PREFIX, RESOURCES
+    from extender.policy.builtin import DeviceFit, ResourceFit
+
+    if not any(isinstance(f, DeviceFit) for f in filters):
+        return []
+    problems = []
+    for index, plugin in enumerate(filters):
+        if not isinstance(plugin, ResourceFit):
+            continue
+        counted = [r for r in RESOURCES if r not in plugin.ignored_resources
+                   and r.split("/", 1)[0] not in plugin.ignored_resource_groups]
+        if counted:
+            problems.append(f"{path}: filters[{index}] (ResourceFit) counts {', '.join(counted)}, which DeviceFit "
+                            f"shares out; add args: {{ignoredResourceGroups: [{PREFIX}]}}")
+    return problems
 
 
 # --- Semantic checks (as kube-scheduler's validation, plus our own routes) ---------
@@ -563,11 +583,34 @@ def _check_extenders(
                     f"nobody checks {name!r} while the extender is down (pods are placed "
                     "without it); set ignorable: false or ignoredByScheduler: false"
                 )
+        _check_device_resources(path, extender, problems)
         if check_routes:
             _check_routes(path, extender, problems, url_prefix)
     if len(binders) > 1:
         which = ", ".join(f"extenders[{i}]" for i in binders)
         problems.append(f"extenders: only one extender may set bindVerb ({which} do)")
+
+
+def _check_device_resources(path: str, extender: dict[str, Any], problems: Problems) -> None:
+    """Shared GPUs (docs/devices.md) work only with all three resources managed, ignored by
+    kube-scheduler (it would count them as whole units), and bound by the extender."""
+    from extender.model.devices import RESOURCES
+
+    entries = {r.get("name"): r for r in extender.get("managedResources") or [] if isinstance(r, dict)}
+    managed = [name for name in RESOURCES if name in entries]
+    if not managed:
+        return
+    missing = [name for name in RESOURCES if name not in entries]
+    if missing:
+        problems.append(f"{path}.managedResources: shared GPUs need all of {', '.join(RESOURCES)}; "
+                        f"missing {', '.join(missing)}")
+    counted = [name for name in managed if not entries[name].get("ignoredByScheduler")]
+    if counted:
+        problems.append(f"{path}.managedResources: set ignoredByScheduler: true for {', '.join(counted)} "
+                        "(kube-scheduler would count the shares as whole units against node allocatable)")
+    if not extender.get("bindVerb"):
+        problems.append(f"{path}.bindVerb: required with shared GPUs: the extender writes the device "
+                        "assignment at bind time; without it kube-scheduler binds GPU pods with none")
 
 
 def _check_url_and_tls(path: str, extender: dict[str, Any], problems: Problems) -> None:

@@ -96,13 +96,15 @@ _EVENT_WRITE = ("create", "patch")
 
 
 def required_permissions(
-    mode: str, *, bind: bool = True, leader_elect: bool = True
+    mode: str, *, bind: bool = True, leader_elect: bool = True, devices: bool = True
 ) -> list[Permission]:
     """Everything `mode` ("webhook" or "standalone") needs, sorted, without duplicates.
 
     `bind` matters for the webhook only (its /bind route can be disabled); the
     standalone scheduler always binds. `leader_elect` matters for standalone only
-    (the webhook is stateless and never elects a leader).
+    (the webhook is stateless and never elects a leader). `devices`: binds of shared-GPU
+    pods go through the device ledger (deploy/ grants it; a policy without DeviceFit
+    never writes it).
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
@@ -126,6 +128,11 @@ def required_permissions(
         # Binding is core/v1: POST pods/NAME/binding, and the older POST .../bindings.
         perms.append(Permission("create", "pods", subresource="binding", why="bind pods to nodes"))
         perms.append(Permission("create", "bindings", why="bind pods (legacy bindings endpoint)"))
+    if devices and (mode == "standalone" or bind):
+        # Shared GPUs: the per-node device ledger (gpu-ledger.<node>) that every binding process
+        # checks and writes before a bind, so that no two hand out the same share.
+        perms += _verbs(("get", "create", "update"), "leases", "record device shares in the device ledger",
+                        group="coordination.k8s.io", namespaced=True)
     if mode == "standalone":
         perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
                         group="policy")

@@ -51,12 +51,14 @@ def _parse_profiles(ctx: click.Context, param: click.Parameter, values: tuple[st
 
 
 def _preflight(api_client: Any, leader_elect: bool, lease_namespace: str,
-               service_account: tuple[str, str] | None) -> None:
-    """Refuse to start without every permission, naming each missing one (exit status 1)."""
+               service_account: tuple[str, str] | None, devices: bool = False) -> None:
+    """Refuse to start without every permission, naming each missing one (exit status 1).
+
+    `devices`: a policy shares GPUs, so binds write the device ledger's Leases."""
     from extender.checks.permissions import required_permissions
     from extender.checks.preflight import PreflightError, check_permissions, format_missing
 
-    permissions = required_permissions("standalone", leader_elect=leader_elect)
+    permissions = required_permissions("standalone", leader_elect=leader_elect, devices=devices)
     try:
         missing = check_permissions(api_client, permissions, namespace=lease_namespace)
     except PreflightError as exc:
@@ -72,6 +74,12 @@ def _preflight(api_client: Any, leader_elect: bool, lease_namespace: str,
         click.echo("Fix the RBAC rules, or pass --skip-preflight to start anyway.", err=True)
         raise SystemExit(1)
     log.info("preflight: all %d permissions granted", len(permissions))
+
+
+def _shares_devices(profiles: list[Any]) -> bool:
+    from extender.policy.builtin import DeviceFit
+
+    return any(isinstance(f, DeviceFit) for profile in profiles for f in profile.engine.policy.filters)
 
 
 def _wait_for_signal() -> None:
@@ -102,7 +110,8 @@ def _wait_for_signal() -> None:
               help="Run several replicas; only the holder of the Lease schedules.")
 @click.option("--lease-name", default=DEFAULT_SCHEDULER_NAME, show_default=True)
 @click.option("--lease-namespace", default=None,
-              help="Namespace of the Lease [default: the pod's namespace in a cluster, else kube-system].")
+              help="Namespace of the leader-election Lease and of the device ledger Leases "
+                   "[default: the pod's namespace in a cluster, else kube-system].")
 @click.option("--lease-duration", type=click.FloatRange(min=1), default=15.0, show_default=True,
               help="Seconds a follower waits after the last renewal before taking over.")
 @click.option("--renew-deadline", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
@@ -139,6 +148,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     PodScheduled=False/Unschedulable, and are retried when the cluster changes.
     SIGTERM stops taking pods, finishes binds in flight and releases the Lease.
     """
+    from extender.cluster import deviceledger
     from extender.cluster.kube_client import build_api_client
     from extender.errors import ExtenderError
     from extender.logs import setup_logging
@@ -152,8 +162,9 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     try:
         built = build_profiles(scheduler_name, policy, profiles)
         api_client = build_api_client(kubeconfig, context)
+        deviceledger.configure(api_client, namespace=lease_namespace)
         if not skip_preflight:
-            _preflight(api_client, leader_elect, lease_namespace, service_account)
+            _preflight(api_client, leader_elect, lease_namespace, service_account, _shares_devices(built))
         leader = LeaderElector(api_client, namespace=lease_namespace, name=lease_name,
                                lease_duration=lease_duration, renew_deadline=renew_deadline,
                                retry_period=retry_period) if leader_elect else None

@@ -76,6 +76,9 @@ def run_gunicorn(options: dict[str, Any]) -> None:
               show_default=True, help="schedulerNames whose pods /bind accepts (repeatable).")
 @click.option("--allow-namespace", "namespaces_allow", multiple=True, help="Only bind pods of these namespaces.")
 @click.option("--deny-namespace", "namespaces_deny", multiple=True, help="Never bind pods of these namespaces.")
+@click.option("--lease-namespace", default="",
+              help="Namespace of the device ledger Leases (shared GPUs) [default: the pod's namespace in a "
+                   "cluster, else scheduler-extender].")
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=Settings.max_body_bytes, show_default=True)
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)

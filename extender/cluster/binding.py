@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from extender.cluster import (
+    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
     prebinding,
     volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
 )

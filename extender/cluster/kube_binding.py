@@ -17,6 +17,7 @@ from urllib.parse import quote
 from kubernetes import client as k8s_client
 
 from extender.cluster import (
+    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
     kube_client,
     prebinding,
     volume_prebinding,  # noqa: F401 - registers the volume actions' handlers

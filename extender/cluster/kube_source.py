@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client as k8s_client
 
 from extender import metrics
+from extender.cluster import devicemetrics
 from extender.cluster.state import ClusterState
 from extender.cluster.volume_source import publish_counts, storage_reflectors
 from extender.cluster.watching import Reflector
@@ -108,6 +109,7 @@ class KubeSource:
         self.storage = storage_reflectors(state, api_client, **reflector_options)
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
+        self._device_gauges = devicemetrics.DeviceGauges()
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -227,6 +229,7 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
         publish_counts(self.state.volumes)
+        self._device_gauges.publish(self.state)
         now = time.monotonic()
         for reflector in self.reflectors:
             if reflector.synced:

@@ -21,15 +21,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from extender.cluster.deviceusage import DeviceUsage
 from extender.cluster.podindex import PodIndex
 from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
+from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.fields import as_object, as_string_map, object_name
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import TERMINAL_PHASES, PodView
-from extender.model.records import PodRecord, record_from_dict, record_from_view
+from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
 from extender.model.usage import EMPTY_USAGE, UsageTable
@@ -74,7 +76,9 @@ class ClusterState:
         self._nominated: dict[str, tuple[PodRecord, ...]] = {}
         self._nomination_of: dict[str, str] = {}  # pod key -> node
         self._listeners: list[Listener] = []
-        self._pod_hooks: tuple[PodHook, ...] = ()
+        # Device use follows every pod change (see extender.cluster.deviceusage).
+        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
+        self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
         self.volumes = VolumeStore(self._notify)  # claims, volumes, classes, CSI objects
         # Bumped whenever the node set or a node's labels or taints change: what
@@ -212,6 +216,23 @@ class ClusterState:
     def remove_pod_hook(self, hook: PodHook) -> None:
         with self._lock:
             self._pod_hooks = tuple(h for h in self._pod_hooks if h != hook)  # bound methods: equal, not identical
+
+    # ---- shared devices (see extender.cluster.deviceusage) ------------------------------
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        """What the pods on `node` (bound, and being bound by this process) hold of its devices."""
+        return self.devices.use(node)
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
+        """Take device shares for a pod being bound, if they still fit; None when they do not.
+        `replacing` is the pod's current claim, swapped for the new one in the same step."""
+        with self._lock:
+            return self.devices.claim(node, key, uid or key, shares, capacity, replacing)
+
+    def release_devices(self, token: int) -> None:
+        with self._lock:
+            self.devices.release(token)
 
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)
@@ -433,6 +454,7 @@ class ClusterState:
             self._pods = records
             self._usage = {}
             self._index = PodIndex()
+            self.devices.reset(records.values())
             for key in [k for k in self._nomination_of if k not in records]:
                 self._drop_nomination(key)
             for record in records.values():
@@ -500,7 +522,8 @@ class ClusterState:
             self._assumed.pop(key, None)
             old = self._pods.get(key)
             if old is not None:
-                self._put(replace(old, node_name=node_name, assumed=False, view=None))
+                self._put(replace(old, node_name=node_name, assumed=False, view=None,
+                                  devices=devices_held(annotations, node_name, key)))
 
     def expire_assumed(self) -> list[str]:
         """Drop assumptions the watch never confirmed within the TTL; returns their keys."""
@@ -509,6 +532,9 @@ class ClusterState:
         for key in expired:
             log.warning("assumed pod %s expired without confirmation from the watch", key)
             self.forget(key)
+        with self._lock:
+            for key in self.devices.expire():
+                log.warning("device claim of pod %s expired without its bind showing up", key)
         return expired
 
     # ---- internals (caller holds the lock) ----------------------------------

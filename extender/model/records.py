@@ -8,17 +8,22 @@ one copy of each.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
+from extender.model.devices import Shares, assigned_shares
 from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
 from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
+
+log = logging.getLogger(__name__)
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -73,6 +78,7 @@ class PodRecord:
     # the room it frees is already promised to the preemptor.
     preempted: bool = False
     volumes: PodVolumes = NO_VOLUMES  # claims and inline disks (volume limits, conflicts, ReadWriteOncePod)
+    devices: Shares | None = None  # GPU shares held on node_name, from the assignment annotation
 
     @property
     def name(self) -> str:
@@ -98,6 +104,16 @@ def _has_host_ports(spec: Mapping[str, Any]) -> bool:
             if isinstance(container, Mapping) and container.get("ports"):
                 return True
     return False
+
+
+def devices_held(annotations: Any, node_name: str, key: str) -> Shares | None:
+    """A bound pod's device shares; an unreadable assignment is logged and holds nothing
+    (the pod still counts for cpu and memory: one bad annotation must not hide the pod)."""
+    try:
+        return assigned_shares(annotations, node_name)
+    except InvalidObject as exc:
+        log.warning("pod %s: ignoring its device assignment: %s", key, exc)
+        return None
 
 
 def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bool = False) -> PodRecord:
@@ -136,6 +152,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
     if not spec.get("nodeName") and phase not in TERMINAL_PHASES:
         return record_from_view(PodView.from_dict(raw))
     namespace = str(meta.get("namespace") or "default")
+    node_name = sys.intern(str(spec.get("nodeName") or ""))
     labels = intern_labels(as_string_map(meta.get("labels"), "metadata.labels"))
     priority = spec.get("priority") or 0
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -144,7 +161,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         key=f"{namespace}/{name}",
         uid=str(meta.get("uid") or ""),
         # Interned: 150,000 pods share a few thousand node names, a few scheduler names and phases.
-        node_name=sys.intern(str(spec.get("nodeName") or "")),
+        node_name=node_name,
         scheduler_name=sys.intern(str(spec.get("schedulerName") or "default-scheduler")),
         phase=sys.intern(phase),
         deleting=bool(meta.get("deletionTimestamp")),
@@ -160,6 +177,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")),
         preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         volumes=parse_pod_volumes(spec, name),
+        devices=devices_held(meta.get("annotations"), node_name, f"{namespace}/{name}") if node_name else None,
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Protocol
 
 from extender.model.affinity import PodAffinity
 from extender.model.budgets import DisruptionBudget
+from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
@@ -78,6 +79,18 @@ class ClusterView(Protocol):
 
     def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
         """Placed pods with a `persistentVolumeClaim` volume of that claim."""
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
+        """Reserve: take device shares for a pod if they still fit, atomically; None if they do not.
+        The token is for `release_devices`; the use is the node's, the claim included.
+        `replacing`: the pod's current claim, swapped for this one in the same step (a move)."""
+
+    def release_devices(self, token: int) -> None:
+        """Unreserve: give a claim back."""
 
 
 class PodChange(NamedTuple):
@@ -131,6 +144,16 @@ class _EmptyCluster:
 
     def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
         return []
+
+    def device_use(self, node: str) -> NodeDeviceUse:
+        return EMPTY_USE
+
+    def claim_devices(self, node: str, key: str, uid: str, shares: Shares, capacity: Mapping[str, tuple[int, int]],
+                      replacing: int | None = None) -> tuple[int, NodeDeviceUse] | None:
+        return 0, EMPTY_USE  # nothing else is placed anywhere: every claim fits
+
+    def release_devices(self, token: int) -> None:
+        return None
 
 
 EMPTY_CLUSTER: ClusterView = _EmptyCluster()

@@ -16,6 +16,7 @@ VOLUME_RESTRICTIONS = "VolumeRestrictions"
 NODE_VOLUME_LIMITS = "NodeVolumeLimits"
 VOLUME_BINDING = "VolumeBinding"  # also an opt-in scorer (kube-scheduler's VolumeBinding Score)
 VOLUME_ZONE = "VolumeZone"
+DEVICE_FIT = "DeviceFit"
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -25,6 +26,7 @@ TAINT_PREFER_NO_SCHEDULE = "TaintPreferNoSchedule"
 LABEL_PREFERENCE = "LabelPreference"
 TARGET_LOAD_PACKING = "TargetLoadPacking"
 LOAD_VARIATION_RISK_BALANCING = "LoadVariationRiskBalancing"
+DEVICE_ALLOCATION = "DeviceAllocation"
 
 # Not a plugin: the engine's own refusal for a node it cannot read.
 NODE_UNUSABLE = "NodeUnusable"

@@ -28,6 +28,7 @@ from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
+from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
 from extender.policy import names
 from extender.policy.engine import Engine
@@ -52,7 +53,8 @@ _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:
     """What a node update must change to be worth retrying unschedulable pods (not heartbeats)."""
-    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error)
+    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
+            node_inventory(raw_annotations(view.raw)))
 
 
 class Scheduler:

@@ -23,6 +23,7 @@ from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.preemption import preempt
 from extender.policy.status import Code
+from extender.simulation.devicenotes import device_notes
 from extender.simulation.usage_lines import with_usage
 
 FEASIBLE = "feasible"
@@ -125,6 +126,7 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
     order = [info.name for info in nodes] + list(unknown)
+    notes = [*notes, *device_notes(pod, nodes, cluster)]
     explanation = explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
     explanation = with_usage(explanation, engine, pod, decision.scored,
                              cluster if cluster is not None else EMPTY_CLUSTER)

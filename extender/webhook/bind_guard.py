@@ -26,7 +26,9 @@ import functools
 import re
 from dataclasses import dataclass
 
+from extender.model import devices
 from extender.model.pods import TERMINAL_PHASES, PodView
+from extender.policy import names
 from extender.policy.builtin import NodeAffinity, ResourceFit, SchedulingGates, TaintToleration
 from extender.policy.engine import Engine, Policy
 from extender.runtime import Runtime
@@ -58,9 +60,17 @@ def _shown(value: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _core_engine(configured: frozenset[str]) -> Engine:
-    """The core filters the policy does not configure itself."""
-    return Engine(Policy(filters=tuple(p for p in _CORE_FILTERS if p.name not in configured),  # type: ignore[attr-defined]
-                         source="<bind guard core filters>"))
+    """The core filters the policy does not configure itself.
+
+    With DeviceFit in the policy, the shared-device resources are its business (kube-scheduler
+    is configured to ignore them: managedResources with ignoredByScheduler), so the core
+    ResourceFit leaves them out instead of counting them against the node's allocatable.
+    """
+    core = [p for p in _CORE_FILTERS if p.name not in configured]  # type: ignore[attr-defined]
+    if names.DEVICE_FIT in configured:
+        core = [ResourceFit(ignored_resources=frozenset(devices.RESOURCES)) if isinstance(p, ResourceFit) else p
+                for p in core]
+    return Engine(Policy(filters=tuple(core), source="<bind guard core filters>"))
 
 
 def _invalid_names(args: BindingArgs) -> Refusal | None:

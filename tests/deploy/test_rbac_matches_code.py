@@ -167,15 +167,21 @@ def test_comparison_notices_drift_in_either_direction() -> None:
     assert lease not in {Permission("get", "leases", "coordination.k8s.io", namespaced=False)}
 
 
+LEDGER = {Permission(verb, "leases", "coordination.k8s.io", namespaced=True) for verb in ("get", "create", "update")}
+
+
 def test_webhook_without_bind_needs_no_binding_permissions() -> None:
     without = set(required_permissions("webhook", bind=False))
     with_bind = set(required_permissions("webhook", bind=True))
     assert with_bind - without == {
         Permission("create", "pods", subresource="binding"),
         Permission("create", "bindings"),
+        *LEDGER,  # binds of GPU pods go through the device ledger first
     }
 
 
-def test_standalone_without_leader_election_needs_no_leases() -> None:
-    without = required_permissions("standalone", leader_elect=False)
+def test_standalone_without_leader_election_needs_leases_only_for_the_device_ledger() -> None:
+    without = required_permissions("standalone", leader_elect=False, devices=False)
     assert not [p for p in without if p.resource == "leases"]
+    with_devices = required_permissions("standalone", leader_elect=False)
+    assert {p for p in with_devices if p.resource == "leases"} == LEDGER

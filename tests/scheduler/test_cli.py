@@ -11,9 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from extender.checks.permissions import can_i_command, required_permissions
-from extender.cli.schedule import _preflight, default_lease_namespace, schedule
+from extender.cli.schedule import _preflight, _shares_devices, default_lease_namespace, schedule
 from extender.cluster.kube_client import build_api_client
+from extender.policy.defaults import default_policy
+from extender.policy.engine import Engine
+from extender.policy.loading import load_policy_file
 from extender.scheduler.health import HealthServer, parse_bind
+from extender.scheduler.profiles import Profile
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.apiserver
 
@@ -177,3 +182,25 @@ def test_schedule_command_runs_and_stops_gracefully_on_sigterm(apiserver: Any, k
     assert '"msg": "pod scheduled"' in output and '"pod": "default/via-cli"' in output
     assert "released lease default/extender-scheduler" in output
     assert kube.get_lease("extender-scheduler", "default")["spec"]["holderIdentity"] == ""
+
+
+def test_a_policy_sharing_gpus_needs_the_device_ledger_leases(apiserver: Any) -> None:
+    fake = apiserver.fake
+    if fake is None:
+        pytest.skip("needs the fake's authorizer")
+    fake.deny("update", "leases", group="coordination.k8s.io")
+    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
+    try:
+        _preflight(client, False, "default", ("ns", "sa"), devices=False)  # does not exit
+        with pytest.raises(SystemExit) as exited:
+            _preflight(client, False, "default", ("ns", "sa"), devices=True)
+        assert exited.value.code == 1
+    finally:
+        client.close()
+
+
+def test_the_preflight_asks_for_ledger_leases_only_when_a_policy_shares_gpus() -> None:
+    plain = Profile.from_engine("a", Engine(default_policy("standalone")))
+    gpus = Profile.from_engine("b", Engine(load_policy_file(ROOT / "config" / "policy-devices.yaml")))
+    assert not _shares_devices([plain])
+    assert _shares_devices([plain, gpus])

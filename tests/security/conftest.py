@@ -29,6 +29,9 @@ class RecordingBinder:
         self.calls.append((namespace, name, uid, node))
         self.inner.bind(namespace, name, uid, node, annotations=annotations)
 
+    def prebind(self, actions: Any) -> None:
+        self.inner.prebind(actions)
+
 
 class Webhook:
     """A Flask test client over the embedded snapshot, with the binder recorded."""

@@ -73,7 +73,7 @@ def test_the_loop_follows_policy_reloads(tmp_path: Path, state: ClusterState):
         assert holder.maybe_reload() == "success"
         assert service.store is None and state.node_usage() is EMPTY_USAGE
         wait_until(lambda: not usage_threads(), 10, "the usage thread to end")
-        assert state._pod_hooks == ()
+        assert state._pod_hooks == (state.devices.pod_changed,)  # the usage hook is gone; device use stays
         path.write_text(HEADER + "scores: [{name: LoadVariationRiskBalancing}]\nsettings: {usage: {interval: 0}}\n")
         assert holder.maybe_reload() == "failure"  # a bad block never reaches the loop
         assert service.store is None

@@ -4,9 +4,10 @@ One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fi
 (ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
 (PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
 allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
-(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), and the volume
+(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
 plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
-and volume_scoring (the opt-in VolumeBinding scorer).
+and volume_scoring (the opt-in VolumeBinding scorer), and devices (DeviceFit,
+DeviceAllocation: shared GPUs).
 InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
@@ -19,6 +20,7 @@ from typing import Protocol
 
 from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
+from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
@@ -50,9 +52,10 @@ SCORERS = (
     LabelPreference,
     VolumeBindingScore,
 )
-# Opt-in: they need thresholds or a usage source (settings.usage), so no default policy runs them.
-OPT_IN_FILTERS = (NodeLoad,)
-OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing)
+# Opt-in, so no default policy runs them: the load plugins need thresholds or a usage source
+# (settings.usage); shared devices need a node agent publishing inventories.
+OPT_IN_FILTERS = (NodeLoad, DeviceFit)
+OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing, DeviceAllocation)
 
 
 class _Registry(Protocol):
@@ -75,6 +78,8 @@ __all__ = [
     "OPT_IN_SCORERS",
     "SCORERS",
     "BalancedAllocation",
+    "DeviceAllocation",
+    "DeviceFit",
     "InterPodAffinity",
     "LabelPreference",
     "LeastAllocated",

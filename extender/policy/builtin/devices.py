@@ -1,0 +1,292 @@
+"""Shared devices: DeviceFit (filter, and the device choice at Reserve) and DeviceAllocation (scorer).
+
+A pod asks for GPUs through `extender.example/gpu`, `gpu-memory` (MiB per device) and
+`gpu-cores` (percent per device); a node offers the devices its inventory annotation
+lists; what each device has left is what the pods bound there (and the binds in flight)
+do not hold. See extender.model.devices for the contract, docs/devices.md for people.
+
+DeviceFit keeps a node when each container can get its devices there: enough healthy
+devices of an accepted type, each with the memory and cores free. A node without an
+inventory, with an unreadable one, or whose devices are too few or too small even when
+empty is unresolvable; a node whose devices are merely taken is unschedulable
+(preemption may free them). At Reserve it picks the exact devices (`strategy: binpack`
+takes the fullest devices that fit, `spread` the emptiest), claims them in the cluster
+state at once, so the next pod in flight sees them taken, and returns the assignment for
+the Binding plus a `LedgerClaim` for PreBind, which arbitrates between processes.
+
+DeviceAllocation ranks the feasible nodes by how full their devices would be with the
+pod: `binpack` prefers fuller nodes and devices (whole ones stay free for big jobs),
+`spread` emptier ones. The score, 0..100, averages the node's device utilisation and
+that of the devices the pod would get, memory and cores alike.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar
+
+from extender.errors import InvalidObject, PolicyError
+from extender.model.devices import (
+    ASSIGNMENT_ANNOTATION,
+    BINPACK,
+    REASON_BAD_INVENTORY,
+    REASON_NO_DEVICES,
+    SPREAD,
+    STRATEGIES,
+    Assignment,
+    Device,
+    DeviceRequest,
+    LedgerClaim,
+    Shares,
+    Shortfall,
+    Use,
+    add_shares,
+    choose,
+    device_request,
+    node_inventory,
+    raw_annotations,
+    requests_devices,
+    utilisation,
+)
+from extender.model.fields import as_object
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.plugins import NodeScore
+from extender.policy.reservations import Reservation
+from extender.policy.status import Code, Status
+
+REASON_INVALID_REQUEST = "pod has an invalid GPU request"
+REASON_CHANGED = "GPU shares were taken while reserving"
+_CLAIM_ATTEMPTS = 3
+
+_NO_DEVICES = Status(Code.UNRESOLVABLE, (REASON_NO_DEVICES,),
+                     "the node publishes no device inventory (annotation extender.example/gpu-devices)",
+                     names.DEVICE_FIT)
+
+
+def _strategy(args: Mapping[str, Any]) -> str:
+    strategy = args.get("strategy", BINPACK)
+    if strategy not in STRATEGIES:
+        raise PolicyError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    return str(strategy)
+
+
+def pod_device_request(pod: PodView) -> DeviceRequest | Status | None:
+    """The pod's device request; None for a pod without one, a Status for a malformed one."""
+    if not requests_devices(pod.requests):
+        return None
+    try:
+        return device_request(as_object(pod.raw.get("spec"), "spec"), pod.annotations)
+    except InvalidObject as exc:
+        return Status(Code.UNRESOLVABLE, (REASON_INVALID_REQUEST,), str(exc), names.DEVICE_FIT)
+
+
+def _shortfall_status(shortfall: Shortfall) -> Status:
+    code = Code.UNRESOLVABLE if shortfall.final else Code.UNSCHEDULABLE
+    return Status(code, shortfall.reasons, shortfall.note, names.DEVICE_FIT)
+
+
+class _DeviceCheck:
+    """DeviceFit's per-node check for one pod; `updated` applies preemption's pod changes."""
+
+    def __init__(self, request: DeviceRequest, cluster: ClusterView, strategy: str,
+                 changes: Sequence[PodChange] = ()) -> None:
+        self.request = request
+        self.cluster = cluster
+        self.strategy = strategy
+        self.changes = tuple(changes)
+
+    def use(self, node: str) -> Mapping[str, Use]:
+        totals = self.cluster.device_use(node).totals
+        if not self.changes:
+            return totals
+        adjusted = dict(totals)
+        for change in self.changes:
+            if change.node.name == node and change.pod.devices:
+                add_shares(adjusted, change.pod.devices, change.delta)
+        return adjusted
+
+    def __call__(self, info: NodeInfo) -> Status | None:
+        inventory = node_inventory(raw_annotations(info.node.raw))
+        if inventory is None:
+            return _NO_DEVICES
+        if inventory.error:
+            return Status(Code.UNRESOLVABLE, (REASON_BAD_INVENTORY,), inventory.error, names.DEVICE_FIT)
+        result = choose(inventory.devices, self.use(info.name), self.request, self.strategy)
+        return _shortfall_status(result) if isinstance(result, Shortfall) else None
+
+    def updated(self, changes: Sequence[PodChange]) -> _DeviceCheck:
+        return _DeviceCheck(self.request, self.cluster, self.strategy, (*self.changes, *changes))
+
+
+@dataclass(frozen=True)
+class DeviceFit:
+    """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets."""
+
+    name: ClassVar[str] = names.DEVICE_FIT
+    needs_cluster: ClassVar[bool] = True
+    strategy: str = BINPACK
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("strategy",))
+        return cls(_strategy(args))
+
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> _DeviceCheck | Status | None:
+        request = pod_device_request(pod)
+        if request is None or isinstance(request, Status):
+            return request
+        return _DeviceCheck(request, cluster, self.strategy)
+
+    def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
+        """One node, without a cluster: as if nothing held any of its devices."""
+        check = self.prefilter(pod, EMPTY_CLUSTER)
+        if check is None or isinstance(check, Status):
+            return check
+        return check(node)
+
+    def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
+        """Pick the devices and claim them in the cluster state before the next pod is considered."""
+        request = pod_device_request(pod)
+        if request is None or isinstance(request, Status):
+            return request
+        inventory = node_inventory(raw_annotations(node.node.raw))
+        if inventory is None:
+            return _NO_DEVICES
+        if inventory.error:
+            return Status(Code.UNRESOLVABLE, (REASON_BAD_INVENTORY,), inventory.error, names.DEVICE_FIT)
+        for _ in range(_CLAIM_ATTEMPTS):  # another thread may claim between our read and our claim
+            result = choose(inventory.devices, cluster.device_use(node.name).totals, request, self.strategy)
+            if isinstance(result, Shortfall):
+                return _shortfall_status(result)
+            assignment = Assignment(node.name, result)
+            shares = assignment.shares()
+            capacity = {device_id: inventory.capacity(device_id) for device_id, _, _ in shares}
+            claimed = cluster.claim_devices(node.name, pod.key, pod.uid, shares, capacity)
+            if claimed is not None:
+                break
+        else:
+            return Status(Code.UNSCHEDULABLE, (REASON_CHANGED,), "other pods kept claiming the chosen devices",
+                          names.DEVICE_FIT)
+        token, use = claimed
+        held = _HeldAssignment(assignment, token)
+        move = partial(held.move, pod, request, inventory.devices, cluster, self.strategy)
+        ledger = LedgerClaim(node.name, pod.key, pod.uid or pod.key, shares, capacity, use, move)
+        return Reservation(self.name, held, (ledger,), held.release_with(cluster))
+
+
+class _HeldAssignment(Mapping[str, str]):
+    """A reservation's assignment, as the Binding's annotations: a mapping that reads the current
+    choice, since the ledger may move the claim to other devices before the Binding is made."""
+
+    def __init__(self, assignment: Assignment, token: int) -> None:
+        self.assignment = assignment
+        self.token: int | None = token
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> str:
+        if key != ASSIGNMENT_ANNOTATION:
+            raise KeyError(key)
+        return self.assignment.to_annotation()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((ASSIGNMENT_ANNOTATION,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def release_with(self, cluster: ClusterView) -> Callable[[], None]:
+        def release() -> None:
+            with self._lock:
+                token, self.token = self.token, None
+            if token is not None:
+                cluster.release_devices(token)
+        return release
+
+    def move(self, pod: PodView, request: DeviceRequest, devices: Sequence[Device], cluster: ClusterView,
+             strategy: str, ledger: Mapping[str, Shares]) -> tuple[Shares, dict[str, tuple[int, int]]] | None:
+        """Choose again, and move the claim there: by the ledger's entries (other processes'
+        binds), and this process's claims as they are now (some may be newer than the ledger)."""
+        own = pod.uid or pod.key
+        others: dict[str, Use] = {}
+        for ident, shares in cluster.device_use(self.assignment.node).holders.items():
+            if ident != own and ident not in ledger:
+                add_shares(others, shares)
+        for ident, shares in ledger.items():
+            if ident != own:
+                add_shares(others, shares)
+        result = choose(devices, others, request, strategy)
+        if isinstance(result, Shortfall):
+            return None
+        moved = Assignment(self.assignment.node, result)
+        shares = moved.shares()
+        capacity = {d.id: (d.memory, d.cores) for d in devices}
+        with self._lock:
+            if self.token is None:  # released already: the bind is being given up
+                return None
+            # One step: the old claim is swapped, not released (a release would tell the ledger
+            # this pod's bind was given up, and its entry could be dropped while it is in flight).
+            claimed = cluster.claim_devices(moved.node, pod.key, pod.uid, shares, capacity, replacing=self.token)
+            if claimed is None:  # taken here meanwhile: the bind fails, the pod is retried
+                return None
+            self.token, self.assignment = claimed[0], moved
+        return shares, {device_id: capacity[device_id] for device_id, _, _ in shares}
+
+
+@dataclass(frozen=True)
+class DeviceAllocation:
+    """Args: `strategy: binpack|spread` (default binpack): fuller or emptier nodes and devices first."""
+
+    name: ClassVar[str] = names.DEVICE_ALLOCATION
+    needs_cluster: ClassVar[bool] = True
+    strategy: str = BINPACK
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> DeviceAllocation:
+        args = arguments.mapping(args, "")
+        arguments.only_keys(args, ("strategy",))
+        return cls(_strategy(args))
+
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
+        request = pod_device_request(pod)
+        if request is None or isinstance(request, Status):
+            return None
+        spread = self.strategy == SPREAD
+
+        def score(info: NodeInfo) -> float:
+            inventory = node_inventory(raw_annotations(info.node.raw))
+            if inventory is None or inventory.error:
+                return 0
+            use = cluster.device_use(info.name).totals
+            result = choose(inventory.devices, use, request, self.strategy)
+            if isinstance(result, Shortfall):
+                return 0
+            if len(result) == 1 and len(result[0][1]) == 1:  # the usual one device: no dict to build
+                device_id, memory, cores = result[0][1][0]
+                added = {device_id: (memory, cores)}
+            else:
+                added = {}
+                for _, shares in result:
+                    for device_id, memory, cores in shares:
+                        before = added.get(device_id, (0, 0))
+                        added[device_id] = (before[0] + memory, before[1] + cores)
+            node, devices = utilisation(inventory.devices, use, added)
+            value = round((node + devices) * 50)
+            return 100 - value if spread else value
+
+        return score
+
+    def score(self, pod: PodView, node: NodeInfo) -> float:
+        """One node, without a cluster: as if nothing held any of its devices."""
+        fn = self.prescore(pod, EMPTY_CLUSTER, [node])
+        return 0 if fn is None else fn(node)
+
+    def normalize_scores(self, scores: Sequence[float]) -> list[float]:
+        return list(scores)  # already 0..100
