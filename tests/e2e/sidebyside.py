@@ -125,8 +125,8 @@ def run(
 
 
 def _create_storage(kube: KubeTestClient, scenario: Scenario, namespace: str) -> list[dict[str, Any]]:
-    """The scenario's storage for this run; objects that exist already (a class both runs share)
-    are left alone, and only what this run created is deleted afterwards."""
+    """The scenario's storage for this run; objects that exist already are left alone, and
+    what this run created is deleted afterwards (the server is shared with other tests)."""
     if scenario.storage is None:
         return []
     objects, bindings = scenario.storage(namespace)
@@ -145,8 +145,6 @@ def _create_storage(kube: KubeTestClient, scenario: Scenario, namespace: str) ->
 def _delete_storage(kube: KubeTestClient, created: list[dict[str, Any]]) -> None:
     for obj in reversed(created):
         meta = obj["metadata"]
-        if obj["kind"] == "StorageClass":
-            continue  # shared by the runs
         path = f"{collection_path(obj)}/{meta['name']}"
         kube.request("PATCH", path, {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
         kube.request("DELETE", path)
