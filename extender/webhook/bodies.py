@@ -11,13 +11,14 @@ from typing import Any
 import orjson
 from flask import Request, Response
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.wrappers import Request as WerkzeugRequest
 
 from extender.errors import WireError
 
 JSON = "application/json"
 
 
-def read_json(request: Request) -> Any:
+def read_json(request: Request | WerkzeugRequest) -> Any:
     mimetype = request.mimetype
     if mimetype != JSON:
         raise WireError(f"Content-Type must be {JSON}, got {mimetype or 'none'}", status=415)
@@ -38,11 +39,24 @@ def read_json(request: Request) -> Any:
         raise WireError(f"malformed JSON: {exc}") from None
 
 
-def json_response(body: Any, status: int = 200) -> Response:
+def encode_json(body: Any) -> bytes:
     try:
-        data = orjson.dumps(body)
+        return orjson.dumps(body)
     except orjson.JSONEncodeError as exc:
         # Only a reply that echoes the request's own objects can fail here (filter returns the
         # NodeList it was sent): orjson decodes 1024 levels of nesting but encodes only 254.
         raise WireError(f"the request nests JSON too deeply to be echoed in the reply: {exc}") from None
-    return Response(data, status=status, mimetype=JSON)
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(encode_json(body), status=status, mimetype=JSON)
+
+
+def error_message(exc: HTTPException, *, method: str, path: str, limit: int | None) -> str:
+    """The `Error` of a reply to an HTTP-level refusal, naming what to do about it."""
+    messages = {
+        404: f"unknown path {path}: not an extender verb or status route",
+        405: f"method {method} is not allowed on {path}; verbs take POST",
+        413: f"request body exceeds the limit of {limit} bytes",
+    }
+    return messages.get(exc.code or 0, exc.description or exc.name)
