@@ -81,17 +81,18 @@ class Setup:
 
 
 def default_setups() -> list[Setup]:
+    """Every setup of the table: the yardsticks, our webhook with each worker setting, standalone."""
     return [
         Setup("kube-scheduler alone", KUBE_SCHEDULER),
         Setup("+ empty extender", EMPTY),
         Setup("+ extender serve (defaults)", WEBHOOK),
         Setup("+ extender serve --workers 1", WEBHOOK, serve_args=("--workers", "1")),
-        Setup("+ extender serve --workers 1 --threads 1", WEBHOOK, serve_args=("--workers", "1", "--threads", "1")),
-        Setup("+ extender serve --worker-class gthread", WEBHOOK, serve_args=("--worker-class", "gthread")),
-        Setup("+ extender serve --worker-class connection --workers 1", WEBHOOK,
-              serve_args=("--worker-class", "connection", "--workers", "1")),
-        Setup("+ extender serve --worker-class connection --workers 2", WEBHOOK,
-              serve_args=("--worker-class", "connection", "--workers", "2")),
+        Setup("+ extender serve --worker-class gthread --workers 2 --threads 4", WEBHOOK,
+              serve_args=("--worker-class", "gthread", "--workers", "2", "--threads", "4")),
+        Setup("+ extender serve --worker-class gthread --workers 1 --threads 1", WEBHOOK,
+              serve_args=("--worker-class", "gthread", "--workers", "1", "--threads", "1")),
+        Setup("+ extender serve --worker-class sync --workers 1", WEBHOOK,
+              serve_args=("--worker-class", "sync", "--workers", "1")),
         Setup("+ empty extender, full NodeList", EMPTY, node_cache=False),
         Setup("+ extender serve (defaults), full NodeList", WEBHOOK, node_cache=False),
         Setup("extender schedule (standalone)", STANDALONE),
@@ -307,12 +308,13 @@ def _kube_scheduler_config(plane: Any, scheduler_name: str, setup: Setup, port: 
 
 @contextlib.contextmanager
 def _sampled(pid: int | None, output: Path | None) -> Iterator[None]:
-    """py-spy sampling `pid` and its children by wall time (idle waits included) while the
-    block runs, as collapsed stacks in `output`; nothing when either is None."""
+    """py-spy sampling `pid` and its children while the block runs, as collapsed stacks in
+    `output` (nothing when either is None). Only the thread holding the GIL is sampled: the
+    stacks say where the process's Python time goes, which is what a caller waits for."""
     if pid is None or output is None:
         yield
         return
-    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--subprocesses", "--idle", "--nonblocking",
+    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--subprocesses", "--gil", "--nonblocking",
                             "--rate", "250", "--format", "raw", "--output", str(output)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -480,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--only", action="append", default=[], help="setups whose label contains this")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
-                        help="sample each extender with py-spy (wall time) into DIR/<setup>.txt")
+                        help="sample each extender with py-spy (GIL holder) into DIR/<setup>.txt")
     options = parser.parse_args(argv)
     from bench.__main__ import print_table
 

@@ -44,7 +44,7 @@ import tempfile
 bind = os.environ.get("EXTENDER_BIND", "127.0.0.1:8888")
 workers = int(os.environ.get("EXTENDER_WORKERS", "2"))
 threads = int(os.environ.get("EXTENDER_THREADS", "4"))
-worker_class = os.environ.get("EXTENDER_WORKER_CLASS", "gthread")
+worker_class = os.environ.get("EXTENDER_WORKER_CLASS", "extender.webhook.worker.ConnectionWorker")
 timeout = int(os.environ.get("EXTENDER_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("EXTENDER_GRACEFUL_TIMEOUT", "20"))
 # Longer than kube-scheduler's idle connection timeout, so it is the client that closes.

@@ -20,6 +20,7 @@ from extender.settings import Settings
 from extender.webhook import verbs
 from extender.webhook.bodies import error_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
+from extender.webhook.podviews import PodViewCache
 from extender.webhook.verb_routes import VerbRoutes
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,16 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions[EXTENSION] = runtime
     cache = NodeViewCache()
+    pods = PodViewCache()
 
     handlers: dict[str, Callable[[Any], verbs.Outcome]] = {
-        "filter": lambda body: verbs.filter_verb(runtime, cache, body),
-        "prioritize": lambda body: verbs.prioritize_verb(runtime, cache, body),
+        "filter": lambda body: verbs.filter_verb(runtime, cache, body, pods=pods),
+        "prioritize": lambda body: verbs.prioritize_verb(runtime, cache, body, pods=pods),
         "bind": lambda body: verbs.bind_verb(runtime, settings, body),
         "preempt": lambda body: verbs.preempt_verb(runtime, body),
     }
     if settings.enable_explain:
-        handlers["explain"] = lambda body: verbs.explain_verb(runtime, cache, body)
+        handlers["explain"] = lambda body: verbs.explain_verb(runtime, cache, body, pods=pods)
     _add_status_routes(app, runtime, settings)
     _add_error_handlers(app)
     # The verbs are answered in front of Flask (verb_routes.py says why); the rest is Flask's.

@@ -66,6 +66,28 @@ class VerbRoutes:
         self.max_body_bytes = max_body_bytes
         # werkzeug's plain Request: the body and header parsing Flask would do, without its context.
         self.request_class = type("VerbRequest", (Request,), {"max_content_length": max_body_bytes})
+        self._counters: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}  # labelled children, looked up once
+
+    def _record(self, verb: str, result: str, pod: str, nodes: int, size: int, elapsed: float, note: str) -> None:
+        children = self._counters.get((verb, result))
+        if children is None:
+            children = self._counters[(verb, result)] = (
+                metrics.REQUESTS.labels(verb=verb, result=result),
+                metrics.REQUEST_LATENCY.labels(verb=verb, result=result),
+                metrics.REQUEST_NODES.labels(verb=verb),
+                metrics.REQUEST_BYTES.labels(verb=verb),
+            )
+        requests, latency, node_counts, sizes = children
+        requests.inc()
+        latency.observe(elapsed)
+        node_counts.observe(nodes)
+        sizes.observe(size)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s", verb, result,
+                extra={"fields": {"verb": verb, "pod": pod, "nodes": nodes, "result": result,
+                                  "duration_ms": round(elapsed * 1000, 3), **({"note": note} if note else {})}},
+            )
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         route = self.routes.get(environ.get("PATH_INFO", ""))
@@ -109,20 +131,8 @@ class VerbRoutes:
             log.exception("unhandled error on POST %s", request.path)
             data = encode_json({"Error": "internal error; see the extender's log"})
         elapsed = time.perf_counter() - started
-
-        def record() -> None:
-            metrics.REQUESTS.labels(verb=verb, result=result).inc()
-            metrics.REQUEST_LATENCY.labels(verb=verb, result=result).observe(elapsed)
-            metrics.REQUEST_NODES.labels(verb=verb).observe(nodes)
-            metrics.REQUEST_BYTES.labels(verb=verb).observe(size)
-            if access_log.isEnabledFor(logging.INFO):
-                access_log.info(
-                    "%s %s", verb, result,
-                    extra={"fields": {"verb": verb, "pod": pod, "nodes": nodes, "result": result,
-                                      "duration_ms": round(elapsed * 1000, 3), **({"note": note} if note else {})}},
-                )
-
-        return self._send(start_response, status, data, record)
+        return self._send(start_response, status, data,
+                          lambda: self._record(verb, result, pod, nodes, size, elapsed, note))
 
     @staticmethod
     def _send(start_response: StartResponse, status: int, data: bytes, after: Callable[[], None],
