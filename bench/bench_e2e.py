@@ -3,7 +3,8 @@ real control plane (python -m bench e2e).
 
 One run starts etcd, kube-apiserver (tests/e2e/controlplane.py, the binaries of
 KUBEBUILDER_ASSETS) and creates the nodes once (Ready, as the node lifecycle controller
-leaves them). Then, for each setup in turn and on the same nodes:
+leaves them). Then, for each setup in turn and on the same nodes (``--py-spy DIR`` also samples each extender process,
+see ``_sampled``):
 
 1. the pods are created in a namespace of the setup's own, naming a schedulerName nobody
    serves yet: that is the backlog, created "while the scheduler is paused";
@@ -25,6 +26,13 @@ posted late and asynchronously. "algorithm ms" is kube-scheduler's own
 which the benchmark opens to ``/metrics`` with ``--authorization-always-allow-paths``): it
 includes the extender's filter and prioritize calls. For our standalone scheduler it is
 ``extender_scheduling_duration_seconds`` (from dequeue to bind handed off).
+
+Pods/s depend on what else the 2 cores run; CPU per pod does much less, so the table also
+has the CPU (user + system, from /proc) that the scheduler process and the extender process
+tree (gunicorn's master and workers) used from the moment they were ready until the drain
+ended, divided by the pods bound. A slight overcount: it includes the extender's idle
+housekeeping while kube-scheduler starts; a slight undercount for kube-scheduler, whose
+first binds may precede the sample.
 
 kube-scheduler gets client qps/burst 1000 through its configuration's ``clientConnection``
 (the ``--kube-api-qps`` flag is ignored when ``--config`` is given). The webhook setups use
@@ -209,6 +217,33 @@ class BindClock:
 # ---- metrics of the schedulers ------------------------------------------------------------------
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()  # fields after the command name: state is [0]
+
+
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by `pid` and its descendants (gunicorn's workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        fields = _stat(current)
+        if fields is not None:
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        todo += children.get(current, [])
+    return total
+
+
 def _histogram_mean(text: str, name: str) -> float | None:
     """sum / count of a Prometheus histogram in exposition text (all label sets added)."""
     total = count = 0.0
@@ -340,9 +375,12 @@ def _running(plane: Any, workdir: Path, setup: Setup, scheduler_name: str,
                                      extra=["--no-leader-elect", "--skip-preflight"],
                                      name=scheduler_name)
         process.start(timeout=120)
+        assert process.process is not None
+        cpu = process_tree_cpu(process.process.pid)
         try:
-            with _sampled(process.process.pid if process.process else None, profile):
+            with _sampled(process.process.pid, profile):
                 yield
+            result["scheduler_cpu_s"] = process_tree_cpu(process.process.pid) - cpu
             result["algorithm_ms"] = _extender_algorithm_ms(process)
             result["log_warnings"] = sum("Connection pool is full" in line for line in process.log().splitlines())
         finally:
@@ -355,12 +393,18 @@ def _running(plane: Any, workdir: Path, setup: Setup, scheduler_name: str,
         elif setup.kind == WEBHOOK:
             port, pid = stack.enter_context(_webhook(plane, workdir, setup, scheduler_name))
         if port is not None:
+            cpu = process_tree_cpu(pid)
             stack.enter_context(_sampled(pid, profile))
         config = _kube_scheduler_config(plane, scheduler_name, setup, port)
         scheduler = plane.start_kube_scheduler(
             config, name=scheduler_name, extra_args=["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"])
+        assert scheduler.process is not None
+        scheduler_cpu = process_tree_cpu(scheduler.process.pid)
         try:
             yield
+            result["scheduler_cpu_s"] = process_tree_cpu(scheduler.process.pid) - scheduler_cpu
+            if port is not None:
+                result["extender_cpu_s"] = process_tree_cpu(pid) - cpu
             result["algorithm_ms"] = _kube_scheduler_algorithm_ms(scheduler)
         finally:
             scheduler.stop()
@@ -400,6 +444,10 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
     })
     if result.get("algorithm_ms") is not None:
         result["algorithm_ms"] = round(result["algorithm_ms"], 2)
+    for name in ("scheduler_cpu", "extender_cpu"):
+        cpu = result.pop(f"{name}_s", None)
+        if cpu is not None and times:
+            result[f"{name}_ms_per_pod"] = round(cpu * 1000 / len(times), 2)
     _wait_deleted(kube, namespace)
     return result
 
@@ -463,10 +511,13 @@ def run(nodes: int = 500, pods: int = 1000, repeat: int = 1, setups: Sequence[Se
         if not runs:
             continue
         algorithm = [r["algorithm_ms"] for r in runs if r.get("algorithm_ms") is not None]
+        cpu = {name: [r[name] for r in runs if r.get(name) is not None]
+               for name in ("scheduler_cpu_ms_per_pod", "extender_cpu_ms_per_pod")}
         rows.append({
             "setup": setup.label,
             "pods_per_s": statistics.median(r["pods_per_s"] for r in runs),
             "algorithm_ms": round(statistics.median(algorithm), 2) if algorithm else None,
+            **{name: round(statistics.median(values), 2) if values else None for name, values in cpu.items()},
             "runs": " ".join(str(r["pods_per_s"]) for r in runs),
             "bound": min(r["bound"] for r in runs),
             **({"pool_full_warnings": max(r.get("log_warnings", 0) for r in runs)} if setup.kind == STANDALONE

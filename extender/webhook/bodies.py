@@ -6,6 +6,7 @@ message naming the problem; nothing below this layer sees bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -31,6 +32,33 @@ def read_json(request: Request | WerkzeugRequest) -> Any:
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit:
         raise RequestEntityTooLarge()  # a chunked body is silently cut at the limit, not refused
+    return decode_json(data)
+
+
+def read_plain_json(environ: Mapping[str, Any], limit: int) -> Any:
+    """The body of what kube-scheduler sends (exactly `application/json`, a Content-Length
+    within `limit`), read straight from the WSGI input; NotPlain for anything else, which
+    `read_json` then judges with werkzeug's full parsing."""
+    length = environ.get("CONTENT_LENGTH")
+    if environ.get("CONTENT_TYPE") != JSON or not length or not length.isdigit():
+        raise NotPlain()
+    expected = int(length)
+    if not 0 < expected <= limit:
+        raise NotPlain()
+    try:
+        data = environ["wsgi.input"].read(expected)
+    except Exception as exc:  # the WSGI server failing on the body (early EOF)
+        raise WireError(f"cannot read the request body: {type(exc).__name__}: {exc}") from None
+    if len(data) != expected:
+        raise WireError(f"cannot read the request body: it ended after {len(data)} of {expected} bytes")
+    return decode_json(data)
+
+
+class NotPlain(Exception):
+    """Internal: the request needs `read_json`'s general path."""
+
+
+def decode_json(data: bytes) -> Any:
     if not data:
         raise WireError("request body is empty; expected a JSON object")
     try:

@@ -4,7 +4,8 @@ kube-scheduler waits for every filter and prioritize call, one pod at a time, so
 microsecond of a call is its throughput. Flask's request context, routing, hooks and
 Response object cost about as much as the webhook's default policy itself; the verbs
 need none of it. Requests to the verb paths are answered here with the same functions
-(`extender.webhook.verbs`), the same body checks (`bodies.read_json`) and the same error
+(`extender.webhook.verbs`), the same body checks (`bodies.read_json`; kube-scheduler's plain
+`application/json` bodies with a Content-Length are read directly) and the same error
 replies as Flask's handlers; every other path goes on to Flask.
 
 The access log line and the request metrics (prometheus_client's multiprocess files)
@@ -26,8 +27,7 @@ from werkzeug.wrappers import Request
 from extender import metrics
 from extender.errors import WireError
 from extender.policy.engine import PluginError
-from extender.webhook import verbs
-from extender.webhook.bodies import JSON, encode_json, error_message, read_json
+from extender.webhook import bodies, verbs
 
 log = logging.getLogger("extender.webhook.app")
 access_log = logging.getLogger("extender.access")
@@ -100,36 +100,43 @@ class VerbRoutes:
             start_response("200 OK", [("Allow", _ALLOW), ("Content-Length", "0")])
             return []
         message = f"method {method} is not allowed on {environ.get('PATH_INFO', '')}; verbs take POST"
-        return self._send(start_response, 405, encode_json({"Error": message}), lambda: None, [("Allow", _ALLOW)])
+        return self._send(start_response, 405, bodies.encode_json({"Error": message}), lambda: None, [("Allow", _ALLOW)])
 
     def _answer(self, route: tuple[str, Handler], environ: dict[str, Any],
                 start_response: StartResponse) -> Iterable[bytes]:
         verb, handler = route
         started = time.perf_counter()
-        request = self.request_class(environ)
-        size = request.content_length or 0
+        path = environ.get("PATH_INFO", "")
+        size = 0
         result, pod, nodes, note = "bad-request", "", 0, ""
         status = 200
         try:
-            outcome = handler(read_json(request))
+            try:
+                body = bodies.read_plain_json(environ, self.max_body_bytes)
+                size = int(environ["CONTENT_LENGTH"])
+            except bodies.NotPlain:
+                request = self.request_class(environ)
+                size = request.content_length or 0
+                body = bodies.read_json(request)
+            outcome = handler(body)
             result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note
-            data = encode_json(outcome.reply)
+            data = bodies.encode_json(outcome.reply)
         except WireError as exc:
             status, note = exc.status, str(exc)
-            data = encode_json({"Error": note})
+            data = bodies.encode_json({"Error": note})
         except HTTPException as exc:  # 413 from reading the body
             status = exc.code or 400
-            note = error_message(exc, method="POST", path=request.path, limit=self.max_body_bytes)
-            data = encode_json({"Error": note})
+            note = bodies.error_message(exc, method="POST", path=path, limit=self.max_body_bytes)
+            data = bodies.encode_json({"Error": note})
         except PluginError as exc:
             status, result, note = 500, "plugin-error", str(exc)
             log.error("%s failed in a plugin: %s", verb, exc, exc_info=True)
             # The plugin's own message may hold paths or internals: it stays in the log.
-            data = encode_json({"Error": f"{verb} failed in a policy plugin; see the extender's log"})
+            data = bodies.encode_json({"Error": f"{verb} failed in a policy plugin; see the extender's log"})
         except Exception:
             status, result = 500, "error"
-            log.exception("unhandled error on POST %s", request.path)
-            data = encode_json({"Error": "internal error; see the extender's log"})
+            log.exception("unhandled error on POST %s", path)
+            data = bodies.encode_json({"Error": "internal error; see the extender's log"})
         elapsed = time.perf_counter() - started
         return self._send(start_response, status, data,
                           lambda: self._record(verb, result, pod, nodes, size, elapsed, note))
@@ -138,7 +145,7 @@ class VerbRoutes:
     def _send(start_response: StartResponse, status: int, data: bytes, after: Callable[[], None],
               headers: list[tuple[str, str]] | None = None) -> _Reply:
         start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'Unknown')}",
-                       [("Content-Type", JSON), ("Content-Length", str(len(data))), *(headers or [])])
+                       [("Content-Type", bodies.JSON), ("Content-Length", str(len(data))), *(headers or [])])
         return _Reply(data, after)
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 
 from extender import metrics, wire
-from extender.cluster.state import infos_from_views
 from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
@@ -84,7 +83,7 @@ def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
             views.append(cache.view(item))
         except InvalidObject as exc:
             raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
-    return infos_from_views(views, runtime.state), []
+    return cache.infos(views, runtime.state), []
 
 
 def explain_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None) -> Outcome:

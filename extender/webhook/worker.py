@@ -45,6 +45,10 @@ STOP_LINGER = 1.0
 TICK = 1.0
 # Replies smaller than this go out in one send with their headers.
 _COALESCE_LIMIT = 256 * 1024
+# Largest recv() while reading headers and bodies. gunicorn's 8 KiB means hundreds of
+# recv() calls and buffer appends for a full-NodeList request (about 2 MB for 230 nodes),
+# each a GIL hand-off; 64 KiB stays below malloc's mmap threshold for the buffer.
+RECV_CHUNK = 64 * 1024
 
 
 class _CoalescingSocket:
@@ -116,7 +120,7 @@ class ConnectionWorker(base.Worker):
     # ---- the accept loop (main thread) ---------------------------------------------
 
     def run(self) -> None:
-        if "h2" in self.cfg.http_protocols:
+        if "h2" in (getattr(self.cfg, "http_protocols", None) or ()):
             self.log.warning("HTTP/2 is not supported by the ConnectionWorker; serving HTTP/1.1 only")
         selector = selectors.DefaultSelector()
         for listener in self.sockets:
@@ -210,6 +214,9 @@ class ConnectionWorker(base.Worker):
                 client = sock.ssl_wrap_socket(client, self.cfg)
                 connection.sock = client
             parser = http.get_parser(self.cfg, client, addr)
+            unreader = getattr(parser, "unreader", None)
+            if unreader is not None and getattr(unreader, "mxchunk", RECV_CHUNK) < RECV_CHUNK:
+                unreader.mxchunk = RECV_CHUNK
             while self.alive and not connection.closing:
                 connection.idle = True
                 req = next(parser)  # blocks until the next request (keep-alive timeout)
