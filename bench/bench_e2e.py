@@ -73,6 +73,10 @@ EMPTY = "empty"
 WEBHOOK = "webhook"
 STANDALONE = "standalone"
 QPS = 1000
+# The yardsticks' labels: ratios are taken against them.
+ALONE = "kube-scheduler alone"
+EMPTY_NAMES = "+ empty extender"
+EMPTY_FULL = "+ empty extender, full NodeList"
 SETTLE_TIMEOUT = 180.0  # a setup that binds nothing new for this long is given up
 STALL_TIMEOUT = 45.0
 
@@ -91,8 +95,8 @@ class Setup:
 def default_setups() -> list[Setup]:
     """Every setup of the table: the yardsticks, our webhook with each worker setting, standalone."""
     return [
-        Setup("kube-scheduler alone", KUBE_SCHEDULER),
-        Setup("+ empty extender", EMPTY),
+        Setup(ALONE, KUBE_SCHEDULER),
+        Setup(EMPTY_NAMES, EMPTY),
         Setup("+ extender serve (defaults)", WEBHOOK),
         Setup("+ extender serve --workers 1", WEBHOOK, serve_args=("--workers", "1")),
         Setup("+ extender serve --worker-class gthread --workers 2 --threads 4", WEBHOOK,
@@ -101,7 +105,7 @@ def default_setups() -> list[Setup]:
               serve_args=("--worker-class", "gthread", "--workers", "1", "--threads", "1")),
         Setup("+ extender serve --worker-class sync --workers 1", WEBHOOK,
               serve_args=("--worker-class", "sync", "--workers", "1")),
-        Setup("+ empty extender, full NodeList", EMPTY, node_cache=False),
+        Setup(EMPTY_FULL, EMPTY, node_cache=False),
         Setup("+ extender serve (defaults), full NodeList", WEBHOOK, node_cache=False),
         Setup("extender schedule (standalone)", STANDALONE),
     ]
@@ -458,17 +462,37 @@ def _wait_deleted(kube: Any, namespace: str, timeout: float = 60.0) -> None:
         time.sleep(0.5)
 
 
-def _with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ratios against kube-scheduler alone and against the empty extender of the same payload mode."""
-    by_label = {row["setup"]: row["pods_per_s"] for row in rows}
-    alone = by_label.get("kube-scheduler alone") or 0
-    empty_cache = by_label.get("+ empty extender") or 0
-    empty_full = by_label.get("+ empty extender, full NodeList") or 0
-    for row in rows:
-        rate = row["pods_per_s"]
-        row["x_alone"] = round(rate / alone, 2) if alone else None
-        empty = empty_full if "full NodeList" in row["setup"] else empty_cache
-        row["x_empty"] = round(rate / empty, 2) if empty and row["setup"].startswith("+ ") else None
+def _ratio(runs: list[dict[str, Any]], base: list[dict[str, Any]] | None) -> float | None:
+    """The median over rounds of this setup's pods/s over `base`'s in the same round: a round
+    runs the setups minutes apart, so it compares them under the same load."""
+    if not base:
+        return None
+    ratios = [r["pods_per_s"] / b["pods_per_s"] for r, b in zip(runs, base, strict=False) if b["pods_per_s"]]
+    return round(statistics.median(ratios), 2) if ratios else None
+
+
+def table(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per setup: medians over the rounds, and the ratios to kube-scheduler alone and to
+    the empty extender of the same payload mode (webhook setups only)."""
+    rows = []
+    for label, runs in samples.items():
+        if not runs:
+            continue
+        empty = samples.get(EMPTY_FULL if "full NodeList" in label else EMPTY_NAMES)
+        row: dict[str, Any] = {
+            "setup": label,
+            "pods_per_s": round(statistics.median(r["pods_per_s"] for r in runs), 1),
+            "x_alone": _ratio(runs, samples.get(ALONE)),
+            "x_empty": _ratio(runs, empty) if label.startswith("+ ") else None,
+        }
+        for name in ("algorithm_ms", "scheduler_cpu_ms_per_pod", "extender_cpu_ms_per_pod"):
+            values = [r[name] for r in runs if r.get(name) is not None]
+            row[name] = round(statistics.median(values), 2) if values else None
+        row["runs"] = " ".join(str(r["pods_per_s"]) for r in runs)
+        row["bound"] = min(r["bound"] for r in runs)
+        if "log_warnings" in runs[0]:
+            row["pool_full_warnings"] = max(r.get("log_warnings", 0) for r in runs)
+        rows.append(row)
     return rows
 
 
@@ -505,25 +529,7 @@ def run(nodes: int = 500, pods: int = 1000, repeat: int = 1, setups: Sequence[Se
                 row = run_setup(cp, workdir, setup, index, pods, profile_dir)
                 samples[setup.label].append(row)
                 print(f"# round {round_ + 1}: {orjson.dumps(row).decode()}", flush=True)
-    rows = []
-    for setup in chosen:
-        runs = samples[setup.label]
-        if not runs:
-            continue
-        algorithm = [r["algorithm_ms"] for r in runs if r.get("algorithm_ms") is not None]
-        cpu = {name: [r[name] for r in runs if r.get(name) is not None]
-               for name in ("scheduler_cpu_ms_per_pod", "extender_cpu_ms_per_pod")}
-        rows.append({
-            "setup": setup.label,
-            "pods_per_s": statistics.median(r["pods_per_s"] for r in runs),
-            "algorithm_ms": round(statistics.median(algorithm), 2) if algorithm else None,
-            **{name: round(statistics.median(values), 2) if values else None for name, values in cpu.items()},
-            "runs": " ".join(str(r["pods_per_s"]) for r in runs),
-            "bound": min(r["bound"] for r in runs),
-            **({"pool_full_warnings": max(r.get("log_warnings", 0) for r in runs)} if setup.kind == STANDALONE
-               else {}),
-        })
-    return _with_ratios(rows)
+    return table(samples)
 
 
 def main(argv: list[str] | None = None) -> int:
