@@ -56,11 +56,6 @@ class TextFormatter(logging.Formatter):
 
 
 def setup_logging(fmt: str = "text", level: str = "INFO") -> None:
-    # No formatter here (nor gunicorn's) prints the caller's file, line or function, so
-    # LogRecords need not find them: a walk up the stack for every line, on the path of
-    # every verb (the access log) and every scheduled pod. The logging HOWTO's
-    # "Optimization" section documents this switch.
-    logging._srcfile = None  # type: ignore[attr-defined]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
