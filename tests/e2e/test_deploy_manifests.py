@@ -87,7 +87,9 @@ def test_standalone_runs_with_the_rbac_of_deploy(cluster: Any, deploy: Any, exte
                   timeout=10, message="Scheduled event")  # events: create
     failed = kube.wait_for(lambda: kube.list_events(APPS, reason="FailedScheduling", involved_name="too-big"),
                            timeout=20, message="FailedScheduling event")
-    assert failed[0]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    # kube-scheduler's wording, with its preemption suffix (the pod has no lower-priority victims)
+    assert failed[0]["message"] == ("0/1 nodes are available: 1 Insufficient cpu. preemption: "
+                                     "0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     condition = kube.wait_for(  # pods/status: patch
         lambda: next((c for c in (kube.get_pod("too-big", APPS)["status"].get("conditions") or [])
                       if c["type"] == "PodScheduled"), None), timeout=10, message="PodScheduled")
