@@ -52,6 +52,9 @@ _COALESCE_LIMIT = 256 * 1024
 # recv() calls and buffer appends for a full-NodeList request (about 2 MB for 230 nodes),
 # each a GIL hand-off; 64 KiB stays below malloc's mmap threshold for the buffer.
 RECV_CHUNK = 64 * 1024
+# How long the rest of a body the app left unread may take to arrive before the connection
+# is closed instead of reused (gthread's DEFAULT_WORKER_DATA_TIMEOUT).
+DRAIN_TIMEOUT = 5.0
 
 
 class _CoalescingSocket:
@@ -247,6 +250,10 @@ class ConnectionWorker(base.Worker):
             if self.cfg.is_ssl:
                 client = sock.ssl_wrap_socket(client, self.cfg)
                 connection.sock = client
+                # Now, while the connection counts as idle: the handshake's bytes make the
+                # socket readable without a request, and a client may stop right after it
+                # (kube-scheduler's spare connection); a stopping worker must not wait for it.
+                client.do_handshake()
             parser = http.get_parser(self.cfg, client, addr)
             unreader = getattr(parser, "unreader", None)
             if unreader is not None and getattr(unreader, "mxchunk", RECV_CHUNK) < RECV_CHUNK:
@@ -255,13 +262,13 @@ class ConnectionWorker(base.Worker):
                 connection.idle = True
                 if not _readable(client, unreader, self.cfg.keepalive):
                     break  # idle for the keep-alive timeout, or shut down
+                connection.idle = False  # a request is arriving: a stopping worker lets it finish
                 req = next(parser)
-                connection.idle = False
                 if not req:
                     break
                 if not self._handle_request(req, client, addr, server):
                     break
-                if not parser.finish_body(deadline=time.monotonic() + 5.0):
+                if not parser.finish_body(deadline=time.monotonic() + DRAIN_TIMEOUT):
                     break  # a body the app left unread and the client is slow to send: close
                 req = None
         except StopIteration as exc:

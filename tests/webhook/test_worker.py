@@ -68,6 +68,28 @@ def test_garbage_on_the_wire_gets_a_400_and_the_worker_lives_on() -> None:
     assert "Traceback" not in output, output
 
 
+def test_a_request_stalled_half_way_is_closed_after_the_timeout() -> None:
+    """A client that stops sending in the middle of its body cannot hold a thread forever."""
+    port = free_port()
+    process = _serve(port, ["--timeout", "2"])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            raw.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"Pod\":")
+            try:
+                answer = raw.recv(4096)  # the server gives up on the body and closes
+            except ConnectionResetError:
+                answer = b""
+        assert not answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # and still serves
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    finally:
+        output = stop_server(process)
+    assert "Traceback" not in output, output
+
+
 def test_sigterm_does_not_wait_for_an_idle_tls_connection(tmp_path: Path) -> None:
     """A client holding a TLS connection it sends nothing on (kube-scheduler's spare one) does not
     hold the stop for the graceful timeout, here made far longer than the wait below."""
