@@ -3,8 +3,8 @@ real control plane (python -m bench e2e).
 
 One run starts etcd, kube-apiserver (tests/e2e/controlplane.py, the binaries of
 KUBEBUILDER_ASSETS) and creates the nodes once (Ready, as the node lifecycle controller
-leaves them). Then, for each setup in turn and on the same nodes (``--py-spy DIR`` also samples each extender process,
-see ``_sampled``):
+leaves them). Then, for each setup in turn and on the same nodes (``--py-spy DIR`` also
+samples each extender process, see ``_sampled``):
 
 1. the pods are created in a namespace of the setup's own, naming a schedulerName nobody
    serves yet: that is the backlog, created "while the scheduler is paused";
@@ -353,7 +353,9 @@ def _sampled(pid: int | None, output: Path | None) -> Iterator[None]:
     if pid is None or output is None:
         yield
         return
-    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--subprocesses", "--gil", "--nonblocking",
+    beside = Path(sys.executable).with_name("py-spy")  # the virtualenv's, when it is not on PATH
+    binary = str(beside) if beside.exists() else "py-spy"
+    spy = subprocess.Popen([binary, "record", "--pid", str(pid), "--subprocesses", "--gil", "--nonblocking",
                             "--rate", "250", "--format", "raw", "--output", str(output)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

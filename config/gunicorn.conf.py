@@ -11,22 +11,25 @@ its path: it calls filter, then prioritize, for one pod at a time over one kept-
 connection, so every microsecond the server spends on a call (and every hand-off between
 its threads) is pods/s. Measured by `python -m bench e2e`: a real etcd, kube-apiserver and
 kube-scheduler v1.36.3 on the 2-core development machine, 500 nodes, 1000 pods per setup,
-the default webhook policy in node-cache mode, 3 rounds, medians; the ratio is to the
+the default webhook policy in node-cache mode, 5 rounds, medians; the ratio is to the
 empty extender of the same round (bench/empty_extender.py: stdlib HTTP server,
 TCP_NODELAY, no state, no logging), CPU is the extender's per pod:
 
     setup                                  pods/s   x empty   extender CPU ms/pod
-    empty extender                           397      1.0        0.32
-    connection w2 (the defaults)             315      0.79       1.19
-    connection w1                            293      0.71       1.29
-    gthread w2 t4 (the old default worker)   269      0.64       1.67
-    gthread w1 t1                            251      0.60       1.66
-    sync w1                                  240      0.57       1.77
-    (kube-scheduler alone: 678 pods/s; full NodeList, defaults: 0.95 x empty; every row
-    with the verbs answered in front of Flask, which the old defaults were not: 0.46 x)
+    empty extender                           418      1.0        0.32
+    connection w2 (the defaults)             292      0.68       1.29
+    connection w1                            293      0.70       1.23
+    gthread w2 t4 (the old default worker)   299      0.71       1.61
+    (kube-scheduler alone: 737 pods/s; full NodeList, defaults: 0.83 x empty. Every row
+    answers the verbs in front of Flask, which the old defaults did not: 0.46 x.)
 
-and on loopback alone (`python -m bench matrix --quick`: keep-alive clients sending
-filter + prioritize of 500 names with the standalone policy, 1 and 8 at once):
+Pods/s move by about +-0.1 x between runs on this shared machine (an earlier 3-round run:
+connection w2 0.79, w1 0.71, gthread w2 t4 0.64, gthread w1 t1 0.60, sync w1 0.57), so
+the worker classes are within the noise on kube-scheduler's path; CPU per pod is not,
+and neither is the loopback latency:
+
+`python -m bench matrix --quick` (loopback, with the optional C parser; keep-alive clients sending filter +
+prioritize of 500 names with the standalone policy, 1 and 8 at once):
 
     worker            1 client: req/s  p50 ms   8 clients: req/s  p99 ms
     connection w1          670          1.50          583          42.4
@@ -46,7 +49,7 @@ filter + prioritize of 500 names with the standalone policy, 1 and 8 at once):
   The ConnectionWorker also stops promptly on SIGTERM when kube-scheduler holds an idle
   spare connection (gthread waited the whole graceful timeout; docs/reliability.md).
 - workers = 2: kube-scheduler's single connection lands on one worker, so a second one
-  does not add pods/s (the table: within the noise of the machine); it keeps answering
+  does not add pods/s (w1 and w2 above are within the noise); it keeps answering
   while the other is restarted (a worker boots by listing every node and pod, seconds on
   a large cluster), and serves probes, scrapes and a second caller (HA kube-schedulers
   during a leader change, several profiles) in parallel. Each worker holds its own cluster
@@ -64,8 +67,8 @@ filter + prioritize of 500 names with the standalone policy, 1 and 8 at once):
 - keepalive 120 s: longer than kube-scheduler's idle connection timeout, so it is the
   client that closes.
 - `pip install 'extender[fast]'` adds gunicorn's C request parser (gunicorn-h1c, used
-  when present; it needs a C compiler): about 6 us less per request. The figures above
-  were taken with it.
+  when present; it needs a C compiler): about 6 us less per request (the 3-round run
+  above had it, the 5-round one did not).
 - gunicorn sets TCP_NODELAY on its listening socket; without it small replies stall
   ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
 """
