@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|matrix`,
+Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|matrix|e2e`,
 and `--quick` for a shorter pass.
 """
 
@@ -67,6 +67,12 @@ def _devices(quick: bool) -> Rows:
     return bench_devices.run(quick)
 
 
+def _e2e(quick: bool) -> Rows:
+    from bench import bench_e2e
+
+    return bench_e2e.run(pods=500 if quick else 1000, repeat=1 if quick else 3)
+
+
 def _matrix(quick: bool) -> Rows:
     from bench import bench_webhook
 
@@ -77,7 +83,9 @@ PARTS: dict[str, Callable[[bool], Rows]] = {
     "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
     "standalone": _standalone, "volumes": _volumes, "devices": _devices,
 }
-EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix}
+# Not in the default set: matrix takes long, e2e needs KUBEBUILDER_ASSETS (it says so and
+# returns nothing without them).
+EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix, "e2e": _e2e}
 
 
 def print_table(title: str, rows: Rows) -> None:
@@ -97,7 +105,7 @@ def print_table(title: str, rows: Rows) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run the benchmarks, print tables.")
     parser.add_argument("parts", nargs="*", metavar="PART",
-                        help=f"any of {', '.join([*PARTS, *EXTRA])} (default: all but matrix)")
+                        help=f"any of {', '.join([*PARTS, *EXTRA])} (default: all but matrix and e2e)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="also write all rows to this file")
     options = parser.parse_args(argv)

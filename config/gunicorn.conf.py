@@ -3,37 +3,74 @@
 Used by `extender serve` and by plain
 `gunicorn -c config/gunicorn.conf.py 'extender.webhook:create_app()'`.
 Every value can be overridden through the environment (EXTENDER_BIND,
-EXTENDER_WORKERS, EXTENDER_THREADS, EXTENDER_TIMEOUT, EXTENDER_TLS_*), which is
-how `extender serve` passes its options.
+EXTENDER_WORKERS, EXTENDER_THREADS, EXTENDER_WORKER_CLASS, EXTENDER_TIMEOUT, EXTENDER_TLS_*),
+which is how `extender serve` passes its options.
 
-Why these defaults. Measured with `python -m bench matrix` (500 nodes in node-cache
-mode, the standalone policy, one pod = filter + prioritize, 2-core machine):
+Why these defaults. What users feel is kube-scheduler's throughput with the webhook in
+its path: it calls filter, then prioritize, for one pod at a time over one kept-alive
+connection, so every microsecond the server spends on a call (and every hand-off between
+its threads) is pods/s. Measured by `python -m bench e2e`: a real etcd, kube-apiserver and
+kube-scheduler v1.36.3 on the 2-core development machine, 500 nodes, 1000 pods per setup,
+the default webhook policy in node-cache mode, 5 rounds, medians; the ratio is to the
+empty extender of the same round (bench/empty_extender.py: stdlib HTTP server,
+TCP_NODELAY, no state, no logging), CPU is the extender's per pod:
 
-    worker          1 client: req/s  p50 ms   8 clients: req/s  p99 ms
-    sync    w1 t1        396         2.79          416          31.3
-    sync    w2 t1        348         2.92          552          23.5
-    gthread w1 t4        349         3.01          375          38.2
-    gthread w2 t4        318         3.13          641          37.8   <- default
-    gthread w4 t4        331         3.14          607          35.9
-    gthread w2 t1        308         3.34          571          27.1
+    setup                                  pods/s   x empty   extender CPU ms/pod
+    empty extender                           418      1.0        0.32
+    connection w2 (the defaults)             292      0.68       1.29
+    connection w1                            293      0.70       1.23
+    gthread w2 t4 (the old default worker)   299      0.71       1.61
+    (kube-scheduler alone: 737 pods/s; full NodeList, defaults: 0.83 x empty. Every row
+    answers the verbs in front of Flask, which the old defaults did not: 0.46 x.)
 
-- kube-scheduler calls the extender for one pod at a time, so latency, not
-  parallelism, sets its pods/s; a request is CPU-bound Python and the GIL
-  serialises the threads of one worker.
-- The sync worker is ~0.3 ms faster for a lone loopback client, but it closes the
-  connection after every request: across a real pod network kube-scheduler would
-  pay a TCP handshake per call (more than those 0.3 ms), and while one request
-  runs, probes and /metrics scrapes wait behind it. gthread keeps kube-scheduler's
-  keep-alive connection and answers /healthz and /readyz during a slow filter.
-- workers = 2: one per core, and the best throughput with several callers (HA
-  kube-schedulers, profiles, scrapes). Each worker holds its own cluster state and
-  its own watches, so more workers than cores only cost memory and API-server load
-  (w4 is no faster on 2 cores).
-- threads = 4: enough for probes, scrapes and a second caller in flight.
-- timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that blocks
-  that long is stuck and is better restarted.
-- gunicorn sets TCP_NODELAY on its listening socket; without it small replies
-  stall ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
+Pods/s move by about +-0.1 x between runs on this shared machine (an earlier 3-round run:
+connection w2 0.79, w1 0.71, gthread w2 t4 0.64, gthread w1 t1 0.60, sync w1 0.57), so
+the worker classes are within the noise on kube-scheduler's path; CPU per pod is not,
+and neither is the loopback latency:
+
+`python -m bench matrix --quick` (loopback, with the optional C parser; keep-alive clients sending filter +
+prioritize of 500 names with the standalone policy, 1 and 8 at once):
+
+    worker            1 client: req/s  p50 ms   8 clients: req/s  p99 ms
+    connection w1          670          1.50          583          42.4
+    connection w2          665          1.48         1329          16.6   <- default
+    sync       w1          627          1.59          638          18.2
+    sync       w2          525          1.77         1070          12.0
+    gthread    w1 t4       627          1.61          645          22.9
+    gthread    w2 t4       620          1.58         1248          30.3
+    gthread    w2 t1       601          1.63         1104          17.5
+
+- worker_class = extender.webhook.worker.ConnectionWorker: a thread per connection reads
+  the request, runs the app and writes the reply, then blocks reading the next request.
+  gthread hands each request from its poller thread to a pool thread and back through a
+  pipe, and touches the heartbeat file on every loop; with the GIL every hand-off waits
+  for the thread holding it. sync answers one request at a time and closes the
+  connection after each (a new TCP, or TLS, handshake per call across a pod network).
+  The ConnectionWorker also stops promptly on SIGTERM when kube-scheduler holds an idle
+  spare connection (gthread waited the whole graceful timeout; docs/reliability.md).
+- workers = 2: kube-scheduler's single connection lands on one worker, so a second one
+  does not add pods/s (w1 and w2 above are within the noise); it keeps answering
+  while the other is restarted (a worker boots by listing every node and pod, seconds on
+  a large cluster), and serves probes, scrapes and a second caller (HA kube-schedulers
+  during a leader change, several profiles) in parallel. Each worker holds its own cluster
+  state and watches, so more workers than cores only cost memory and API-server load.
+- threads = 4: gthread only (its pool size); the ConnectionWorker has one thread per open
+  connection, up to worker_connections (gunicorn's 1000), beyond which new connections
+  wait in the listen backlog.
+- The verb routes (filter, prioritize, bind, preempt) are answered in front of Flask, and
+  their access log line and metrics are written after the reply has been sent
+  (extender/webhook/verb_routes.py): they keep every field but kube-scheduler no longer
+  waits for them. gunicorn's own access log stays off (it would duplicate that line).
+- timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that blocks that
+  long is stuck and is better restarted. With the ConnectionWorker it also bounds a
+  request (or reply) that stalls half-way (SO_RCVTIMEO/SO_SNDTIMEO).
+- keepalive 120 s: longer than kube-scheduler's idle connection timeout, so it is the
+  client that closes.
+- `pip install 'extender[fast]'` adds gunicorn's C request parser (gunicorn-h1c, used
+  when present; it needs a C compiler): about 6 us less per request (the 3-round run
+  above had it, the 5-round one did not).
+- gunicorn sets TCP_NODELAY on its listening socket; without it small replies stall
+  ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
 """
 
 import os
@@ -44,7 +81,7 @@ import tempfile
 bind = os.environ.get("EXTENDER_BIND", "127.0.0.1:8888")
 workers = int(os.environ.get("EXTENDER_WORKERS", "2"))
 threads = int(os.environ.get("EXTENDER_THREADS", "4"))
-worker_class = os.environ.get("EXTENDER_WORKER_CLASS", "gthread")
+worker_class = os.environ.get("EXTENDER_WORKER_CLASS", "extender.webhook.worker.ConnectionWorker")
 timeout = int(os.environ.get("EXTENDER_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("EXTENDER_GRACEFUL_TIMEOUT", "20"))
 # Longer than kube-scheduler's idle connection timeout, so it is the client that closes.

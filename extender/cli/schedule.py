@@ -155,13 +155,14 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.scheduler.health import HealthServer
     from extender.scheduler.leader import LeaderElector
     from extender.scheduler.profiles import build_profiles
-    from extender.scheduler.scheduler import Scheduler
+    from extender.scheduler.scheduler import Scheduler, connections_needed
 
     setup_logging(log_format, log_level)
     lease_namespace = lease_namespace or default_lease_namespace()
     try:
         built = build_profiles(scheduler_name, policy, profiles)
-        api_client = build_api_client(kubeconfig, context)
+        api_client = build_api_client(kubeconfig, context,
+                                      pool_size=connections_needed(parallel_binds, len(built)))
         deviceledger.configure(api_client, namespace=lease_namespace)
         if not skip_preflight:
             _preflight(api_client, leader_elect, lease_namespace, service_account, _shares_devices(built))

@@ -13,6 +13,8 @@ import click
 from extender.settings import Settings, config_dir
 
 GUNICORN_CONF = "gunicorn.conf.py"
+# Short names for --worker-class; config/gunicorn.conf.py says which is the default and why.
+WORKER_CLASSES = {"connection": "extender.webhook.worker.ConnectionWorker", "gthread": "gthread", "sync": "sync"}
 
 
 def _load_gunicorn_conf() -> dict[str, Any]:
@@ -54,7 +56,10 @@ def run_gunicorn(options: dict[str, Any]) -> None:
 @click.command()
 @click.option("--bind", "bind", default="127.0.0.1:8888", show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="gunicorn workers [conf: 2].")
-@click.option("--threads", type=click.IntRange(1, 256), default=None, help="Threads per worker [conf: 4].")
+@click.option("--threads", type=click.IntRange(1, 256), default=None,
+              help="Threads per worker, gthread only [conf: 4].")
+@click.option("--worker-class", type=click.Choice(sorted(WORKER_CLASSES)), default=None,
+              help="gunicorn worker: connection (a thread per connection), gthread or sync [conf: connection].")
 @click.option("--timeout", type=click.IntRange(1, 3600), default=None, help="Worker timeout, seconds [conf: 30].")
 @click.option("--policy", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Policy file (reloaded when it changes). Default: the built-in webhook policy.")
@@ -86,8 +91,8 @@ def run_gunicorn(options: dict[str, Any]) -> None:
               help="Require client certificates signed by this CA (mutual TLS).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
-def serve(bind: str, workers: int | None, threads: int | None, timeout: int | None, tls_cert: str | None,
-          tls_key: str | None, client_ca: str | None, **options: Any) -> None:
+def serve(bind: str, workers: int | None, threads: int | None, worker_class: str | None, timeout: int | None,
+          tls_cert: str | None, tls_key: str | None, client_ca: str | None, **options: Any) -> None:
     """Serve the extender verbs (filter, prioritize, bind, preempt) for kube-scheduler."""
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
@@ -109,6 +114,8 @@ def serve(bind: str, workers: int | None, threads: int | None, timeout: int | No
         # The in-memory cluster lives in each worker: with two, a bind served by one
         # would be invisible to the other. One worker keeps the demo cluster coherent.
         workers = 1
+    if worker_class is not None:
+        os.environ["EXTENDER_WORKER_CLASS"] = WORKER_CLASSES[worker_class]
     for name, value in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout),
                         ("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
         if value is not None:

@@ -38,11 +38,12 @@ from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 log = logging.getLogger(__name__)
 
 PREEMPTED = "Preempted"
+PREEMPT_WORKERS = 4  # threads carrying out evictions
 
 
 class Preemptor:
     def __init__(self, api_client: Any, state: ClusterState, queue: SchedulingQueue, *, instance: str = "",
-                 workers: int = 4, rng: random.Random | None = None) -> None:
+                 workers: int = PREEMPT_WORKERS, rng: random.Random | None = None) -> None:
         self.api_client = api_client
         self.state = state
         self.queue = queue

@@ -40,6 +40,7 @@ CONDITION_UNSCHEDULABLE = "Unschedulable"
 CONDITION_ERROR = "SchedulerError"
 REPEAT_INTERVAL = 60.0  # an identical failure report for the same pod is posted at most once a minute
 _REMEMBERED_FAILURES = 50_000
+REPORT_WORKERS = 4  # threads posting Events and PodScheduled patches
 
 
 def scheduled_message(entry: QueuedPod, node: str) -> str:
@@ -64,7 +65,7 @@ class Reporter:
         api_client: Any,
         *,
         instance: str = "",
-        workers: int = 4,
+        workers: int = REPORT_WORKERS,
         max_backlog: int = 10_000,
         is_placed: Callable[[str], bool] | None = None,
         repeat_interval: float = REPEAT_INTERVAL,

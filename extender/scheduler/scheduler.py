@@ -27,6 +27,7 @@ from typing import Any
 from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
+from extender.cluster.volume_source import STORAGE_PATHS
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
@@ -38,17 +39,33 @@ from extender.scheduler.binding import BindPool
 from extender.scheduler.cycle import schedule_one
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
-from extender.scheduler.preemption import Preemptor
+from extender.scheduler.preemption import PREEMPT_WORKERS, Preemptor
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
-from extender.scheduler.reporting import Reporter
+from extender.scheduler.reporting import REPORT_WORKERS, Reporter
 from extender.usage.service import UsageService
 
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.2
+# Long-lived streams besides the pending-pod watches (one per profile): nodes, pods,
+# namespaces, PodDisruptionBudgets and the storage kinds; plus the lease, the usage source,
+# the volume waits (each polls once a second, so only a few at once) and a margin.
+_WATCHES = 4 + len(STORAGE_PATHS)
+_OTHER_CONNECTIONS = 12
 _INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
 _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
+
+
+def connections_needed(parallel_binds: int, profiles: int) -> int:
+    """The API connections a Scheduler may hold at once: its urllib3 pool must keep that many.
+
+    Binds, Events, PodScheduled patches and evictions each take a connection for one
+    request, watches one for as long as they stream. A pool smaller than that opens
+    extra connections under load and throws each away after one request ("Connection
+    pool is full, discarding connection"), so every burst pays new TLS handshakes.
+    """
+    return parallel_binds + REPORT_WORKERS + PREEMPT_WORKERS + _WATCHES + profiles + _OTHER_CONNECTIONS
 
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:

@@ -6,18 +6,20 @@ message naming the problem; nothing below this layer sees bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from flask import Request, Response
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.wrappers import Request as WerkzeugRequest
 
 from extender.errors import WireError
 
 JSON = "application/json"
 
 
-def read_json(request: Request) -> Any:
+def read_json(request: Request | WerkzeugRequest) -> Any:
     mimetype = request.mimetype
     if mimetype != JSON:
         raise WireError(f"Content-Type must be {JSON}, got {mimetype or 'none'}", status=415)
@@ -30,6 +32,33 @@ def read_json(request: Request) -> Any:
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit:
         raise RequestEntityTooLarge()  # a chunked body is silently cut at the limit, not refused
+    return decode_json(data)
+
+
+def read_plain_json(environ: Mapping[str, Any], limit: int) -> Any:
+    """The body of what kube-scheduler sends (exactly `application/json`, a Content-Length
+    within `limit`), read straight from the WSGI input; NotPlain for anything else, which
+    `read_json` then judges with werkzeug's full parsing."""
+    length = environ.get("CONTENT_LENGTH")
+    if environ.get("CONTENT_TYPE") != JSON or not length or not length.isdigit():
+        raise NotPlain()
+    expected = int(length)
+    if not 0 < expected <= limit:
+        raise NotPlain()
+    try:
+        data = environ["wsgi.input"].read(expected)
+    except Exception as exc:  # the WSGI server failing on the body (early EOF)
+        raise WireError(f"cannot read the request body: {type(exc).__name__}: {exc}") from None
+    if len(data) != expected:
+        raise WireError(f"cannot read the request body: it ended after {len(data)} of {expected} bytes")
+    return decode_json(data)
+
+
+class NotPlain(Exception):
+    """Internal: the request needs `read_json`'s general path."""
+
+
+def decode_json(data: bytes) -> Any:
     if not data:
         raise WireError("request body is empty; expected a JSON object")
     try:
@@ -38,11 +67,24 @@ def read_json(request: Request) -> Any:
         raise WireError(f"malformed JSON: {exc}") from None
 
 
-def json_response(body: Any, status: int = 200) -> Response:
+def encode_json(body: Any) -> bytes:
     try:
-        data = orjson.dumps(body)
+        return orjson.dumps(body)
     except orjson.JSONEncodeError as exc:
         # Only a reply that echoes the request's own objects can fail here (filter returns the
         # NodeList it was sent): orjson decodes 1024 levels of nesting but encodes only 254.
         raise WireError(f"the request nests JSON too deeply to be echoed in the reply: {exc}") from None
-    return Response(data, status=status, mimetype=JSON)
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(encode_json(body), status=status, mimetype=JSON)
+
+
+def error_message(exc: HTTPException, *, method: str, path: str, limit: int | None) -> str:
+    """The `Error` of a reply to an HTTP-level refusal, naming what to do about it."""
+    messages = {
+        404: f"unknown path {path}: not an extender verb or status route",
+        405: f"method {method} is not allowed on {path}; verbs take POST",
+        413: f"request body exceeds the limit of {limit} bytes",
+    }
+    return messages.get(exc.code or 0, exc.description or exc.name)

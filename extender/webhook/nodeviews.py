@@ -8,11 +8,12 @@ once, not once per pod.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from extender.model.nodes import NodeView
+from extender.cluster.state import ClusterState, infos_from_views
+from extender.model.nodes import NodeInfo, NodeView
 
 _LIMIT = 20_000
 
@@ -20,8 +21,32 @@ _LIMIT = 20_000
 class NodeViewCache:
     def __init__(self, limit: int = _LIMIT) -> None:
         self._views: dict[tuple[str, str, str], NodeView] = {}
+        self._infos: dict[str, tuple[NodeInfo, NodeView, NodeInfo]] = {}
         self._limit = limit
         self._lock = threading.Lock()
+
+    def infos(self, views: Sequence[NodeView], state: ClusterState) -> list[NodeInfo]:
+        """`cluster.state.infos_from_views`, memoised: a node's info (the request's view with the
+        pods the state knows there) is reused while neither the state's info nor the request's
+        view changes; a dataclass copy per node and call adds up to milliseconds at a few
+        hundred nodes."""
+        result = []
+        combined = self._infos
+        for view in views:
+            known = state.node_info(view.name)
+            copied = known is not None and known.node is not view
+            if copied:
+                entry = combined.get(view.name)
+                if entry is not None and entry[0] is known and entry[1] is view:
+                    result.append(entry[2])
+                    continue
+            (info,) = infos_from_views((view,), state)
+            if copied:
+                if len(combined) >= self._limit:
+                    combined.clear()
+                combined[view.name] = (known, view, info)  # type: ignore[assignment]
+            result.append(info)
+        return result
 
     def view(self, raw: Mapping[str, Any]) -> NodeView:
         """The view of `raw`; raises InvalidObject when the node has no usable name."""

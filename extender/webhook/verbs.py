@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from extender import metrics, wire
-from extender.cluster.state import infos_from_views
 from extender.errors import ClusterError, InvalidObject, WireError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
@@ -24,6 +25,7 @@ from extender.settings import Settings
 from extender.simulation import explaining
 from extender.webhook.bind_guard import refuse_bind
 from extender.webhook.nodeviews import NodeViewCache
+from extender.webhook.podviews import PodViewCache
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +41,35 @@ class Outcome:
     note: str = ""
 
 
-def _pod(raw: Any) -> PodView:
+def _parse_pod(raw: Any) -> PodView:
     try:
         return PodView.from_dict(raw)
     except InvalidObject as exc:
         raise WireError(f"invalid Pod: {exc}") from None
+
+
+def _pod(raw: Any, pods: PodViewCache | None = None) -> PodView:
+    return pods.view(raw, _parse_pod) if pods is not None else _parse_pod(raw)
+
+
+# Each node's entry of a prioritize reply that gives every node 0, encoded once per name.
+_ZERO_SCORES: dict[str, orjson.Fragment] = {}
+_ZERO_SCORES_LIMIT = 100_000
+
+
+def _zero_scores(names: Sequence[str]) -> list[orjson.Fragment]:
+    """[{"Host": name, "Score": 0}, ...] as orjson fragments: the reply of a policy without scorers
+    (the webhook's default) costs a dict look-up per node instead of a dict and its encoding."""
+    cached = _ZERO_SCORES
+    reply = []
+    for name in names:
+        fragment = cached.get(name)
+        if fragment is None:
+            if len(cached) >= _ZERO_SCORES_LIMIT:
+                cached.clear()
+            fragment = cached[name] = orjson.Fragment(orjson.dumps({"Host": name, "Score": 0}))
+        reply.append(fragment)
+    return reply
 
 
 def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
@@ -57,17 +83,17 @@ def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
             views.append(cache.view(item))
         except InvalidObject as exc:
             raise WireError(f"invalid ExtenderArgs: Nodes.items.{index}: {exc}") from None
-    return infos_from_views(views, runtime.state), []
+    return cache.infos(views, runtime.state), []
 
 
-def explain_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+def explain_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None) -> Outcome:
     """POST /explain: the filter verb's body in, every reason and score out.
 
     Nodes are found exactly as /filter finds them, so the answer is what /filter and
     /prioritize would do with this policy.
     """
     args = wire.load_extender_args(body)
-    pod = _pod(args.pod)
+    pod = _pod(args.pod, pods)
     infos, unknown = _candidates(runtime, cache, args)
     notes = []
     if args.node_names is not None and not runtime.state.ready:
@@ -83,9 +109,9 @@ def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
     return ""
 
 
-def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None) -> Outcome:
     args = wire.load_extender_args(body)
-    pod = _pod(args.pod)
+    pod = _pod(args.pod, pods)
     not_ready = _require_synced(runtime, args)
     if not_ready:
         return Outcome(wire.error_result(not_ready), "not-ready", pod.key)
@@ -102,13 +128,15 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
         per_plugin[status.plugin] = per_plugin.get(status.plugin, 0) + 1
     for plugin, count in per_plugin.items():
         metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
-    kept = {info.name for info in decision.feasible}
+    everything = not decision.failed  # the usual answer: skip matching names against the kept set
+    kept = set() if everything else {info.name for info in decision.feasible}
     if args.node_names is not None:
-        reply = wire.filter_result(node_names=[n for n in args.node_names if n in kept], failed=failed,
-                                   unresolvable=unresolvable)
+        names = list(args.node_names) if everything else [n for n in args.node_names if n in kept]
+        reply = wire.filter_result(node_names=names, failed=failed, unresolvable=unresolvable)
     else:
-        items = [item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
-                 if info.name in kept]
+        items = list(args.nodes["items"]) if everything else [  # type: ignore[index]
+            item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
+            if info.name in kept]
         reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
                                    unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)
@@ -129,13 +157,14 @@ def _item_names(nodes: Any) -> list[str]:
     return names
 
 
-def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any) -> Outcome:
+def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *,
+                    pods: PodViewCache | None = None) -> Outcome:
     args = wire.load_extender_args(body)
-    pod = _pod(args.pod)
+    pod = _pod(args.pod, pods)
     engine = runtime.engine
     if not engine.policy.scorers:  # the webhook default: kube-scheduler does the scoring
         names = args.node_names if args.node_names is not None else _item_names(args.nodes)
-        return Outcome([{"Host": name, "Score": 0} for name in names], "ok", pod.key, len(names))
+        return Outcome(_zero_scores(names), "ok", pod.key, len(names))
     infos, unknown = _candidates(runtime, cache, args)
     decision = engine.score(pod, infos, cluster=runtime.state)
     totals = {info.name: total for info, total in zip(decision.scored, decision.totals, strict=True)}

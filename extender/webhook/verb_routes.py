@@ -1,0 +1,152 @@
+"""The verb routes as a WSGI layer in front of Flask: kube-scheduler's calls skip Flask's machinery.
+
+kube-scheduler waits for every filter and prioritize call, one pod at a time, so each
+microsecond of a call is its throughput. Flask's request context, routing, hooks and
+Response object cost about as much as the webhook's default policy itself; the verbs
+need none of it. Requests to the verb paths are answered here with the same functions
+(`extender.webhook.verbs`), the same body checks (`bodies.read_json`; kube-scheduler's plain
+`application/json` bodies with a Content-Length are read directly) and the same error
+replies as Flask's handlers; every other path goes on to Flask.
+
+The access log line and the request metrics (prometheus_client's multiprocess files)
+are written from the reply's `close()`, which the WSGI server calls once the reply is
+on the wire: they keep every field, and kube-scheduler no longer waits for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.wrappers import Request
+
+from extender import metrics
+from extender.errors import WireError
+from extender.policy.engine import PluginError
+from extender.webhook import bodies, verbs
+
+log = logging.getLogger("extender.webhook.app")
+access_log = logging.getLogger("extender.access")
+
+Handler = Callable[[Any], verbs.Outcome]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+_ALLOW = "OPTIONS, POST"
+
+
+class _Reply:
+    """A one-chunk WSGI body whose close() runs after the server has sent it."""
+
+    __slots__ = ("data", "after")
+
+    def __init__(self, data: bytes, after: Callable[[], None]) -> None:
+        self.data = data
+        self.after = after
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.data
+
+    def close(self) -> None:
+        try:
+            self.after()
+        except Exception:  # the reply is out: a failing log handler must not turn into an error page
+            log.exception("recording a verb request failed")
+
+
+class VerbRoutes:
+    """WSGI middleware: `routes` maps a path to (verb, handler); other paths go to `fallback`."""
+
+    def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Handler]], max_body_bytes: int) -> None:
+        self.fallback = fallback
+        self.routes = routes
+        self.max_body_bytes = max_body_bytes
+        # werkzeug's plain Request: the body and header parsing Flask would do, without its context.
+        self.request_class = type("VerbRequest", (Request,), {"max_content_length": max_body_bytes})
+        self._counters: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}  # labelled children, looked up once
+
+    def _record(self, verb: str, result: str, pod: str, nodes: int, size: int, elapsed: float, note: str) -> None:
+        children = self._counters.get((verb, result))
+        if children is None:
+            children = self._counters[(verb, result)] = (
+                metrics.REQUESTS.labels(verb=verb, result=result),
+                metrics.REQUEST_LATENCY.labels(verb=verb, result=result),
+                metrics.REQUEST_NODES.labels(verb=verb),
+                metrics.REQUEST_BYTES.labels(verb=verb),
+            )
+        requests, latency, node_counts, sizes = children
+        requests.inc()
+        latency.observe(elapsed)
+        node_counts.observe(nodes)
+        sizes.observe(size)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s", verb, result,
+                extra={"fields": {"verb": verb, "pod": pod, "nodes": nodes, "result": result,
+                                  "duration_ms": round(elapsed * 1000, 3), **({"note": note} if note else {})}},
+            )
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        route = self.routes.get(environ.get("PATH_INFO", ""))
+        if route is None:
+            return self.fallback(environ, start_response)
+        method = environ.get("REQUEST_METHOD", "")
+        if method == "POST":
+            return self._answer(route, environ, start_response)
+        if method == "OPTIONS":  # as Flask answers it for a POST-only route
+            start_response("200 OK", [("Allow", _ALLOW), ("Content-Length", "0")])
+            return []
+        message = f"method {method} is not allowed on {environ.get('PATH_INFO', '')}; verbs take POST"
+        return self._send(start_response, 405, bodies.encode_json({"Error": message}), lambda: None, [("Allow", _ALLOW)])
+
+    def _answer(self, route: tuple[str, Handler], environ: dict[str, Any],
+                start_response: StartResponse) -> Iterable[bytes]:
+        verb, handler = route
+        started = time.perf_counter()
+        path = environ.get("PATH_INFO", "")
+        size = 0
+        result, pod, nodes, note = "bad-request", "", 0, ""
+        status = 200
+        try:
+            try:
+                body = bodies.read_plain_json(environ, self.max_body_bytes)
+                size = int(environ["CONTENT_LENGTH"])
+            except bodies.NotPlain:
+                request = self.request_class(environ)
+                size = request.content_length or 0
+                body = bodies.read_json(request)
+            outcome = handler(body)
+            result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note
+            data = bodies.encode_json(outcome.reply)
+        except WireError as exc:
+            status, note = exc.status, str(exc)
+            data = bodies.encode_json({"Error": note})
+        except HTTPException as exc:  # 413 from reading the body
+            status = exc.code or 400
+            note = bodies.error_message(exc, method="POST", path=path, limit=self.max_body_bytes)
+            data = bodies.encode_json({"Error": note})
+        except PluginError as exc:
+            status, result, note = 500, "plugin-error", str(exc)
+            log.error("%s failed in a plugin: %s", verb, exc, exc_info=True)
+            # The plugin's own message may hold paths or internals: it stays in the log.
+            data = bodies.encode_json({"Error": f"{verb} failed in a policy plugin; see the extender's log"})
+        except Exception:
+            status, result = 500, "error"
+            log.exception("unhandled error on POST %s", path)
+            data = bodies.encode_json({"Error": "internal error; see the extender's log"})
+        elapsed = time.perf_counter() - started
+        return self._send(start_response, status, data,
+                          lambda: self._record(verb, result, pod, nodes, size, elapsed, note))
+
+    @staticmethod
+    def _send(start_response: StartResponse, status: int, data: bytes, after: Callable[[], None],
+              headers: list[tuple[str, str]] | None = None) -> _Reply:
+        start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'Unknown')}",
+                       [("Content-Type", bodies.JSON), ("Content-Length", str(len(data))), *(headers or [])])
+        return _Reply(data, after)
+
+
+__all__ = ["VerbRoutes"]

@@ -1,0 +1,120 @@
+"""The ConnectionWorker (extender.webhook.worker) in a real `extender serve` process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import SNAPSHOT, free_port, start_server, stop_server, wire_body
+from tests.security.certs import make_pki
+
+CONNECTION_WORKER = ["--worker-class", "connection", "--workers", "1"]
+
+
+def _serve(port: int, extra: list[str], env: dict[str, str] | None = None, **options: object) -> subprocess.Popen[bytes]:
+    return start_server(["serve", "--bind", f"127.0.0.1:{port}", "--source", "snapshot", "--snapshot",
+                         str(SNAPSHOT), *CONNECTION_WORKER, *extra], port, env=env, **options)  # type: ignore[arg-type]
+
+
+def test_one_kept_alive_connection_serves_every_call() -> None:
+    """kube-scheduler's pattern: filter, prioritize, again, on one connection; then a status route."""
+    port = free_port()
+    process = _serve(port, [])
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        replies = []
+        first_socket = None
+        for name, path in [("filter-request.json", "/filter"), ("prioritize-request.json", "/prioritize")] * 3:
+            connection.request("POST", path, json.dumps(wire_body(name)), {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            replies.append((response.status, json.loads(response.read()), response.getheader("Connection")))
+            first_socket = first_socket or connection.sock
+            assert connection.sock is first_socket, "the server closed the kept-alive connection"
+        connection.request("GET", "/healthz")
+        health = connection.getresponse()
+        assert (health.status, json.loads(health.read())) == (200, {"status": "ok"})
+        connection.close()
+    finally:
+        output = stop_server(process)
+    assert all(status == 200 and close != "close" for status, _, close in replies), replies
+    filters = [reply for index, (_, reply, _) in enumerate(replies) if index % 2 == 0]
+    assert all(reply["NodeNames"] == ["node-1", "node-2", "node-3"] for reply in filters)
+    assert [entry["Host"] for entry in replies[1][1]] == ["node-1", "node-2", "node-3"]
+    assert "Traceback" not in output, output
+
+
+def test_garbage_on_the_wire_gets_a_400_and_the_worker_lives_on() -> None:
+    port = free_port()
+    process = _serve(port, [])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            answer = raw.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("POST", "/filter", json.dumps(wire_body("filter-request.json")),
+                           {"Content-Type": "application/json"})
+        assert connection.getresponse().status == 200
+        connection.close()
+    finally:
+        output = stop_server(process)
+    assert "Traceback" not in output, output
+
+
+def test_a_request_stalled_half_way_is_closed_after_the_timeout() -> None:
+    """A client that stops sending in the middle of its body cannot hold a thread forever."""
+    port = free_port()
+    process = _serve(port, ["--timeout", "2"])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            raw.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"Pod\":")
+            try:
+                answer = raw.recv(4096)  # the server gives up on the body and closes
+            except ConnectionResetError:
+                answer = b""
+        assert not answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # and still serves
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    finally:
+        output = stop_server(process)
+    assert "Traceback" not in output, output
+
+
+def test_sigterm_does_not_wait_for_an_idle_tls_connection(tmp_path: Path) -> None:
+    """A client holding a TLS connection it sends nothing on (kube-scheduler's spare one) does not
+    hold the stop for the graceful timeout, here made far longer than the wait below."""
+    pki = make_pki(tmp_path)
+    cert, key = pki.server.write(tmp_path, "tls")
+    port = free_port()
+    client_context = pki.client_context()
+    process = _serve(port, ["--tls-cert", str(cert), "--tls-key", str(key)],
+                     env={"EXTENDER_GRACEFUL_TIMEOUT": "300"}, scheme="https", context=client_context)
+    idle = None
+    try:
+        idle = client_context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30),
+                                          server_hostname="127.0.0.1")  # handshake done, no request
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(60)  # far below the 300 s graceful timeout
+        except subprocess.TimeoutExpired:
+            pytest.fail("extender serve waited for the idle TLS connection instead of closing it")
+        assert code == 0
+        try:
+            assert idle.recv(1) == b""  # the server closed it
+        except (ssl.SSLError, ConnectionError):
+            pass  # or reset it: either way the connection is gone
+    finally:
+        if idle is not None:
+            idle.close()
+        output = stop_server(process)
+    assert "Traceback" not in output, output
