@@ -20,18 +20,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from tests.fakeapi.client import KubeApiError, KubeTestClient
+from tests.fakeapi.client import STORAGE_COLLECTIONS, KubeApiError, KubeTestClient
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.storage_objects import BIND_COMPLETED, CSI_DRIVER, HOSTNAME, SELECTED_NODE, node_affinity
 
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
-STORAGE_COLLECTIONS = (
-    "/apis/storage.k8s.io/v1/storageclasses",
-    "/apis/storage.k8s.io/v1/csinodes",
-    "/apis/storage.k8s.io/v1/csidrivers",
-    "/apis/storage.k8s.io/v1/volumeattachments",
-    "/api/v1/persistentvolumes",
-)
 
 
 def collection_path(obj: dict[str, Any]) -> str:
@@ -101,15 +94,7 @@ def delete_storage(kube: KubeTestClient, namespaces: Iterable[str] = ("default",
     collections = [f"/api/v1/namespaces/{ns}/persistentvolumeclaims" for ns in namespaces]
     collections += [f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities" for ns in namespaces]
     for collection in [*collections, *STORAGE_COLLECTIONS]:
-        for item in kube.call("GET", collection).get("items") or []:
-            path = f"{collection}/{item['metadata']['name']}"
-            try:
-                if item["metadata"].get("finalizers"):
-                    kube.call("PATCH", path, {"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
-                kube.call("DELETE", path)
-            except KubeApiError as err:
-                if err.code != 404:
-                    raise
+        kube.purge(collection)
 
 
 class StorageControllers:

@@ -28,12 +28,6 @@ from tests.storage_objects import (
 pytestmark = pytest.mark.apiserver
 
 
-@pytest.fixture(autouse=True)
-def clean_storage(kube: Any):
-    delete_storage(kube)
-    yield
-    delete_storage(kube)
-
 
 def ref(obj: dict[str, Any]) -> ClaimRef:
     meta = obj["metadata"]

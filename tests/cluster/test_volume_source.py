@@ -11,7 +11,7 @@ from extender.cluster.volumes import STORAGE_CHANGED
 from tests.cluster.scripted import wait_for
 from tests.fakeapi.fixtures import requires_fake
 from tests.fakeapi.patches import MERGE_PATCH
-from tests.storage_controllers import create_storage, delete_storage
+from tests.storage_controllers import create_storage
 from tests.storage_objects import (
     claim,
     csi_driver,
@@ -24,12 +24,6 @@ from tests.storage_objects import (
 
 pytestmark = pytest.mark.apiserver
 
-
-@pytest.fixture(autouse=True)
-def clean_storage(kube: Any):
-    delete_storage(kube)
-    yield
-    delete_storage(kube)
 
 
 def test_every_kind_is_listed_then_followed(kube, make_source) -> None:

@@ -21,6 +21,14 @@ from .patches import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 T = TypeVar("T")
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# Cluster-scoped storage objects, cleared between tests on a real server.
+STORAGE_COLLECTIONS = (
+    "/apis/storage.k8s.io/v1/storageclasses",
+    "/apis/storage.k8s.io/v1/csinodes",
+    "/apis/storage.k8s.io/v1/csidrivers",
+    "/apis/storage.k8s.io/v1/volumeattachments",
+    "/api/v1/persistentvolumes",
+)
 NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
 
 
@@ -532,12 +540,18 @@ class KubeTestClient:
     # -- clean-up and waiting --------------------------------------------------------------------
 
     def delete_all(self, namespaces: Iterable[str] | None = None) -> None:
-        """Remove test objects from a real server: pods (at once), nodes, events and leases.
-        Namespaces stay, since a deleted one lingers as Terminating without a controller."""
+        """Remove test objects from a real server: pods (at once), nodes, events, leases,
+        disruption budgets and storage objects (their protection finalizers first: no
+        controller would release them). Namespaces stay, since a deleted one lingers as
+        Terminating without a controller; so do PriorityClasses, which tests ensure."""
         if namespaces is None:
             namespaces = [
                 ns["metadata"]["name"] for ns in self.call("GET", "/api/v1/namespaces")["items"]
             ]
+        for collection in [*(f"/api/v1/namespaces/{ns}/persistentvolumeclaims" for ns in namespaces),
+                           *(f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities" for ns in namespaces),
+                           *STORAGE_COLLECTIONS]:
+            self.purge(collection)
         for ns in namespaces:
             for path in (
                 f"/api/v1/namespaces/{ns}/pods",
@@ -553,6 +567,18 @@ class KubeTestClient:
                     {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                 )
         self.call("DELETE", "/api/v1/nodes", {"apiVersion": "v1", "kind": "DeleteOptions"})
+
+    def purge(self, collection: str) -> None:
+        """Delete every object of a collection, removing finalizers first."""
+        for item in self.call("GET", collection).get("items") or []:
+            path = f"{collection}/{item['metadata']['name']}"
+            try:
+                if item["metadata"].get("finalizers"):
+                    self.call("PATCH", path, {"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
+                self.call("DELETE", path)
+            except KubeApiError as err:
+                if err.code != 404:
+                    raise
 
     @staticmethod
     def wait_for(

@@ -6,13 +6,11 @@ rules in tests/fakeapi/storage.py are kept honest.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.fakeapi import KubeApiError
 from tests.fakeapi.patches import MERGE_PATCH
-from tests.storage_controllers import create_storage, delete_storage, get_claim, get_volume
+from tests.storage_controllers import create_storage, get_claim, get_volume
 from tests.storage_objects import (
     claim,
     csi_driver,
@@ -26,12 +24,6 @@ from tests.storage_objects import (
 
 CLAIMS = "/api/v1/namespaces/default/persistentvolumeclaims"
 
-
-@pytest.fixture(autouse=True)
-def clean_storage(kube: Any):
-    delete_storage(kube)
-    yield
-    delete_storage(kube)
 
 
 def causes(err: KubeApiError) -> set[tuple[str, str]]:

@@ -28,7 +28,6 @@ from tests.storage_controllers import (
     StorageControllers,
     bind,
     create_storage,
-    delete_storage,
     get_claim,
     get_volume,
 )
@@ -47,13 +46,6 @@ from tests.storage_objects import (
 
 pytestmark = pytest.mark.apiserver
 
-
-@pytest.fixture(autouse=True)
-def clean_storage(kube: Any):
-    """Storage objects outlive a real server's reset (and hold finalizers): remove them."""
-    delete_storage(kube)
-    yield
-    delete_storage(kube)
 
 
 def profile(bind_timeout: int = 600) -> Profile:
