@@ -9,13 +9,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 WIRE = FIXTURES / "wire"
 SNAPSHOT = ROOT / "config" / "snapshot.yaml"
+T = TypeVar("T")
 
 
 def wire_body(name: str) -> dict[str, Any]:
@@ -41,6 +43,21 @@ def wait_http(url: str, timeout: float = 20.0, expect: int = 200, context: Any =
             last = exc
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer {expect} within {timeout}s: {last}")
+
+
+def settled(read: Callable[[], T], expected: T, timeout: float = 5.0) -> T:
+    """`read()` once it returns `expected`, or its last value after `timeout`.
+
+    The webhook records a verb request's metrics from the reply's close(), after the reply
+    is on the wire, so a client that has its answer may scrape a moment before the count
+    moves. Tests assert on the returned value: a count that never arrives still fails.
+    """
+    deadline = time.monotonic() + timeout
+    value = read()
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+        value = read()
+    return value
 
 
 def start_server(args: list[str], port: int, env: dict[str, str] | None = None,

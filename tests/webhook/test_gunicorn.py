@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import SNAPSHOT, free_port, start_server, stop_server, wire_body
+from tests.helpers import SNAPSHOT, free_port, settled, start_server, stop_server, wire_body
 
 
 def call(base: str, path: str, body: object, content_type: str = "application/json") -> tuple[int, object]:
@@ -90,4 +90,5 @@ def test_counts_add_up_across_workers_without_a_preset_metrics_dir(server: str) 
     before = _counter(server, "prioritize")
     for _ in range(30):  # new connections each time, so both workers serve some
         assert call(server, "/prioritize", wire_body("prioritize-request.json"))[0] == 200
+    assert settled(lambda: _counter(server, "prioritize"), before + 30) == before + 30
     assert all(_counter(server, "prioritize") == before + 30 for _ in range(6))
