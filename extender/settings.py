@@ -44,6 +44,9 @@ class Settings:
     lease_namespace: str = ""  # the device ledger's Leases; empty = the pod's namespace, else scheduler-extender
     log_format: str = "text"
     log_level: str = "INFO"
+    # Every successful filter and prioritize call in the access log (two lines per pod);
+    # off, they are counted in the metrics and only other calls and failures are logged.
+    access_log: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -219,7 +219,31 @@ class PreemptionArgs:
     meta_victims: dict[str, dict[str, Any]] | None
 
 
+_WIRE_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
+
+
+def _as_sent(body: Any) -> ExtenderArgs | None:
+    """kube-scheduler's own node-cache body, checked as the schema would accept it, else None.
+
+    Go writes every field, with its exact name: a Pod object, Nodes null and NodeNames an
+    array of strings. That is every filter and prioritize call in node-cache mode, and for
+    them marshmallow's per-field machinery costs as much as the verb's policy; any other
+    body goes through the schema, which also words the errors.
+    """
+    if type(body) is not dict or body.keys() != _WIRE_KEYS:
+        return None
+    pod, nodes, names = body["Pod"], body["Nodes"], body["NodeNames"]
+    if type(pod) is not dict or nodes is not None or type(names) is not list:
+        return None
+    if not all(type(name) is str for name in names):
+        return None
+    return ExtenderArgs(pod, None, names)
+
+
 def load_extender_args(body: Any) -> ExtenderArgs:
+    args = _as_sent(body)
+    if args is not None:
+        return args
     data = _load(_ARGS, body, "ExtenderArgs")
     return ExtenderArgs(data["Pod"], data.get("Nodes"), data.get("NodeNames"))
 

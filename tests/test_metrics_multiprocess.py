@@ -121,7 +121,7 @@ def test_counts_add_up_across_two_workers(two_workers: tuple[str, Path], tmp_pat
 
 def test_json_access_log_lines(tmp_path: Path) -> None:
     port = free_port()
-    process = _start(["--workers", "1", "--log-format", "json"], port, tmp_path)
+    process = _start(["--workers", "1", "--log-format", "json", "--access-log"], port, tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
         assert _filter(base, BODIES[0]) == 200

@@ -47,6 +47,31 @@ def test_extender_args_load_from_captures(name: str) -> None:
     assert (args.nodes is None) != (args.node_names is None)
 
 
+@pytest.mark.parametrize("body", [
+    wire_body("filter-request.json"),
+    {"Pod": {}, "Nodes": None, "NodeNames": []},
+    # Not in kube-scheduler's exact shape: the schema reads them, to the same result.
+    {"Pod": {}, "NodeNames": ["a"]},
+    {"pod": {}, "nodes": None, "nodenames": ["a"]},
+    {"Pod": {}, "Nodes": None, "NodeNames": ["a"], "Extra": 1},
+])
+def test_kube_schedulers_bodies_load_as_the_schema_loads_them(body: dict) -> None:
+    data = wire.ExtenderArgsSchema().load(body)
+    assert wire.load_extender_args(body) == wire.ExtenderArgs(data["Pod"], data.get("Nodes"), data.get("NodeNames"))
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"Pod": {}, "Nodes": None, "NodeNames": ["a", 1]}, "NodeNames.1: expected a string, got number"),
+    ({"Pod": [], "Nodes": None, "NodeNames": []}, "Pod: expected an object, got array"),
+    ({"Pod": {}, "Nodes": None, "NodeNames": None}, "exactly one of Nodes and NodeNames must be set, got neither"),
+    ({"Pod": {}, "Nodes": None, "NodeNames": "a"}, "NodeNames: expected an array of node names, got string"),
+])
+def test_bodies_in_kube_schedulers_shape_still_get_the_schemas_errors(body: dict, message: str) -> None:
+    with pytest.raises(WireError) as exc:
+        wire.load_extender_args(body)
+    assert message in str(exc.value)
+
+
 def test_exact_key_wins_over_case_folded_duplicate() -> None:
     body = {"Pod": {}, "nodenames": ["x"], "NodeNames": ["y"]}
     assert wire.load_extender_args(body).node_names == ["y"]

@@ -91,6 +91,9 @@ def run_gunicorn(options: dict[str, Any]) -> None:
               help="Require client certificates signed by this CA (mutual TLS).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--access-log/--no-access-log", default=False, show_default=True,
+              help="Log every successful filter and prioritize call too (binds, preempts and failed calls "
+                   "are always logged).")
 def serve(bind: str, workers: int | None, threads: int | None, worker_class: str | None, timeout: int | None,
           tls_cert: str | None, tls_key: str | None, client_ca: str | None, **options: Any) -> None:
     """Serve the extender verbs (filter, prioritize, bind, preempt) for kube-scheduler."""
@@ -103,6 +106,7 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     values["enable_bind"] = options["enable_bind"]
     values["enable_explain"] = options["enable_explain"]
     values["max_body_bytes"] = options["max_body_bytes"]
+    values["access_log"] = options["access_log"]
     settings = replace(settings, **values)
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind

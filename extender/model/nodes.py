@@ -46,6 +46,15 @@ class NodeView:
     conditions: dict[str, str]
     allocatable: Resources
     error: str = ""
+    # Ready, schedulable, and no other condition True: nothing for NodeReady to look at,
+    # which is nearly every node, every time (it is read for each node of every filter call).
+    all_clear: bool = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        conditions = self.conditions
+        clear = (not self.unschedulable and conditions.get("Ready") == "True"
+                 and not any(status == "True" for kind, status in conditions.items() if kind != "Ready"))
+        object.__setattr__(self, "all_clear", clear)
 
     @property
     def ready(self) -> bool:

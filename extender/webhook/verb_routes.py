@@ -11,6 +11,7 @@ replies as Flask's handlers; every other path goes on to Flask.
 The access log line and the request metrics (prometheus_client's multiprocess files)
 are written from the reply's `close()`, which the WSGI server calls once the reply is
 on the wire: they keep every field, and kube-scheduler no longer waits for them.
+Successful filter and prioritize calls are logged only when asked (`--access-log`).
 """
 
 from __future__ import annotations
@@ -60,10 +61,14 @@ class _Reply:
 class VerbRoutes:
     """WSGI middleware: `routes` maps a path to (verb, handler); other paths go to `fallback`."""
 
-    def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Handler]], max_body_bytes: int) -> None:
+    def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Handler]], max_body_bytes: int,
+                 log_successes: bool = True) -> None:
         self.fallback = fallback
         self.routes = routes
         self.max_body_bytes = max_body_bytes
+        # kube-scheduler makes two of these calls per pod: logging each successful one costs
+        # as much as answering it, and the metrics count them anyway.
+        self.quiet_when_ok = () if log_successes else ("filter", "prioritize")
         # werkzeug's plain Request: the body and header parsing Flask would do, without its context.
         self.request_class = type("VerbRequest", (Request,), {"max_content_length": max_body_bytes})
         self._counters: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}  # labelled children, looked up once
@@ -82,7 +87,7 @@ class VerbRoutes:
         latency.observe(elapsed)
         node_counts.observe(nodes)
         sizes.observe(size)
-        if access_log.isEnabledFor(logging.INFO):
+        if access_log.isEnabledFor(logging.INFO) and not (result == "ok" and verb in self.quiet_when_ok):
             access_log.info(
                 "%s %s", verb, result,
                 extra={"fields": {"verb": verb, "pod": pod, "nodes": nodes, "result": result,

@@ -20,7 +20,9 @@ is finished and answered with `Connection: close`, and idle connections get
 STOP_LINGER seconds for a request already on its way, then are shut down. gthread
 waits out the whole graceful timeout for a connection that never sent a request.
 
-The HTTP parsing, WSGI environ, error pages and hooks are gunicorn's own.
+Requests in kube-scheduler's plain shape are read by `plain_requests` (a third of the
+time per call went to gunicorn's general parser); every other request, and the WSGI
+environ, responses, error pages and hooks, are gunicorn's own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from gunicorn import http, sock, util
 from gunicorn.http import wsgi
 from gunicorn.workers import base
 
+from extender.webhook import plain_requests
+
 # How long a stopping worker leaves idle connections open for a request already sent.
 STOP_LINGER = 1.0
 # The heartbeat (the arbiter kills a worker silent for `timeout`) and shutdown checks.
@@ -52,6 +56,8 @@ _COALESCE_LIMIT = 256 * 1024
 # recv() calls and buffer appends for a full-NodeList request (about 2 MB for 230 nodes),
 # each a GIL hand-off; 64 KiB stays below malloc's mmap threshold for the buffer.
 RECV_CHUNK = 64 * 1024
+# The most of an unread plain request body skipped to keep the connection; more closes it.
+DRAIN_LIMIT = 64 * 1024
 # How long the rest of a body the app left unread may take to arrive before the connection
 # is closed instead of reused (gthread's DEFAULT_WORKER_DATA_TIMEOUT).
 DRAIN_TIMEOUT = 5.0
@@ -139,6 +145,11 @@ def _readable(client: Any, unreader: Any, keepalive: float) -> bool:
     return any(mask & (select.POLLIN | select.POLLPRI) for _, mask in events)
 
 
+def _plain_requests_allowed(cfg: Any) -> bool:
+    """Plain requests skip gunicorn's parser only where it would do nothing more with them."""
+    return getattr(cfg, "protocol", "http") == "http" and cfg.proxy_protocol in (False, None, "off")
+
+
 class ConnectionWorker(base.Worker):
     """gunicorn worker class `extender.webhook.worker.ConnectionWorker`."""
 
@@ -147,6 +158,7 @@ class ConnectionWorker(base.Worker):
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
         self._requests_lock = threading.Lock()
+        self._head_rules = plain_requests.HeadRules.from_config(self.cfg) if _plain_requests_allowed(self.cfg) else None
         super().init_process()
 
     # ---- the accept loop (main thread) ---------------------------------------------
@@ -258,17 +270,24 @@ class ConnectionWorker(base.Worker):
             unreader = getattr(parser, "unreader", None)
             if unreader is not None and getattr(unreader, "mxchunk", RECV_CHUNK) < RECV_CHUNK:
                 unreader.mxchunk = RECV_CHUNK
+            rules = self._head_rules if unreader is not None else None
+            environ = plain_requests.PlainEnviron(self.cfg, addr, server) \
+                if rules and plain_requests.PlainEnviron.usable(server) else None
+            count = 0
             while self.alive and not connection.closing:
                 connection.idle = True
                 if not _readable(client, unreader, self.cfg.keepalive):
                     break  # idle for the keep-alive timeout, or shut down
                 connection.idle = False  # a request is arriving: a stopping worker lets it finish
-                req = next(parser)
-                if not req:
+                count += 1
+                req = plain_requests.read_plain_request(unreader, rules, addr, count) if rules else None
+                if req is None:  # not a plain request: gunicorn's parser reads it (or the end of the stream)
+                    req = next(parser)
+                    if not req:
+                        break
+                if not self._handle_request(req, client, addr, server, environ):
                     break
-                if not self._handle_request(req, client, addr, server):
-                    break
-                if not parser.finish_body(deadline=time.monotonic() + DRAIN_TIMEOUT):
+                if not self._finish_body(req, parser):
                     break  # a body the app left unread and the client is slow to send: close
                 req = None
         except StopIteration as exc:
@@ -297,7 +316,20 @@ class ConnectionWorker(base.Worker):
                 self._connections.discard(connection)
                 self._room.notify_all()
 
-    def _handle_request(self, req: Any, client: Any, addr: Any, server: Any) -> bool:
+    @staticmethod
+    def _finish_body(req: Any, parser: Any) -> bool:
+        """Skip what the app left of the body, so the next request can be read; False to close."""
+        if isinstance(req, plain_requests.PlainRequest):
+            left = req.unread_body()
+            if left > DRAIN_LIMIT:
+                return False
+            while left > 0 and req.body.read(min(left, RECV_CHUNK)):  # stalls end by SO_RCVTIMEO
+                left = req.unread_body()
+            return left == 0
+        return bool(parser.finish_body(deadline=time.monotonic() + DRAIN_TIMEOUT))
+
+    def _handle_request(self, req: Any, client: Any, addr: Any, server: Any,
+                        plain_environ: plain_requests.PlainEnviron | None) -> bool:
         """Run the app for one request; whether the connection may serve another."""
         environ: dict[str, Any] = {}
         resp = None
@@ -305,8 +337,11 @@ class ConnectionWorker(base.Worker):
         try:
             self.cfg.pre_request(self, req)
             request_start = datetime.now()
-            resp, environ = wsgi.create(req, out, addr, server, self.cfg)
-            environ["wsgi.multithread"] = True
+            if plain_environ is not None and isinstance(req, plain_requests.PlainRequest):
+                resp, environ = wsgi.Response(req, out, self.cfg), plain_environ.build(req, out)
+            else:
+                resp, environ = wsgi.create(req, out, addr, server, self.cfg)
+                environ["wsgi.multithread"] = True
             with self._requests_lock:
                 self.nr += 1
                 if self.nr >= self.max_requests and self.alive:

@@ -91,6 +91,27 @@ def test_node_view_reads_what_scheduling_needs():
 
 
 @pytest.mark.parametrize(
+    ("unschedulable", "conditions", "clear"),
+    [
+        (False, {"Ready": "True", "DiskPressure": "False", "NetworkUnavailable": "False"}, True),
+        (True, {"Ready": "True"}, False),
+        (False, {"Ready": "False"}, False),
+        (False, {"Ready": "Unknown"}, False),
+        (False, {}, False),
+        (False, {"Ready": "True", "MemoryPressure": "True"}, False),
+        # A condition of its own (node-problem-detector's, say) True: NodeReady decides with its arguments.
+        (False, {"Ready": "True", "KernelDeadlock": "True"}, False),
+    ],
+)
+def test_all_clear_only_when_nothing_could_refuse_the_node(unschedulable, conditions, clear):
+    view = NodeView.from_dict({
+        "metadata": {"name": "n"}, "spec": {"unschedulable": unschedulable},
+        "status": {"conditions": [{"type": kind, "status": status} for kind, status in conditions.items()]},
+    })
+    assert view.all_clear is clear
+
+
+@pytest.mark.parametrize(
     ("raw", "field"),
     [
         ({"status": {"allocatable": {"cpu": "many"}}}, "status.allocatable.cpu"),

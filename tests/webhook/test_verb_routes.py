@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import logging
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import pytest
 from flask import Flask
 
-from extender.webhook import verbs
+from extender import metrics
+from extender.runtime import Runtime
+from extender.settings import Settings
+from extender.webhook import create_app, verbs
 from extender.webhook.podviews import PodViewCache
 from tests.helpers import wire_body
 
@@ -29,7 +33,8 @@ def call(app: Flask, body: bytes, *, length: int | None = None, method: str = "P
 
 
 def test_kube_schedulers_request_is_answered_and_recorded_after_the_reply(
-        app: Flask, caplog: pytest.LogCaptureFixture) -> None:
+        settings: Settings, runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(replace(settings, access_log=True), runtime=runtime)
     caplog.set_level(logging.INFO, logger="extender.access")
     status, headers, data, reply = call(app, orjson.dumps(wire_body("filter-request.json")))
     assert status == "200 OK" and headers["Content-Type"] == "application/json"
@@ -40,6 +45,23 @@ def test_kube_schedulers_request_is_answered_and_recorded_after_the_reply(
     (line,) = [r for r in caplog.records if r.name == "extender.access"]
     assert line.fields["verb"] == "filter" and line.fields["result"] == "ok"  # type: ignore[attr-defined]
     assert line.fields["pod"] == "default/pod-cache-true" and line.fields["nodes"] == 3  # type: ignore[attr-defined]
+
+
+def test_successful_filter_and_prioritize_calls_are_only_counted_by_default(
+        app: Flask, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="extender.access")
+    before = metrics.REQUESTS.labels(verb="filter", result="ok")._value.get()
+    for path in ("/filter", "/prioritize"):
+        status, _, _, reply = call(app, orjson.dumps(wire_body("filter-request.json")), path=path)
+        reply.close()
+        assert status == "200 OK"
+    assert metrics.REQUESTS.labels(verb="filter", result="ok")._value.get() == before + 1
+    assert not [r for r in caplog.records if r.name == "extender.access"]
+    # A failed call is always logged.
+    status, _, _, reply = call(app, b"{", path="/prioritize")
+    reply.close()
+    (line,) = [r for r in caplog.records if r.name == "extender.access"]
+    assert status.startswith("400") and line.fields["result"] == "bad-request"  # type: ignore[attr-defined]
 
 
 def test_a_body_shorter_than_its_content_length_is_a_400(app: Flask) -> None:

@@ -97,6 +97,8 @@ class NodeReady(PrefilteredFilter):
 
         def check(info: NodeInfo) -> Status | None:
             node = info.node
+            if node.all_clear:
+                return None
             conditions = node.conditions
             if node.unschedulable and not cordon_ok:
                 return _CORDONED

@@ -1,0 +1,205 @@
+"""Plain HTTP/1.1 requests read without gunicorn's general parser; anything else goes to it.
+
+kube-scheduler's calls are all alike: `POST /filter HTTP/1.1`, five or six ordinary
+headers, a Content-Length body. gunicorn's Python parser spends about a third of the
+webhook's time per call on them (profiled with `python -m bench e2e --py-spy`), because
+it must handle every shape HTTP allows. Here a request head whose every part is in the
+narrow shape below becomes a `PlainRequest`, which gunicorn's WSGI environ, Response
+and Body code take as they take its own Request. Any request outside that shape (another
+method or version, chunked bodies, Expect, Upgrade, forwarding or scheme headers,
+repeated or underscored names, obsolete line folding, bytes outside visible ASCII,
+anything over the configured limits, a head too large for one read) is pushed back
+unread and parsed by gunicorn, which answers it exactly as before: its checks are not
+duplicated, only its work on requests that cannot need them is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gunicorn import util
+from gunicorn.http import wsgi
+from gunicorn.http.body import Body, LengthReader
+
+# Larger heads are not kube-scheduler's: gunicorn reads them, with its own limits.
+MAX_HEAD = 8192
+_METHODS = {b"GET": "GET", b"POST": "POST"}
+# RFC 9110 token characters, without "_" (gunicorn's header_map decides about those).
+_NAME = re.compile(rb"[!#$%&'*+\-.^`|~0-9A-Za-z]+")
+# Visible ASCII, space and tab: no obs-text, no control characters.
+_VALUE = re.compile(rb"[\x20-\x7e\t]*")
+# An origin-form target: "/" then visible ASCII, no fragment, not "//" (gunicorn's
+# parser reads those as an authority).
+_TARGET = re.compile(rb"/(?!/)[\x21-\x22\x24-\x7e]*")
+# Headers that change framing, the scheme or the environ beyond a plain mapping.
+_GUNICORN_ONLY = frozenset({"TRANSFER-ENCODING", "EXPECT", "UPGRADE", "FORWARDED", "HTTP2-SETTINGS"})
+
+
+class PlainRequest:
+    """What gunicorn's wsgi.create, Response and worker read of a parsed request."""
+
+    version = (1, 1)
+    fragment = ""
+    trailers: list[tuple[str, str]] = []
+    proxy_protocol_info = None
+    _expected_100_continue = False
+
+    def __init__(self, method: str, uri: str, headers: list[tuple[str, str]], length: int,
+                 unreader: Any, scheme: str, peer_addr: Any, req_number: int) -> None:
+        self.method = method
+        self.uri = uri
+        self.path, _, self.query = uri.partition("?")
+        self.headers = headers
+        self.body = Body(LengthReader(unreader, length))
+        self.scheme = scheme
+        self.peer_addr = self.remote_addr = peer_addr
+        self.req_number = req_number
+        self.must_close = False
+        self.close_asked = any(name == "CONNECTION" and value.lower() == "close" for name, value in headers)
+
+    def force_close(self) -> None:
+        self.must_close = True
+
+    def should_close(self) -> bool:
+        return self.must_close or self.close_asked
+
+    def unread_body(self) -> int:
+        """Bytes of the body the application left unread (the next request starts after them)."""
+        reader = self.body.reader
+        return int(reader.length) + self.body.buf.getbuffer().nbytes
+
+
+@dataclass(frozen=True)
+class HeadRules:
+    """gunicorn's settings as the plain path reads them, taken once per worker."""
+
+    line_limit: int
+    field_limit: int
+    field_size: int
+    scheme: str
+    left_to_gunicorn: frozenset[str]
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> HeadRules:
+        return cls(
+            line_limit=cfg.limit_request_line if cfg.limit_request_line > 0 else MAX_HEAD,
+            field_limit=cfg.limit_request_fields if cfg.limit_request_fields > 0 else 100,
+            field_size=cfg.limit_request_field_size if cfg.limit_request_field_size > 0 else MAX_HEAD,
+            scheme="https" if cfg.is_ssl else "http",
+            left_to_gunicorn=_GUNICORN_ONLY | {name.upper() for name in cfg.secure_scheme_headers},
+        )
+
+
+def parse_head(head: bytes, rules: HeadRules) -> tuple[str, str, list[tuple[str, str]], int] | None:
+    """(method, target, headers, content length) of a plain head (without its blank line), or None."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or parts[2] != b"HTTP/1.1" or len(lines[0]) > rules.line_limit:
+        return None
+    method = _METHODS.get(parts[0])
+    if method is None or not _TARGET.fullmatch(parts[1]):
+        return None
+    if len(lines) - 1 > rules.field_limit:
+        return None
+    field_size, left_to_gunicorn = rules.field_size, rules.left_to_gunicorn
+    headers: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    length = 0
+    for line in lines[1:]:
+        raw_name, colon, raw_value = line.partition(b":")
+        if not colon or len(line) + 2 > field_size or not _NAME.fullmatch(raw_name):
+            return None
+        raw_value = raw_value.strip(b" \t")
+        if not _VALUE.fullmatch(raw_value):
+            return None
+        name = raw_name.decode("ascii").upper()
+        if name in seen or name in left_to_gunicorn:
+            return None
+        seen.add(name)
+        value = raw_value.decode("ascii")
+        if name == "CONTENT-LENGTH":
+            if not value.isdigit() or len(value) > 18:
+                return None
+            length = int(value)
+        elif name == "CONNECTION" and value.lower() not in ("close", "keep-alive"):
+            return None
+        headers.append((name, value))
+    return method, parts[1].decode("ascii"), headers, length
+
+
+def read_plain_request(unreader: Any, rules: HeadRules, peer_addr: Any, req_number: int) -> PlainRequest | None:
+    """The next request if it is plain; None with every byte pushed back into `unreader` if not.
+
+    Returns None too when the client closed the connection before a head arrived; the
+    caller's gunicorn parser then sees the end of the stream as it would have.
+    """
+    data = b""
+    while True:
+        chunk = unreader.read()
+        if not chunk:
+            unreader.unread(data)
+            return None
+        data += chunk
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            break
+        if len(data) > MAX_HEAD:
+            unreader.unread(data)
+            return None
+    parsed = parse_head(data[:end], rules) if end <= MAX_HEAD else None
+    if parsed is None:
+        unreader.unread(data)
+        return None
+    unreader.unread(data[end + 4:])
+    method, uri, headers, length = parsed
+    return PlainRequest(method, uri, headers, length, unreader, rules.scheme, peer_addr, req_number)
+
+
+class PlainEnviron:
+    """The WSGI environ of a connection's plain requests: what gunicorn's wsgi.create builds
+    for them, with the connection's part (about half of the keys, and a logging wrapper
+    for wsgi.errors) built once instead of for every request. Not `wsgi.early_hints`,
+    which this app never sends.
+    """
+
+    def __init__(self, cfg: Any, client: Any, server: Any) -> None:
+        base = wsgi.base_environ(cfg)
+        base.update({
+            "wsgi.multithread": True,
+            "wsgi.url_scheme": "https" if cfg.is_ssl else "http",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "SERVER_NAME": str(server[0]),
+            "SERVER_PORT": str(server[1]),
+            "SCRIPT_NAME": "",
+        })
+        if isinstance(client, tuple):
+            base["REMOTE_ADDR"], base["REMOTE_PORT"] = client[0], str(client[1])
+        else:
+            base["REMOTE_ADDR"] = client.decode() if isinstance(client, bytes) else client
+        self.base = base
+
+    @staticmethod
+    def usable(server: Any) -> bool:
+        """TCP listeners only (a UNIX socket's server name comes from each request's Host), and
+        no SCRIPT_NAME from the environment (gunicorn strips it from each path)."""
+        return isinstance(server, tuple) and not os.environ.get("SCRIPT_NAME")
+
+    def build(self, req: PlainRequest, sock: Any) -> dict[str, Any]:
+        environ = self.base.copy()
+        environ["gunicorn.socket"] = sock
+        environ["wsgi.input"] = req.body
+        environ["REQUEST_METHOD"] = req.method
+        environ["QUERY_STRING"] = req.query
+        environ["RAW_URI"] = req.uri
+        environ["PATH_INFO"] = util.unquote_to_wsgi_str(req.path)
+        for name, value in req.headers:
+            if name == "CONTENT-TYPE":
+                environ["CONTENT_TYPE"] = value
+            elif name == "CONTENT-LENGTH":
+                environ["CONTENT_LENGTH"] = value
+            else:
+                environ["HTTP_" + name.replace("-", "_")] = value
+        return environ
