@@ -103,6 +103,11 @@ def print_table(title: str, rows: Rows) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["e2e"] and len(argv) > 1:  # e2e's own options: --repeat, --only, --py-spy, ...
+        from bench import bench_e2e
+
+        return bench_e2e.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run the benchmarks, print tables.")
     parser.add_argument("parts", nargs="*", metavar="PART",
                         help=f"any of {', '.join([*PARTS, *EXTRA])} (default: all but matrix and e2e)")

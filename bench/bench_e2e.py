@@ -535,7 +535,7 @@ def run(nodes: int = 500, pods: int = 1000, repeat: int = 1, setups: Sequence[Se
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench e2e", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1)

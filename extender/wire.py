@@ -220,6 +220,7 @@ class PreemptionArgs:
 
 
 _WIRE_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
+_STR = {str}
 
 
 def _as_sent(body: Any) -> ExtenderArgs | None:
@@ -235,7 +236,7 @@ def _as_sent(body: Any) -> ExtenderArgs | None:
     pod, nodes, names = body["Pod"], body["Nodes"], body["NodeNames"]
     if type(pod) is not dict or nodes is not None or type(names) is not list:
         return None
-    if not all(type(name) is str for name in names):
+    if not set(map(type, names)) <= _STR:
         return None
     return ExtenderArgs(pod, None, names)
 

@@ -15,6 +15,7 @@ duplicated, only its work on requests that cannot need them is skipped.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from gunicorn.http.body import Body, LengthReader
 
 # Larger heads are not kube-scheduler's: gunicorn reads them, with its own limits.
 MAX_HEAD = 8192
+# Bodies up to this size are read with the head; larger ones as the app reads them.
+PRELOAD_LIMIT = 256 * 1024
 _METHODS = {b"GET": "GET", b"POST": "POST"}
 # RFC 9110 token characters, without "_" (gunicorn's header_map decides about those).
 _NAME = re.compile(rb"[!#$%&'*+\-.^`|~0-9A-Za-z]+")
@@ -47,13 +50,13 @@ class PlainRequest:
     proxy_protocol_info = None
     _expected_100_continue = False
 
-    def __init__(self, method: str, uri: str, headers: list[tuple[str, str]], length: int,
-                 unreader: Any, scheme: str, peer_addr: Any, req_number: int) -> None:
+    def __init__(self, method: str, uri: str, headers: list[tuple[str, str]], body: Any,
+                 scheme: str, peer_addr: Any, req_number: int) -> None:
         self.method = method
         self.uri = uri
         self.path, _, self.query = uri.partition("?")
         self.headers = headers
-        self.body = Body(LengthReader(unreader, length))
+        self.body = body
         self.scheme = scheme
         self.peer_addr = self.remote_addr = peer_addr
         self.req_number = req_number
@@ -68,8 +71,10 @@ class PlainRequest:
 
     def unread_body(self) -> int:
         """Bytes of the body the application left unread (the next request starts after them)."""
-        reader = self.body.reader
-        return int(reader.length) + self.body.buf.getbuffer().nbytes
+        body = self.body
+        if isinstance(body, io.BytesIO):
+            return 0  # read from the connection already
+        return int(body.reader.length) + body.buf.getbuffer().nbytes
 
 
 @dataclass(frozen=True)
@@ -153,9 +158,25 @@ def read_plain_request(unreader: Any, rules: HeadRules, peer_addr: Any, req_numb
     if parsed is None:
         unreader.unread(data)
         return None
-    unreader.unread(data[end + 4:])
     method, uri, headers, length = parsed
-    return PlainRequest(method, uri, headers, length, unreader, rules.scheme, peer_addr, req_number)
+    return PlainRequest(method, uri, headers, _body(unreader, data[end + 4:], length), rules.scheme, peer_addr,
+                        req_number)
+
+
+def _body(unreader: Any, received: bytes, length: int) -> Any:
+    """The body as wsgi.input: read in full now when small (kube-scheduler's node-cache calls,
+    about 10 KB: one copy instead of gunicorn's buffer juggling on every read), else
+    gunicorn's reader, which the app reads as it goes (and may refuse unread: 413)."""
+    if length > PRELOAD_LIMIT:
+        unreader.unread(received)
+        return Body(LengthReader(unreader, length))
+    while len(received) < length:
+        chunk = unreader.read()
+        if not chunk:
+            break  # the client closed early: the app sees a short body and says so
+        received += chunk
+    unreader.unread(received[length:])
+    return io.BytesIO(received[:length])
 
 
 class PlainEnviron:
@@ -194,7 +215,8 @@ class PlainEnviron:
         environ["REQUEST_METHOD"] = req.method
         environ["QUERY_STRING"] = req.query
         environ["RAW_URI"] = req.uri
-        environ["PATH_INFO"] = util.unquote_to_wsgi_str(req.path)
+        path = req.path
+        environ["PATH_INFO"] = util.unquote_to_wsgi_str(path) if "%" in path else path
         for name, value in req.headers:
             if name == "CONTENT-TYPE":
                 environ["CONTENT_TYPE"] = value

@@ -95,6 +95,32 @@ def test_a_head_split_over_reads_is_joined_and_the_rest_kept_for_the_body() -> N
     assert request.unread_body() == 0 and not request.should_close()
 
 
+def test_a_small_body_is_read_with_the_head_and_what_follows_is_kept() -> None:
+    head = GO_HEAD.replace(b"Content-Length: 12", b"Content-Length: 10")
+    unreader = Chunks(head + b"\r\n\r\n01234", b"56789GET /next")
+    request = plain_requests.read_plain_request(unreader, RULES, ("127.0.0.1", 5), 1)
+    assert request is not None and request.unread_body() == 0
+    assert request.body.read() == b"0123456789"
+    assert unreader.read() == b"GET /next"
+
+
+def test_a_body_cut_short_by_the_client_reaches_the_app_short() -> None:
+    unreader = Chunks(GO_HEAD + b"\r\n\r\n0123")
+    request = plain_requests.read_plain_request(unreader, RULES, ("127.0.0.1", 5), 1)
+    assert request is not None and request.body.read(12) == b"0123"
+
+
+def test_a_large_body_is_left_to_the_app_to_read() -> None:
+    length = plain_requests.PRELOAD_LIMIT + 1
+    head = GO_HEAD.replace(b"Content-Length: 12", f"Content-Length: {length}".encode())
+    unreader = Chunks(head + b"\r\n\r\n" + b"x" * 100, b"x" * (length - 100), b"GET /next")
+    request = plain_requests.read_plain_request(unreader, RULES, ("127.0.0.1", 5), 1)
+    assert request is not None and request.unread_body() == length
+    assert request.body.read(50) == b"x" * 50 and request.unread_body() == length - 50
+    assert len(request.body.read(length)) == length - 50 and request.unread_body() == 0
+    assert unreader.read() == b"GET /next"
+
+
 def test_a_request_that_is_not_plain_is_pushed_back_whole() -> None:
     raw = GO_HEAD + b"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     unreader = Chunks(raw[:40], raw[40:])
