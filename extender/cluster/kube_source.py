@@ -87,6 +87,7 @@ class KubeSource:
         self.state = state
         self.api_client = api_client
         self.slim_nodes = slim_nodes
+        reflector_options.setdefault("yield_to", state.serving)
         self.housekeeping_interval = housekeeping_interval
         self.nodes = Reflector(
             api_client, NODES_PATH, resource="nodes", label_selector=node_label_selector,

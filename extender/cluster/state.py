@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.cluster.deviceusage import DeviceUsage
+from extender.cluster.gate import ServingGate
 from extender.cluster.podindex import PodIndex
 from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
@@ -62,6 +63,8 @@ class ClusterState:
         self.assume_ttl = assume_ttl
         self._clock = clock
         self._lock = threading.RLock()
+        # Verb requests in flight: the watches feeding this state let them go first.
+        self.serving = ServingGate()
         self._views: dict[str, NodeView] = {}
         self._infos: dict[str, NodeInfo] = {}
         self._usage: dict[str, _Usage] = {}

@@ -23,6 +23,7 @@ from kubernetes import client as k8s_client
 
 from extender import metrics
 from extender.cluster import kube_client
+from extender.cluster.gate import ServingGate
 from extender.errors import ClusterError, GoneError
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,8 @@ class Reflector:
     page of raw objects is alive at a time; it must consume it to the end. An
     exception out of it (a page request that failed) means the list did not happen.
     `on_event(type, obj)` gets ADDED, MODIFIED and DELETED events; bookmarks only
-    move the resourceVersion. Both run on the reflector's thread.
+    move the resourceVersion. Both run on the reflector's thread. With `yield_to`, each
+    event first waits for the requests in flight of that gate (extender.cluster.gate).
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class Reflector:
         max_backoff: float = 30.0,
         stall_after: float = 300.0,
         min_healthy_stream: float = 1.0,
+        yield_to: ServingGate | None = None,
     ) -> None:
         self.api_client = api_client
         self.path = path
@@ -165,6 +168,7 @@ class Reflector:
         self.max_backoff = max_backoff
         self.stall_after = stall_after
         self.min_healthy_stream = min_healthy_stream
+        self.yield_to = yield_to  # requests this process is answering go first (extender.cluster.gate)
 
         self.resource_version = ""
         self.synced = False
@@ -378,6 +382,8 @@ class Reflector:
 
     def _handle_line(self, line: bytes) -> bool:
         """Apply one watch event; return whether it was a valid event (bookmarks count)."""
+        if self.yield_to is not None:
+            self.yield_to.wait_idle()
         try:
             event = orjson.loads(line)
             kind = event["type"]

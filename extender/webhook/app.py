@@ -57,7 +57,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     # The verbs are answered in front of Flask (verb_routes.py says why); the rest is Flask's.
     routes = {settings.verb_path(verb): (verb, handler) for verb, handler in handlers.items()}
     app.wsgi_app = VerbRoutes(app.wsgi_app, routes, settings.max_body_bytes,  # type: ignore[method-assign]
-                              log_successes=settings.access_log)
+                              runtime.state.serving, log_successes=settings.access_log)
     return app
 
 

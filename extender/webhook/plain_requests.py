@@ -30,13 +30,14 @@ MAX_HEAD = 8192
 # Bodies up to this size are read with the head; larger ones as the app reads them.
 PRELOAD_LIMIT = 256 * 1024
 _METHODS = {b"GET": "GET", b"POST": "POST"}
-# RFC 9110 token characters, without "_" (gunicorn's header_map decides about those).
-_NAME = re.compile(rb"[!#$%&'*+\-.^`|~0-9A-Za-z]+")
-# Visible ASCII, space and tab: no obs-text, no control characters.
-_VALUE = re.compile(rb"[\x20-\x7e\t]*")
-# An origin-form target: "/" then visible ASCII, no fragment, not "//" (gunicorn's
-# parser reads those as an authority).
-_TARGET = re.compile(rb"/(?!/)[\x21-\x22\x24-\x7e]*")
+# The whole head: an origin-form target ("/" then visible ASCII, no fragment, not "//",
+# which gunicorn's parser reads as an authority), HTTP/1.1, and header lines whose names
+# are RFC 9110 tokens without "_" (gunicorn's header_map decides about those) and whose
+# values are visible ASCII, space and tab (no obs-text, no control characters).
+_HEAD = re.compile(
+    rb"(GET|POST) (/(?!/)[\x21\x22\x24-\x7e]*) HTTP/1\.1"
+    rb"((?:\r\n[!#$%&'*+\-.^`|~0-9A-Za-z]+:[\x20-\x7e\t]*)*)"
+)
 # Headers that change framing, the scheme or the environ beyond a plain mapping.
 _GUNICORN_ONLY = frozenset({"TRANSFER-ENCODING", "EXPECT", "UPGRADE", "FORWARDED", "HTTP2-SETTINGS"})
 
@@ -100,31 +101,26 @@ class HeadRules:
 
 def parse_head(head: bytes, rules: HeadRules) -> tuple[str, str, list[tuple[str, str]], int] | None:
     """(method, target, headers, content length) of a plain head (without its blank line), or None."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3 or parts[2] != b"HTTP/1.1" or len(lines[0]) > rules.line_limit:
+    match = _HEAD.fullmatch(head)  # every byte checked in one pass of the regex engine
+    if match is None:
         return None
-    method = _METHODS.get(parts[0])
-    if method is None or not _TARGET.fullmatch(parts[1]):
+    method, target, fields = match.groups()
+    lines = fields.split(b"\r\n")  # lines[0] is empty: the fields start with a line break
+    if len(head) - len(fields) > rules.line_limit or len(lines) - 1 > rules.field_limit:
         return None
-    if len(lines) - 1 > rules.field_limit:
-        return None
-    field_size, left_to_gunicorn = rules.field_size, rules.left_to_gunicorn
+    field_size, left_to_gunicorn = rules.field_size - 2, rules.left_to_gunicorn
     headers: list[tuple[str, str]] = []
     seen: set[str] = set()
     length = 0
     for line in lines[1:]:
-        raw_name, colon, raw_value = line.partition(b":")
-        if not colon or len(line) + 2 > field_size or not _NAME.fullmatch(raw_name):
+        if len(line) > field_size:
             return None
-        raw_value = raw_value.strip(b" \t")
-        if not _VALUE.fullmatch(raw_value):
-            return None
+        raw_name, _, raw_value = line.partition(b":")
         name = raw_name.decode("ascii").upper()
         if name in seen or name in left_to_gunicorn:
             return None
         seen.add(name)
-        value = raw_value.decode("ascii")
+        value = raw_value.strip(b" \t").decode("ascii")
         if name == "CONTENT-LENGTH":
             if not value.isdigit() or len(value) > 18:
                 return None
@@ -132,7 +128,7 @@ def parse_head(head: bytes, rules: HeadRules) -> tuple[str, str, list[tuple[str,
         elif name == "CONNECTION" and value.lower() not in ("close", "keep-alive"):
             return None
         headers.append((name, value))
-    return method, parts[1].decode("ascii"), headers, length
+    return _METHODS[method], target.decode("ascii"), headers, length
 
 
 def read_plain_request(unreader: Any, rules: HeadRules, peer_addr: Any, req_number: int) -> PlainRequest | None:

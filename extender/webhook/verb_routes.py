@@ -26,6 +26,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
 from extender import metrics
+from extender.cluster.gate import ServingGate
 from extender.errors import WireError
 from extender.policy.engine import PluginError
 from extender.webhook import bodies, verbs
@@ -62,8 +63,9 @@ class VerbRoutes:
     """WSGI middleware: `routes` maps a path to (verb, handler); other paths go to `fallback`."""
 
     def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Handler]], max_body_bytes: int,
-                 log_successes: bool = True) -> None:
+                 gate: ServingGate, log_successes: bool = True) -> None:
         self.fallback = fallback
+        self.gate = gate  # the cluster state's: its watches wait while a verb is being answered
         self.routes = routes
         self.max_body_bytes = max_body_bytes
         # kube-scheduler makes two of these calls per pod: logging each successful one costs
@@ -123,7 +125,12 @@ class VerbRoutes:
                 request = self.request_class(environ)
                 size = request.content_length or 0
                 body = bodies.read_json(request)
-            outcome = handler(body)
+            gate = self.gate
+            gate.enter()
+            try:
+                outcome = handler(body)
+            finally:
+                gate.leave()
             result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note
             data = bodies.encode_json(outcome.reply)
         except WireError as exc:

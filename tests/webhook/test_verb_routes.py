@@ -127,3 +127,22 @@ def test_the_pod_of_filter_is_parsed_once_for_prioritize() -> None:
     pods.view(anonymous, parse)
     pods.view(anonymous, parse)
     assert len(parsed) == 4  # no uid: never cached
+
+
+def test_a_verb_holds_the_states_gate_while_it_runs(settings: Settings, runtime: Runtime,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    busy: list[bool] = []
+    original = verbs.filter_verb
+
+    def observed(*args: Any, **kwargs: Any) -> verbs.Outcome:
+        busy.append(runtime.state.serving.busy)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(verbs, "filter_verb", observed)
+    app = create_app(settings, runtime=runtime)
+    reply = app.test_client().post("/filter", json=wire_body("filter-request.json"))
+    assert reply.status_code == 200 and busy == [True]
+    assert not runtime.state.serving.busy
+    monkeypatch.setattr(verbs, "filter_verb", lambda *a, **k: 1 / 0)
+    assert app.test_client().post("/filter", json=wire_body("filter-request.json")).status_code == 500
+    assert not runtime.state.serving.busy  # left on errors too

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import signal
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,42 @@ def test_sigterm_does_not_wait_for_an_idle_tls_connection(tmp_path: Path) -> Non
             idle.close()
         output = stop_server(process)
     assert "Traceback" not in output, output
+
+
+class _Request:
+    """What gunicorn's Response reads of a request."""
+
+    def __init__(self, version: tuple[int, int], close: bool, method: str = "GET") -> None:
+        self.version, self.method, self._close = version, method, close
+
+    def should_close(self) -> bool:
+        return self._close
+
+
+@pytest.mark.parametrize(("version", "close", "headers", "upgrade"), [
+    ((1, 1), False, [("Content-Length", "2")], False),
+    ((1, 1), True, [("Content-Length", "2")], False),
+    ((1, 1), False, [], False),  # chunked
+    ((1, 0), False, [], False),
+    ((1, 1), False, [("Content-Length", "0")], True),
+])
+def test_the_response_headers_are_gunicorns(version: tuple[int, int], close: bool,
+                                            headers: list[tuple[str, str]], upgrade: bool) -> None:
+    from gunicorn.config import Config
+    from gunicorn.http import wsgi
+
+    from extender.webhook.worker import _Response
+
+    replies = []
+    for kind in (wsgi.Response, _Response):
+        response = kind(_Request(version, close), None, Config())
+        response.start_response("200 OK", list(headers))
+        response.upgrade = upgrade
+        replies.append(response.default_headers())
+    ours, theirs = replies
+    date = [line for line in ours if line.startswith("Date: ")]
+    assert len(date) == 1
+    assert [line for line in ours if line not in date] == [line for line in theirs if not line.startswith("Date: ")]
+    assert len(ours) == len(theirs)
+    sent = email.utils.parsedate_to_datetime(date[0].removeprefix("Date: ").strip())
+    assert sent.tzinfo is not None and abs(time.time() - sent.timestamp()) < 2
