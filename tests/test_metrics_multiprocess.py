@@ -146,3 +146,26 @@ def test_json_access_log_lines(tmp_path: Path) -> None:
     assert ok["level"] == "info" and ok["ts"].endswith("Z")
     assert (bad_entry["verb"], bad_entry["result"], bad_entry["pod"]) == ("filter", "bad-request", "")
     assert "malformed JSON" in bad_entry["note"]
+
+
+def test_a_forked_child_counts_in_its_own_file(tmp_path: Path) -> None:
+    """The remembered pid is refreshed after fork, so a child never writes the parent's file."""
+    script = (
+        "import os\n"
+        "from extender import metrics\n"
+        "metrics.REQUESTS.labels(verb='filter', result='ok').inc()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    metrics.REQUESTS.labels(verb='filter', result='ok').inc(5)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(child, 0)\n"
+        "print(os.getpid(), child)\n"
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    parent, child = map(int, result.stdout.split())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert _per_worker(tmp_path, scratch) == {parent: 1.0, child: 5.0}
