@@ -67,6 +67,12 @@ def _devices(quick: bool) -> Rows:
     return bench_devices.run(quick)
 
 
+def _loopback(quick: bool) -> Rows:
+    from bench import bench_loopback
+
+    return bench_loopback.run(quick)
+
+
 def _e2e(quick: bool) -> Rows:
     from bench import bench_e2e
 
@@ -81,7 +87,7 @@ def _matrix(quick: bool) -> Rows:
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
     "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
-    "standalone": _standalone, "volumes": _volumes, "devices": _devices,
+    "standalone": _standalone, "volumes": _volumes, "devices": _devices, "loopback": _loopback,
 }
 # Not in the default set: matrix takes long, e2e needs KUBEBUILDER_ASSETS (it says so and
 # returns nothing without them).

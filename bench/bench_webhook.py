@@ -40,6 +40,7 @@ from extender.webhook.nodeviews import NodeViewCache
 from tests.helpers import ROOT, free_port, start_server, stop_server, wire_body
 
 POLICIES = {"webhook": "", "standalone": str(ROOT / "config" / "policy.yaml")}
+CONNECTION_WORKER = "extender.webhook.worker.ConnectionWorker"  # the default (config/gunicorn.conf.py)
 
 
 def _pod() -> dict[str, Any]:
@@ -76,7 +77,7 @@ def _runtime(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], policy: st
 
 @contextmanager
 def _server(snapshot: Path, policy: str, workers: int = 2, threads: int = 4,
-            worker_class: str = "gthread") -> Iterator[int]:
+            worker_class: str = CONNECTION_WORKER) -> Iterator[int]:
     port = free_port()
     args = ["serve", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
             "--source", "snapshot", "--snapshot", str(snapshot), "--log-level", "WARNING"]
@@ -242,7 +243,7 @@ def _load(port: int, bodies: dict[str, bytes], clients: int, seconds: float) -> 
 
 def throughput(nodes_n: int = 500, clients: tuple[int, ...] = (1, 4, 8), seconds: float = 5.0,
                policy: str = "standalone", workers: int = 2, threads: int = 4,
-               worker_class: str = "gthread") -> list[dict[str, Any]]:
+               worker_class: str = CONNECTION_WORKER) -> list[dict[str, Any]]:
     rows = []
     nodes, pods = _cluster(nodes_n, 20)
     names = [node["metadata"]["name"] for node in nodes]
@@ -257,16 +258,13 @@ def throughput(nodes_n: int = 500, clients: tuple[int, ...] = (1, 4, 8), seconds
                 elapsed, results = _load(port, bodies, c, seconds)
                 merged = [x for r in results for x in r.latencies]
                 rows.append({
-                    "bench": "throughput", "policy": policy, "worker": f"{worker_class} w{workers} t{threads}",
+                    "bench": "throughput", "policy": policy, "worker": f"{worker_class.replace(CONNECTION_WORKER, 'connection')} w{workers} t{threads}",
                     "nodes": nodes_n, "clients": c, "req_per_s": round(len(merged) / elapsed, 1),
                     "pods_per_s": round(len(merged) / 2 / elapsed, 1), "errors": sum(r.errors for r in results),
                     "p50_ms": round(statistics.median(merged) * 1e3, 2),
                     "p99_ms": round(_percentile(merged, 0.99) * 1e3, 2),
                 })
     return rows
-
-
-CONNECTION_WORKER = "extender.webhook.worker.ConnectionWorker"
 
 
 def worker_matrix(seconds: float = 4.0) -> list[dict[str, Any]]:
@@ -278,8 +276,6 @@ def worker_matrix(seconds: float = 4.0) -> list[dict[str, Any]]:
                                            ("gthread", 2, 4), ("gthread", 2, 1)):
         rows += throughput(clients=(1, 8), seconds=seconds, workers=workers, threads=threads,
                            worker_class=worker_class)
-    for row in rows:
-        row["worker"] = row["worker"].replace(CONNECTION_WORKER, "connection")
     return rows
 
 

@@ -11,34 +11,26 @@ its path: it calls filter, then prioritize, for one pod at a time over one kept-
 connection, so every microsecond the server spends on a call (and every hand-off between
 its threads) is pods/s. Measured by `python -m bench e2e`: a real etcd, kube-apiserver and
 kube-scheduler v1.36.3 on the 2-core development machine, 500 nodes, 1000 pods per setup,
-the default webhook policy in node-cache mode, 5 rounds, medians; the ratio is to the
+the default webhook policy in node-cache mode, 3 rounds, medians; the ratio is to the
 empty extender of the same round (bench/empty_extender.py: stdlib HTTP server,
 TCP_NODELAY, no state, no logging), CPU is the extender's per pod:
 
     setup                                  pods/s   x empty   extender CPU ms/pod
-    empty extender                           418      1.0        0.32
-    connection w2 (the defaults)             292      0.68       1.29
-    connection w1                            293      0.70       1.23
-    gthread w2 t4 (the old default worker)   299      0.71       1.61
-    (kube-scheduler alone: 737 pods/s; full NodeList, defaults: 0.83 x empty. Every row
-    answers the verbs in front of Flask, which the old defaults did not: 0.46 x.)
+    empty extender                           311      1.0        0.44
+    connection w2 (the defaults)             217      0.73       1.33
+    connection w1                            223      0.66       1.17
+    gthread w2 t4                            169      0.53       2.63
+    gthread w1 t1                            213      0.52       1.65
+    sync w1                                  239      0.59       1.50
+    (kube-scheduler alone: 458 pods/s; full NodeList, defaults: 0.78 x empty.)
 
-Pods/s move by about +-0.1 x between runs on this shared machine (an earlier 3-round run:
-connection w2 0.79, w1 0.71, gthread w2 t4 0.64, gthread w1 t1 0.60, sync w1 0.57), so
-the worker classes are within the noise on kube-scheduler's path; CPU per pod is not,
-and neither is the loopback latency:
-
-`python -m bench matrix --quick` (loopback, with the optional C parser; keep-alive clients sending filter +
-prioritize of 500 names with the standalone policy, 1 and 8 at once):
-
-    worker            1 client: req/s  p50 ms   8 clients: req/s  p99 ms
-    connection w1          670          1.50          583          42.4
-    connection w2          665          1.48         1329          16.6   <- default
-    sync       w1          627          1.59          638          18.2
-    sync       w2          525          1.77         1070          12.0
-    gthread    w1 t4       627          1.61          645          22.9
-    gthread    w2 t4       620          1.58         1248          30.3
-    gthread    w2 t1       601          1.63         1104          17.5
+Pods/s move by about +-0.1 x between rounds on this shared machine; CPU per pod moves
+less. Only the ConnectionWorker reads kube-scheduler's plain requests itself
+(extender/webhook/plain_requests.py), the largest of the changes that took a call's CPU
+from 3.3 to 1.1 x the empty extender's (loopback, back to back). On loopback
+(`python -m bench loopback`, one kept-alive client sending filter + prioritize of 230
+names), the defaults answer as fast as the empty extender: 0.40 ms per pair against
+0.43, 1.09 x its CPU back to back, 1.4 x when paced like kube-scheduler (idle caches).
 
 - worker_class = extender.webhook.worker.ConnectionWorker: a thread per connection reads
   the request, runs the app and writes the reply, then blocks reading the next request.
@@ -59,16 +51,17 @@ prioritize of 500 names with the standalone policy, 1 and 8 at once):
   wait in the listen backlog.
 - The verb routes (filter, prioritize, bind, preempt) are answered in front of Flask, and
   their access log line and metrics are written after the reply has been sent
-  (extender/webhook/verb_routes.py): they keep every field but kube-scheduler no longer
-  waits for them. gunicorn's own access log stays off (it would duplicate that line).
+  (extender/webhook/verb_routes.py): kube-scheduler no longer waits for them. Successful
+  filter and prioritize calls are only counted unless `--access-log`. gunicorn's own
+  access log stays off (it would duplicate that line).
 - timeout 30 s: far above kube-scheduler's 5 s httpTimeout; a worker that blocks that
   long is stuck and is better restarted. With the ConnectionWorker it also bounds a
   request (or reply) that stalls half-way (SO_RCVTIMEO/SO_SNDTIMEO).
 - keepalive 120 s: longer than kube-scheduler's idle connection timeout, so it is the
   client that closes.
-- `pip install 'extender[fast]'` adds gunicorn's C request parser (gunicorn-h1c, used
-  when present; it needs a C compiler): about 6 us less per request (the 3-round run
-  above had it, the 5-round one did not).
+- kube-scheduler's requests (plain HTTP/1.1 POSTs with a Content-Length) skip gunicorn's
+  parser; anything else is pushed back to it unread and parsed, checked and answered by
+  gunicorn as before, so its C parser (gunicorn-h1c) would no longer help the verbs.
 - gunicorn sets TCP_NODELAY on its listening socket; without it small replies stall
   ~40 ms on delayed ACKs (shared/wire/README.md measured 11 pods/s).
 """
