@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model.fields import as_object, as_str, object_name
+from extender.model.fields import as_object, as_str, object_name, object_parts
 from extender.model.selectors import LabelSelector, parse_label_selector
 
 
@@ -37,9 +37,7 @@ class DisruptionBudget:
 
 def budget_from_dict(raw: Mapping[str, Any]) -> DisruptionBudget:
     """Raises InvalidObject naming the bad field."""
-    meta = as_object(raw.get("metadata"), "metadata")
-    spec = as_object(raw.get("spec"), "spec")
-    status = as_object(raw.get("status"), "status")
+    meta, spec, status = object_parts(raw, "poddisruptionbudget")
     allowed = status.get("disruptionsAllowed") or 0
     if isinstance(allowed, bool) or not isinstance(allowed, int):
         allowed = 0

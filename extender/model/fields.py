@@ -51,3 +51,28 @@ def object_name(meta: Mapping[str, Any]) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidObject("metadata.name: required")
     return name
+
+
+def object_parts(raw: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """An API object's metadata, spec and status (empty when absent); InvalidObject naming
+    `kind` when it is not an object, or naming the part that is not."""
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{kind}: expected an object")
+    return (as_object(raw.get("metadata"), "metadata"), as_object(raw.get("spec"), "spec"),
+            as_object(raw.get("status"), "status"))
+
+
+def controller_ref(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference marked `controller` (the API server allows one), or None."""
+    for ref in as_list(meta.get("ownerReferences"), "metadata.ownerReferences"):
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def controller_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the controller owning the object, or None."""
+    ref = controller_ref(meta)
+    if ref is None:
+        return None
+    return as_str(ref.get("kind"), "metadata.ownerReferences.kind"), as_str(ref.get("name"), "metadata.ownerReferences.name")

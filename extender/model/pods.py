@@ -17,7 +17,7 @@ from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
-from extender.model.fields import object_name
+from extender.model.fields import controller_owner, object_name, object_parts
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
@@ -138,20 +138,12 @@ class PodView:
     @classmethod
     def from_dict(cls, raw: Any) -> PodView:
         """Build the view; raise InvalidObject naming the first bad field."""
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("pod: expected an object")
-        meta = _obj(raw.get("metadata"), "metadata")
-        spec = _obj(raw.get("spec"), "spec")
-        status = _obj(raw.get("status"), "status")
+        meta, spec, status = object_parts(raw, "pod")
         name = object_name(meta)
         priority = spec.get("priority") or 0
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise InvalidObject("spec.priority: expected an integer")
-        owner = None
-        for ref in _list(meta.get("ownerReferences"), "metadata.ownerReferences"):
-            if isinstance(ref, Mapping) and ref.get("controller"):
-                owner = (_str(ref.get("kind"), "metadata.ownerReferences.kind"),
-                         _str(ref.get("name"), "metadata.ownerReferences.name"))
+        owner = controller_owner(meta)
         gates = tuple(
             _str(_obj(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
             for i, g in enumerate(_list(spec.get("schedulingGates"), "spec.schedulingGates"))

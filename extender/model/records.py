@@ -17,7 +17,14 @@ from typing import Any
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
 from extender.model.devices import Shares, assigned_shares
-from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
+from extender.model.fields import (
+    as_list,
+    as_str,
+    as_string_map,
+    controller_owner,
+    object_name,
+    object_parts,
+)
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_requests
@@ -90,13 +97,6 @@ class PodRecord:
         return bool(self.node_name) and self.phase not in TERMINAL_PHASES
 
 
-def _owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
-    for ref in as_list(meta.get("ownerReferences"), "metadata.ownerReferences"):
-        if isinstance(ref, Mapping) and ref.get("controller"):
-            return (as_str(ref.get("kind"), "metadata.ownerReferences.kind"),
-                    as_str(ref.get("name"), "metadata.ownerReferences.name"))
-    return None
-
 
 def _has_host_ports(spec: Mapping[str, Any]) -> bool:
     for kind in ("containers", "initContainers"):
@@ -144,9 +144,7 @@ def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bo
 
 def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
     """Build a record from a v1.Pod dict; raises InvalidObject/QuantityError on bad fields."""
-    meta = as_object(raw.get("metadata"), "metadata")
-    spec = as_object(raw.get("spec"), "spec")
-    status = as_object(raw.get("status"), "status")
+    meta, spec, status = object_parts(raw, "pod")
     name = object_name(meta)
     phase = str(status.get("phase") or "Pending")
     if not spec.get("nodeName") and phase not in TERMINAL_PHASES:
@@ -173,7 +171,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         priority=priority,
         affinity=parse_pod_affinity(spec, namespace, labels) if spec.get("affinity") else None,
         host_ports=host_ports(spec) if _has_host_ports(spec) else (),
-        owner=_intern_owner(_owner(meta)),
+        owner=_intern_owner(controller_owner(meta)),
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")),
         preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         volumes=parse_pod_volumes(spec, name),

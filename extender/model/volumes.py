@@ -24,7 +24,15 @@ from typing import Any
 import orjson
 
 from extender.errors import InvalidObject, QuantityError
-from extender.model.fields import as_list, as_object, as_str, as_string_map, object_name
+from extender.model.fields import (
+    as_list,
+    as_object,
+    as_str,
+    as_string_map,
+    controller_ref,
+    object_name,
+    object_parts,
+)
 from extender.model.quantities import to_units
 from extender.model.selectors import (
     LabelSelector,
@@ -151,20 +159,13 @@ class Claim:
 
     @classmethod
     def from_dict(cls, raw: Any) -> Claim:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("persistentvolumeclaim: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
-        spec = as_object(raw.get("spec"), "spec")
-        status = as_object(raw.get("status"), "status")
+        meta, spec, status = object_parts(raw, "persistentvolumeclaim")
         annotations = as_string_map(meta.get("annotations"), "metadata.annotations")
         resources = as_object(spec.get("resources"), "spec.resources")
         requests = as_object(resources.get("requests"), "spec.resources.requests")
         selector = spec.get("selector")
-        controller = ""
-        for i, ref in enumerate(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")):
-            ref = as_object(ref, f"metadata.ownerReferences[{i}]")
-            if ref.get("controller") is True:
-                controller = as_str(ref.get("uid"), f"metadata.ownerReferences[{i}].uid")
+        owner = controller_ref(meta)
+        controller = as_str(owner.get("uid"), "metadata.ownerReferences.uid") if owner is not None else ""
         return cls(
             namespace=_intern(as_str(meta.get("namespace"), "metadata.namespace") or "default"),
             name=object_name(meta),
@@ -324,11 +325,7 @@ class Volume:
 
     @classmethod
     def from_dict(cls, raw: Any) -> Volume:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("persistentvolume: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
-        spec = as_object(raw.get("spec"), "spec")
-        status = as_object(raw.get("status"), "status")
+        meta, spec, status = object_parts(raw, "persistentvolume")
         labels = as_string_map(meta.get("labels"), "metadata.labels") or _EMPTY
         annotations = as_string_map(meta.get("annotations"), "metadata.annotations")
         capacity = as_object(spec.get("capacity"), "spec.capacity")
@@ -396,9 +393,7 @@ class StorageClass:
 
     @classmethod
     def from_dict(cls, raw: Any) -> StorageClass:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("storageclass: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
+        meta, _, _ = object_parts(raw, "storageclass")
         terms = []
         for i, term in enumerate(as_list(raw.get("allowedTopologies"), "allowedTopologies")):
             where = f"allowedTopologies[{i}]"
@@ -423,10 +418,7 @@ class CSINode:
 
     @classmethod
     def from_dict(cls, raw: Any) -> CSINode:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("csinode: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
-        spec = as_object(raw.get("spec"), "spec")
+        meta, spec, _ = object_parts(raw, "csinode")
         limits: dict[str, int] = {}
         for i, driver in enumerate(as_list(spec.get("drivers"), "spec.drivers")):
             where = f"spec.drivers[{i}]"
@@ -447,10 +439,7 @@ class CSIDriver:
 
     @classmethod
     def from_dict(cls, raw: Any) -> CSIDriver:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("csidriver: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
-        spec = as_object(raw.get("spec"), "spec")
+        meta, spec, _ = object_parts(raw, "csidriver")
         return cls(object_name(meta), spec.get("storageCapacity") is True)
 
 
@@ -472,9 +461,7 @@ class StorageCapacity:
 
     @classmethod
     def from_dict(cls, raw: Any) -> StorageCapacity:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("csistoragecapacity: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
+        meta, _, _ = object_parts(raw, "csistoragecapacity")
         topology = raw.get("nodeTopology")
         return cls(
             namespace=as_str(meta.get("namespace"), "metadata.namespace") or "default",
@@ -495,10 +482,7 @@ class VolumeAttachment:
 
     @classmethod
     def from_dict(cls, raw: Any) -> VolumeAttachment:
-        if not isinstance(raw, Mapping):
-            raise InvalidObject("volumeattachment: expected an object")
-        meta = as_object(raw.get("metadata"), "metadata")
-        spec = as_object(raw.get("spec"), "spec")
+        meta, spec, _ = object_parts(raw, "volumeattachment")
         source = as_object(spec.get("source"), "spec.source")
         return cls(object_name(meta), as_str(spec.get("nodeName"), "spec.nodeName"),
                    as_str(spec.get("attacher"), "spec.attacher"),
