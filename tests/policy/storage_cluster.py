@@ -12,8 +12,9 @@ from extender.model.pods import PodView
 from extender.policy.decisions import Decision
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
+from tests.storage_objects import with_volumes
 
-from .builders import node_dict
+from .builders import node_dict, pod_dict
 
 
 def cluster(nodes: Iterable[dict[str, Any]], *objects: dict[str, Any],
@@ -45,3 +46,11 @@ def refusals(decision: Decision) -> dict[str, tuple[str, tuple[str, ...], bool]]
 
 def feasible(decision: Decision) -> list[str]:
     return sorted(info.name for info in decision.feasible)
+
+
+def running_with(name: str, node: str, *claims: str, **volumes: Any) -> dict[str, Any]:
+    """A pod running on `node` that uses `claims` (and `with_volumes`'s other `volumes`)."""
+    pod = with_volumes(pod_dict(name), claims, **volumes)
+    pod["spec"]["nodeName"] = node
+    pod["status"]["phase"] = "Running"
+    return pod

@@ -16,17 +16,11 @@ from tests.storage_objects import (
 )
 
 from .builders import pod_dict
-from .storage_cluster import cluster, decide, feasible, nodes, refusals
+from .storage_cluster import cluster, decide, feasible, nodes, refusals, running_with
 
 ONLY = Policy(filters=(NodeVolumeLimits(),))
 MAX = "node(s) exceed max volume count"
 
-
-def placed(name: str, node: str, *claims: str, **kwargs):
-    spec = with_volumes(pod_dict(name), claims, **kwargs)
-    spec["spec"]["nodeName"] = node
-    spec["status"]["phase"] = "Running"
-    return spec
 
 
 def csi_claim(name: str, handle: str):
@@ -41,7 +35,7 @@ def base(*extra, pods=()):
 
 
 def test_limit_counts_the_volumes_of_pods_already_there():
-    state = base(pods=[placed("old-user", "node-1", "old"), placed("also", "node-2", "old")])
+    state = base(pods=[running_with("old-user", "node-1", "old"), running_with("also", "node-2", "old")])
     decision = decide(with_volumes(pod_dict("p"), ["new"]), state, ONLY)
     assert feasible(decision) == ["node-2", "node-3"]  # node-3 has no CSINode: no limit
     assert refusals(decision) == {"node-1": ("NodeVolumeLimits", (MAX,), False)}
@@ -49,20 +43,20 @@ def test_limit_counts_the_volumes_of_pods_already_there():
 
 
 def test_a_volume_already_attached_to_the_node_is_not_counted_twice():
-    state = base(pods=[placed("old-user", "node-1", "old")])
+    state = base(pods=[running_with("old-user", "node-1", "old")])
     assert feasible(decide(with_volumes(pod_dict("p"), ["old"]), state, ONLY)) == ["node-1", "node-2", "node-3"]
 
 
 def test_attachments_without_a_pod_count_too():
     state = base(volume_attachment("va-1", "node-2", "pv-old"), *csi_claim("third", "h-3"),
-                 pods=[placed("t", "node-2", "third")])
+                 pods=[running_with("t", "node-2", "third")])
     decision = decide(with_volumes(pod_dict("p"), ["new"]), state, ONLY)
     assert feasible(decision) == ["node-1", "node-3"]
     assert decision.failed["node-2"].detail == f"{CSI_DRIVER}: 2 attached + 1 new > limit 2"
 
 
 def test_unbound_claims_count_under_their_class_provisioner():
-    state = base(claim("later", cls=FAST), pods=[placed("old-user", "node-1", "old")])
+    state = base(claim("later", cls=FAST), pods=[running_with("old-user", "node-1", "old")])
     assert feasible(decide(with_volumes(pod_dict("p"), ["later"]), state, ONLY)) == ["node-2", "node-3"]
 
 

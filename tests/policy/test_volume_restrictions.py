@@ -10,7 +10,7 @@ from extender.policy.engine import Engine, Policy
 from tests.storage_objects import claim, local_class, with_volumes
 
 from .builders import pod_dict
-from .storage_cluster import cluster, decide, feasible, nodes, refusals
+from .storage_cluster import cluster, decide, feasible, nodes, refusals, running_with
 
 ONLY = Policy(filters=(VolumeRestrictions(),))
 RWOP = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
@@ -18,16 +18,10 @@ RWOP = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod 
 DISK = "node(s) had no available disk"
 
 
-def placed(name: str, node: str, *claims: str, **kwargs):
-    spec = with_volumes(pod_dict(name), claims, **kwargs)
-    spec["spec"]["nodeName"] = node
-    spec["status"]["phase"] = "Running"
-    return spec
-
 
 def test_a_read_write_once_pod_claim_in_use_refuses_every_node():
     objects = [local_class(), claim("solo", modes=["ReadWriteOncePod"], volume="pv", bound=True)]
-    user = placed("user", "node-1", "solo")
+    user = running_with("user", "node-1", "solo")
     state = cluster(nodes("node-1", "node-2"), *objects, pods=[user])
     decision = decide(with_volumes(pod_dict("p"), ["solo"]), state, ONLY)
     assert feasible(decision) == []
@@ -39,7 +33,7 @@ def test_a_read_write_once_pod_claim_in_use_refuses_every_node():
 
 def test_preemption_removing_the_user_frees_the_claim():
     objects = [local_class(), claim("solo", modes=["ReadWriteOncePod"])]
-    user = placed("user", "node-1", "solo")
+    user = running_with("user", "node-1", "solo")
     state = cluster(nodes("node-1"), *objects, pods=[user])
     cycle = Engine(ONLY).prepare(PodView.from_dict(with_volumes(pod_dict("p"), ["solo"])), state)
     info = state.node_info("node-1")
@@ -52,7 +46,7 @@ def test_preemption_removing_the_user_frees_the_claim():
 
 def test_shared_read_write_once_claims_are_not_restricted():
     objects = [local_class(), claim("shared")]
-    state = cluster(nodes("node-1"), *objects, pods=[placed("user", "node-1", "shared")])
+    state = cluster(nodes("node-1"), *objects, pods=[running_with("user", "node-1", "shared")])
     assert feasible(decide(with_volumes(pod_dict("p"), ["shared"]), state, ONLY)) == ["node-1"]
 
 
@@ -67,7 +61,7 @@ def gce(name: str, read_only: bool = False):
 
 
 def test_inline_disks_conflict_on_the_same_node_unless_both_are_read_only():
-    pods = [placed("a", "node-1", inline=[gce("disk-1")]), placed("b", "node-2", inline=[gce("disk-2", True)])]
+    pods = [running_with("a", "node-1", inline=[gce("disk-1")]), running_with("b", "node-2", inline=[gce("disk-2", True)])]
     state = cluster(nodes("node-1", "node-2", "node-3"), pods=pods)
     decision = decide(with_volumes(pod_dict("p"), inline=[gce("disk-1", True)]), state, ONLY)
     assert feasible(decision) == ["node-2", "node-3"]
@@ -82,7 +76,7 @@ def test_inline_disks_conflict_on_the_same_node_unless_both_are_read_only():
 def test_ebs_volumes_always_conflict_and_rbd_needs_a_shared_monitor():
     ebs = {"awsElasticBlockStore": {"volumeID": "vol-1", "readOnly": True}}
     rbd = {"rbd": {"monitors": ["m1", "m2"], "image": "img", "readOnly": False}}
-    pods = [placed("a", "node-1", inline=[ebs]), placed("b", "node-2", inline=[rbd])]
+    pods = [running_with("a", "node-1", inline=[ebs]), running_with("b", "node-2", inline=[rbd])]
     state = cluster(nodes("node-1", "node-2"), pods=pods)
     assert feasible(decide(with_volumes(pod_dict("p"), inline=[ebs]), state, ONLY)) == ["node-2"]
     same_monitor = {"rbd": {"monitors": ["m2"], "image": "img"}}
