@@ -7,6 +7,7 @@ import ipaddress
 import os
 import shutil
 import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,24 @@ class Issued:
         return cert, key
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+#: Names a loopback server answers to; kube-apiserver's own self-signed certificate has them too.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+def _name(common_name: str, organizations: Iterable[str] = ()) -> x509.Name:
+    """CN is the user name, each O a group (how kube-apiserver reads a client certificate)."""
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
 
 
 def make_ca(common_name: str) -> Issued:
@@ -65,13 +82,16 @@ def make_ca(common_name: str) -> Issued:
 
 
 def issue(ca: Issued, common_name: str, *, server: bool = False, client: bool = False,
-          key: ec.EllipticCurvePrivateKey | None = None, days: int = 10) -> Issued:
+          key: ec.EllipticCurvePrivateKey | None = None, days: int = 10,
+          hosts: Iterable[str] = LOOPBACK_HOSTS, organizations: Iterable[str] = ()) -> Issued:
+    """A leaf certificate: `server` for TLS serving on `hosts` (IPs or DNS names), `client` for
+    client authentication as `common_name` in the groups `organizations`."""
     key = key or ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(common_name)).issuer_name(ca.cert.subject)
+        .subject_name(_name(common_name, organizations)).issuer_name(ca.cert.subject)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - _ONE_DAY).not_valid_after(now + days * _ONE_DAY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -82,9 +102,7 @@ def issue(ca: Issued, common_name: str, *, server: bool = False, client: bool = 
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
     )
     if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                         x509.DNSName("localhost")]), critical=False)
+        builder = builder.add_extension(_san(hosts), critical=False)
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)
 
 
