@@ -15,13 +15,12 @@ from typing import Any
 from extender.errors import InvalidObject
 from extender.model.fields import as_list, as_object, as_str
 from extender.model.selectors import LabelSelector, Requirement, parse_label_selector
+from extender.model.wellknown import HOSTNAME, ZONE
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
 IGNORE = "Ignore"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True, slots=True)

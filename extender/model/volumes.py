@@ -40,6 +40,7 @@ from extender.model.selectors import (
     parse_label_selector,
     parse_node_selector_term,
 )
+from extender.model.wellknown import BETA_ZONE, ZONE
 
 # Annotations and well-known names (k8s.io/api/core/v1, component-helpers/storage/volume).
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -287,7 +288,7 @@ def _csi_source(spec: Mapping[str, Any], labels: Mapping[str, str], where: str) 
     for source, (plugin, driver) in IN_TREE_DRIVERS.items():
         raw = spec.get(source)
         if raw is not None:
-            zone = labels.get("topology.kubernetes.io/zone") or labels.get("failure-domain.beta.kubernetes.io/zone", "")
+            zone = labels.get(ZONE) or labels.get(BETA_ZONE, "")
             handle = _in_tree_handle(source, as_object(raw, f"{where}.{source}"), f"{where}.{source}", zone)
             return CSIVolume(driver, handle, plugin)
     return None

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.model.wellknown import BETA_REGION, BETA_ZONE, REGION, ZONE
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_binding import claim_not_found
@@ -27,10 +28,6 @@ from extender.policy.status import Code, Status
 
 NAME = names.VOLUME_ZONE
 REASON_CONFLICT = "node(s) had no available volume zone"
-BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
-BETA_REGION = "failure-domain.beta.kubernetes.io/region"
-ZONE = "topology.kubernetes.io/zone"
-REGION = "topology.kubernetes.io/region"
 TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
 _GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
 MULTI_ZONE_DELIMITER = "__"
