@@ -45,6 +45,19 @@ def wait_http(url: str, timeout: float = 20.0, expect: int = 200, context: Any =
     raise TimeoutError(f"{url} did not answer {expect} within {timeout}s: {last}")
 
 
+def wait_for(predicate: Callable[[], T], timeout: float = 5.0, message: str = "condition",
+             interval: float = 0.02) -> T:
+    """The first truthy value of `predicate()`; AssertionError naming `message` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {message}")
+        time.sleep(interval)
+
+
 def settled(read: Callable[[], T], expected: T, timeout: float = 5.0) -> T:
     """`read()` once it returns `expected`, or its last value after `timeout`.
 

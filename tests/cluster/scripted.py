@@ -12,7 +12,6 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -105,12 +104,3 @@ class ScriptedServer:
             return [q for p, q in self.requests if p == path and q.get("watch") == "true"]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(0.02)

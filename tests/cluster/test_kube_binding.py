@@ -7,8 +7,8 @@ import pytest
 from extender.cluster.kube_binding import KubeBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
-from tests.cluster.scripted import wait_for
 from tests.fakeapi.fixtures import fake_only
+from tests.helpers import wait_for
 
 
 @pytest.fixture

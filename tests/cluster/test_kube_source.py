@@ -10,8 +10,8 @@ from extender.cluster.kube_client import build_api_client
 from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
 from tests.cluster.conftest import FAST
-from tests.cluster.scripted import wait_for
 from tests.fakeapi.fixtures import fake_only
+from tests.helpers import wait_for
 
 NODE_LIST = r"^/api/v1/nodes\?(?!.*watch=true)"
 POD_LIST = r"^/api/v1/pods\?(?!.*watch=true)"

@@ -8,9 +8,9 @@ import pytest
 
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
-from tests.cluster.scripted import wait_for
 from tests.fakeapi.fixtures import requires_fake
 from tests.fakeapi.patches import MERGE_PATCH
+from tests.helpers import wait_for
 from tests.storage_controllers import create_storage
 from tests.storage_objects import (
     claim,

@@ -11,7 +11,8 @@ from extender.cluster.kube_client import api_client_for
 from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
 from extender.cluster.watching import LineReader, Reflector, TruncatedStream, iter_lines
-from tests.cluster.scripted import ScriptedServer, event_line, wait_for
+from tests.cluster.scripted import ScriptedServer, event_line
+from tests.helpers import wait_for
 
 FAST = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 

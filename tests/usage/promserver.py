@@ -14,13 +14,13 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.helpers import wait_for
 
 BINARY = shutil.which("prometheus")
 MISSING_REASON = "the prometheus binary is not installed (apt-get install prometheus; .ci/run does it)"
@@ -111,7 +111,7 @@ class PrometheusServer:
                 [BINARY, f"--config.file={self.config}", f"--storage.tsdb.path={self.directory / 'data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
                 stdout=log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self._ready(), timeout, f"Prometheus ready on {self.url} (log: {self.log})")
+        wait_for(lambda: self._ready(), timeout, f"Prometheus ready on {self.url} (log: {self.log})")
 
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
@@ -134,12 +134,3 @@ class PrometheusServer:
         self.process = None
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)

@@ -17,9 +17,10 @@ from extender.usage.prometheus import PrometheusSource
 from extender.usage.readings import Fetch, FetchError
 from extender.usage.service import node_views
 from extender.usage.store import DOWN, UP, UsageStore
+from tests.helpers import wait_for
 
 from .conftest import Clock, node
-from .promserver import BINARY, MISSING_REASON, Exporter, PrometheusServer, wait_until
+from .promserver import BINARY, MISSING_REASON, Exporter, PrometheusServer
 
 pytestmark = pytest.mark.skipif(BINARY is None, reason=MISSING_REASON)
 
@@ -62,7 +63,7 @@ def fetch_when(source: PrometheusSource, state: ClusterState, condition, what: s
         except FetchError:
             return None
         return fetch if condition(fetch) else None
-    return wait_until(attempt, 15, what)
+    return wait_for(attempt, 15, what)
 
 
 def test_values_garbage_and_staleness(prometheus, exporter, state):
@@ -116,7 +117,7 @@ def test_outage_and_recovery(prometheus, exporter, state, caplog):
     poller = UsagePoller(store, source, lambda: node_views(state))
     up = {"source": "prometheus"}
     with caplog.at_level(logging.INFO, logger="extender.usage.polling"):
-        wait_until(lambda: poller.fetch_once() and store.sample("worker-1") is not None
+        wait_for(lambda: poller.fetch_once() and store.sample("worker-1") is not None
                    and store.sample("worker-1").cpu == pytest.approx(2000), 15, "a first sample")
         poller.refresh_metrics()
         assert REGISTRY.get_sample_value("extender_usage_source_up", up) == 1
@@ -129,7 +130,7 @@ def test_outage_and_recovery(prometheus, exporter, state, caplog):
         assert store.sample("worker-1") is not None  # kept: stale only after maxAge
         exporter.set(CPU, "worker-1", 0.75)
         prometheus.start()
-        wait_until(lambda: poller.fetch_once() and store.sample("worker-1").cpu == pytest.approx(3000), 15,
+        wait_for(lambda: poller.fetch_once() and store.sample("worker-1").cpu == pytest.approx(3000), 15,
                    "the new value after the restart")
         poller.refresh_metrics()
     source.close()

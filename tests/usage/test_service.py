@@ -19,9 +19,9 @@ from extender.runtime import FixedPolicy, build_runtime
 from extender.settings import Settings
 from extender.usage.service import UsageService
 from extender.webhook import create_app
+from tests.helpers import wait_for
 
 from .conftest import node, pod
-from .promserver import wait_until
 
 HEADER = "apiVersion: extender/v1alpha1\nkind: Policy\n"
 LOAD_POLICY = HEADER + """
@@ -61,7 +61,7 @@ def test_the_loop_follows_policy_reloads(tmp_path: Path, state: ClusterState):
     service = UsageService(state, None, [holder])
     service.start()
     try:
-        wait_until(lambda: state.node_usage().fresh("hot"), 10, "the first annotation sample")
+        wait_for(lambda: state.node_usage().fresh("hot"), 10, "the first annotation sample")
         first = service.store
         assert state.node_usage().fresh("hot").cpu == pytest.approx(3600)
         assert service.status()["state"] == "up" and service.status()["nodes"] == 2
@@ -72,7 +72,7 @@ def test_the_loop_follows_policy_reloads(tmp_path: Path, state: ClusterState):
         path.write_text(HEADER + "scores: [{name: LeastAllocated}]\n")
         assert holder.maybe_reload() == "success"
         assert service.store is None and state.node_usage() is EMPTY_USAGE
-        wait_until(lambda: not usage_threads(), 10, "the usage thread to end")
+        wait_for(lambda: not usage_threads(), 10, "the usage thread to end")
         assert state._pod_hooks == (state.devices.pod_changed,)  # the usage hook is gone; device use stays
         path.write_text(HEADER + "scores: [{name: LoadVariationRiskBalancing}]\nsettings: {usage: {interval: 0}}\n")
         assert holder.maybe_reload() == "failure"  # a bad block never reaches the loop
@@ -116,7 +116,7 @@ def webhook(tmp_path: Path, policy: str) -> tuple[Any, Any]:
 def test_webhook_scores_by_usage_and_shows_the_source_in_readyz(tmp_path: Path):
     runtime, client = webhook(tmp_path, LOAD_POLICY % "1s")
     try:
-        wait_until(lambda: client.get("/readyz").json["usage"].get("nodes") == 2, 10, "two fresh samples")
+        wait_for(lambda: client.get("/readyz").json["usage"].get("nodes") == 2, 10, "two fresh samples")
         usage = client.get("/readyz").json["usage"]
         assert usage["source"] == "annotations" and usage["state"] == "up"
         assert usage["newestSampleAgeSeconds"] >= 0
@@ -140,7 +140,7 @@ def test_webhook_scores_by_usage_and_shows_the_source_in_readyz(tmp_path: Path):
 def test_webhook_without_its_source_stays_ready_and_says_why(tmp_path: Path):
     runtime, client = webhook(tmp_path, HEADER + "filters: [{name: NodeLoad, args: {cpu: 50}}]\n")
     try:
-        wait_until(lambda: client.get("/readyz").json["usage"]["state"] == "down", 10, "the source to be down")
+        wait_for(lambda: client.get("/readyz").json["usage"]["state"] == "down", 10, "the source to be down")
         reply = client.get("/readyz")
         assert reply.status_code == 200 and reply.json["ready"] is True
         assert reply.json["usage"]["source"] == "metrics-server"
