@@ -17,11 +17,12 @@ from typing import Any
 from kubernetes import client as k8s_client
 
 from extender import metrics
-from extender.cluster import devicemetrics
+from extender.cluster import devicemetrics, kube_client
 from extender.cluster.state import ClusterState
 from extender.cluster.volume_source import publish_counts, storage_reflectors
 from extender.cluster.watching import Reflector
-from extender.errors import InvalidObject
+from extender.errors import ClusterError, InvalidObject, NotFoundError
+from extender.model.pods import TERMINAL_PHASES
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,26 @@ class KubeSource:
             self.state.delete_pod(key)
         elif self.state.upsert_pod(obj) is None:
             self._count_rejected("pod", 1)
+
+    def refresh_pod(self, namespace: str, name: str) -> bool:
+        """Read one pod from the API server into the state now; whether it was found.
+
+        kube-scheduler's informer and our pod watch are two streams: kube-scheduler can
+        filter and bind a pod it has just seen before our watch delivers it. A bind must
+        not be refused for that (kube-scheduler would back off for a second or more).
+        A pod that has finished is left out, as the watch's field selector leaves it out.
+        """
+        try:
+            obj = kube_client.request_json(self.api_client, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                           timeout=(5.0, 10.0))
+        except NotFoundError:
+            return False
+        except ClusterError as exc:
+            log.warning("could not read pod %s/%s: %s", namespace, name, exc)
+            return False
+        if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return False
+        return self.state.upsert_pod(obj) is not None
 
     @staticmethod
     def _count_rejected(kind: str, count: int) -> None:

@@ -144,5 +144,9 @@ class SnapshotSource:
             "loaded snapshot %s: %d nodes, %d pods", self.path, self.state.node_count(), self.state.pod_count()
         )
 
+    def refresh_pod(self, namespace: str, name: str) -> bool:
+        """The snapshot is the whole cluster: there is nothing newer to read."""
+        return False
+
     def stop(self) -> None:
         """Nothing runs in the background."""

@@ -173,10 +173,17 @@ def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *,
     return Outcome(reply, "ok", pod.key, len(names), f"{len(unknown)} unknown node(s)" if unknown else "")
 
 
+# Refusals that a fresh read of the pod may lift: it is newer than our watch has delivered.
+_STALE_POD = frozenset({"pod-unknown", "uid-mismatch"})
+
+
 def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
     args = wire.load_binding_args(body)
     key = f"{args.pod_namespace}/{args.pod_name}"
     refusal = refuse_bind(runtime, settings, args)  # includes --disable-bind
+    if refusal is not None and refusal.code in _STALE_POD and runtime.source.refresh_pod(args.pod_namespace,
+                                                                                          args.pod_name):
+        refusal = refuse_bind(runtime, settings, args)  # kube-scheduler saw the pod before our watch did
     if refusal is not None:
         metrics.BIND_OUTCOMES.labels(result=refusal.code).inc()
         log.warning("refused bind of %s to %s: %s", key, args.node, refusal.message)
