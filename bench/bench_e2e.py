@@ -37,7 +37,9 @@ first binds may precede the sample.
 kube-scheduler gets client qps/burst 1000 through its configuration's ``clientConnection``
 (the ``--kube-api-qps`` flag is ignored when ``--config`` is given). The webhook setups use
 ``config/kube-scheduler-http.yaml`` rendered for loopback, without ``bindVerb`` (kube-scheduler
-binds), with the default webhook policy; the standalone scheduler runs ``extender schedule``
+binds), with the default webhook policy and, to match, ``--disable-bind``: so the webhook
+watches no pods (extender/cluster/kube_source.py). One setup keeps bind enabled, as
+``extender serve`` starts without options, to show what the pod watch costs. The standalone scheduler runs ``extender schedule``
 with the default standalone policy (whatever it contains: re-running this after a merge
 measures the new plugins too). The "empty" extender is bench/empty_extender.py.
 
@@ -77,18 +79,21 @@ QPS = 1000
 ALONE = "kube-scheduler alone"
 EMPTY_NAMES = "+ empty extender"
 EMPTY_FULL = "+ empty extender, full NodeList"
+DEFAULTS = "+ extender serve (defaults, --disable-bind)"
 SETTLE_TIMEOUT = 180.0  # a setup that binds nothing new for this long is given up
 STALL_TIMEOUT = 45.0
 
 
 @dataclass(frozen=True)
 class Setup:
-    """One way of scheduling the backlog. ``serve_args`` are ``extender serve`` options."""
+    """One way of scheduling the backlog. ``serve_args`` are ``extender serve`` options, after
+    ``--disable-bind`` unless ``bind``."""
 
     label: str
     kind: str
     node_cache: bool = True
     serve_args: tuple[str, ...] = ()
+    bind: bool = False
     env: tuple[tuple[str, str], ...] = ()
 
 
@@ -97,7 +102,8 @@ def default_setups() -> list[Setup]:
     return [
         Setup(ALONE, KUBE_SCHEDULER),
         Setup(EMPTY_NAMES, EMPTY),
-        Setup("+ extender serve (defaults)", WEBHOOK),
+        Setup(DEFAULTS, WEBHOOK),
+        Setup("+ extender serve (defaults, bind enabled: pods watched)", WEBHOOK, bind=True),
         Setup("+ extender serve --workers 1", WEBHOOK, serve_args=("--workers", "1")),
         Setup("+ extender serve --worker-class gthread --workers 2 --threads 4", WEBHOOK,
               serve_args=("--worker-class", "gthread", "--workers", "2", "--threads", "4")),
@@ -106,7 +112,7 @@ def default_setups() -> list[Setup]:
         Setup("+ extender serve --worker-class sync --workers 1", WEBHOOK,
               serve_args=("--worker-class", "sync", "--workers", "1")),
         Setup(EMPTY_FULL, EMPTY, node_cache=False),
-        Setup("+ extender serve (defaults), full NodeList", WEBHOOK, node_cache=False),
+        Setup(DEFAULTS + ", full NodeList", WEBHOOK, node_cache=False),
         Setup("extender schedule (standalone)", STANDALONE),
     ]
 
@@ -318,7 +324,8 @@ def _empty_extender(workdir: Path) -> Iterator[tuple[int, int]]:
 def _webhook(plane: Any, workdir: Path, setup: Setup, name: str) -> Iterator[tuple[int, int]]:
     from tests.e2e import processes
 
-    process = processes.serve(plane.kubeconfig, workdir, extra=list(setup.serve_args),
+    bind = () if setup.bind else ("--disable-bind",)
+    process = processes.serve(plane.kubeconfig, workdir, extra=[*bind, *setup.serve_args],
                               name=name)
     process.env = dict(setup.env)
     process.start(timeout=120)

@@ -42,6 +42,9 @@ class FixedPolicy:
     def add_listener(self, listener: Any) -> None:
         """It never changes, so there is nothing to tell."""
 
+    def add_preparer(self, preparer: Any) -> None:
+        """It never changes, so there is nothing to prepare for."""
+
     def stop_watching(self, timeout: float | None = 5.0) -> None:
         """Nothing was started."""
 
@@ -74,6 +77,12 @@ class Runtime:
             self.usage.stop()
         self.policy.stop_watching()
         self.source.stop()
+
+
+def _watch_pods_for(policy: Policy, source: Any) -> None:
+    """Before a reloaded policy that reads pods takes over, have them all (kube_source.py)."""
+    if policy.needs_pods and not source.pods_watched and not source.start_pod_watch():
+        raise ExtenderError("stopped before the pods were listed")
 
 
 def _record_reload(outcome: str, error: str | None) -> None:
@@ -115,6 +124,8 @@ def build_runtime(settings: Settings) -> Runtime:
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
-        return Runtime(state, KubeSource(state, api_client), KubeBinder(api_client, state), policy, api_client,
+        source = KubeSource(state, api_client, watch_pods=settings.enable_bind or policy.policy.needs_pods)
+        policy.add_preparer(lambda new: _watch_pods_for(new, source))
+        return Runtime(state, source, KubeBinder(api_client, state), policy, api_client,
                        usage=UsageService(state, api_client, [policy]))
     raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

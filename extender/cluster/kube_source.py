@@ -4,6 +4,15 @@ The state reports ready only after both initial lists are in (replace_nodes and
 replace_pods set the flags), so a webhook or scheduler never decides on a cluster
 it has only half seen. Terminal pods are filtered server-side: they hold no
 resources, and on a big cluster they are most of the pod objects.
+
+Pods are watched only when something reads them: the standalone scheduler always; the
+webhook when its policy has a plugin that reads placed pods or when it binds
+(`watch_pods`, decided by the runtime). kube-scheduler sends each call its pod, so a
+webhook with a node-only policy and no bind verb (the default policy, registered without
+`bindVerb`) keeps no pods: on kube-scheduler's path every bind would otherwise be a
+watch event to decode and apply, about as much CPU as answering the pod's filter call,
+and a big cluster's pods would sit in memory for nothing. A reloaded policy that reads
+pods starts the watch (`start_pod_watch`) before it replaces the old one.
 """
 
 from __future__ import annotations
@@ -80,11 +89,14 @@ class KubeSource:
         node_label_selector: str | None = None,
         slim_nodes: bool = True,
         watch_budgets: bool = False,
+        watch_pods: bool = True,
         housekeeping_interval: float = 1.0,
         **reflector_options: Any,
     ) -> None:
         """`reflector_options` go to every Reflector (page_size, backoff, stall_after, ...).
-        `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption)."""
+        `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption).
+        `watch_pods`: False leaves pods out (the state holds none, and says they are synced)
+        until `start_pod_watch`."""
         self.state = state
         self.api_client = api_client
         self.slim_nodes = slim_nodes
@@ -107,18 +119,27 @@ class KubeSource:
             on_list=self.state.replace_budgets, on_event=self._budget_event, **reflector_options,
         ) if watch_budgets else None
         state.namespaces_synced = False
+        self._pods_watched = watch_pods
+        self._pod_watch_lock = threading.Lock()
+        if not watch_pods:
+            state.pods_synced = True  # nothing to wait for: the policy reads no pods
         state.budgets_synced = not watch_budgets
         self.storage = storage_reflectors(state, api_client, **reflector_options)
         self._stop = threading.Event()
+        self._started = False
         self._housekeeper: threading.Thread | None = None
         self._device_gauges = devicemetrics.DeviceGauges()
 
     # ---- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start both watches and housekeeping; returns at once (see wait_synced)."""
-        for reflector in self.reflectors:
-            reflector.start()
+        """Start the watches and housekeeping; returns at once (see wait_synced)."""
+        with self._pod_watch_lock:
+            self._started = True
+            for reflector in self.reflectors:
+                reflector.start()
+            if not self._pods_watched:
+                log.info("pods are not watched: the policy reads no pods on nodes and nothing is bound here")
         self._housekeeper = threading.Thread(target=self._housekeeping, name="cluster-housekeeping",
                                              daemon=True)
         self._housekeeper.start()
@@ -141,8 +162,31 @@ class KubeSource:
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        found = (self.nodes, self.pods, self.namespaces, *self.storage, self.budgets)
+        pods = self.pods if self._pods_watched else None
+        found = (self.nodes, pods, self.namespaces, *self.storage, self.budgets)
         return tuple(r for r in found if r is not None)
+
+    @property
+    def pods_watched(self) -> bool:
+        return self._pods_watched
+
+    def start_pod_watch(self) -> bool:
+        """Watch pods from now on, and wait until they are listed; whether they are (False:
+        stopped first). The state stays ready meanwhile: whatever does not read pods goes
+        on being answered, and whatever does waits for this to return."""
+        with self._pod_watch_lock:
+            if not self._pods_watched:
+                log.info("starting the pod watch: the policy now reads the pods on nodes")
+                self._pods_watched = True
+                if self._started:
+                    self.pods.start()
+                else:  # start() starts it with the rest, and the state waits for its list
+                    self.state.pods_synced = False
+                    return True
+        while not self.pods.wait_synced(0.5):
+            if self._stop.is_set():
+                return False
+        return True
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 

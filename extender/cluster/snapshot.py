@@ -144,6 +144,14 @@ class SnapshotSource:
             "loaded snapshot %s: %d nodes, %d pods", self.path, self.state.node_count(), self.state.pod_count()
         )
 
+    @property
+    def pods_watched(self) -> bool:
+        return True  # the snapshot's pods are all loaded
+
+    def start_pod_watch(self) -> bool:
+        """The snapshot's pods are loaded with it: nothing to start."""
+        return True
+
     def refresh_pod(self, namespace: str, name: str) -> bool:
         """The snapshot is the whole cluster: there is nothing newer to read."""
         return False

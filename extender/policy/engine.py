@@ -57,6 +57,15 @@ class Policy:
     def filter_names(self) -> list[str]:
         return [f.name for f in self.filters]  # type: ignore[attr-defined]
 
+    @property
+    def needs_pods(self) -> bool:
+        """Whether a plugin reads the pods placed on nodes (their requests, labels, ports,
+        volumes): then the webhook must watch every pod. A plugin that reads only the node
+        and the pod being placed says `needs_pods = False`; one that says nothing is
+        assumed to read them, so a third-party plugin is never starved of pods."""
+        plugins = (*self.filters, *(scorer.plugin for scorer in self.scorers))
+        return any(getattr(plugin, "needs_pods", True) for plugin in plugins)
+
 
 def _as_status(result: FilterResult, plugin: str) -> Status:
     if isinstance(result, str):

@@ -6,7 +6,9 @@ file (inode, size, mtime) as a cheap "maybe changed" signal and then compares th
 content's sha256, which is what decides. A bad new file never replaces a good policy:
 the old engine keeps serving, the error is logged once per bad version, and the
 outcome goes to `on_reload` ("success", "failure", "unchanged") so the caller can
-count it in a metric without this module knowing about Prometheus.
+count it in a metric without this module knowing about Prometheus. A new policy may
+need what the old one did not (the webhook starts watching pods for it): preparers run
+before it replaces the old one, which serves until they return.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class PolicyHolder:
         self._registry = registry
         self._on_reload = on_reload
         self._listeners: list[PolicyListener] = []
+        self._preparers: list[PolicyListener] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -87,6 +90,11 @@ class PolicyHolder:
     def add_listener(self, listener: PolicyListener) -> None:
         """Call `listener(new_policy)` after each successful reload (e.g. to restart the usage loop)."""
         self._listeners.append(listener)
+
+    def add_preparer(self, preparer: PolicyListener) -> None:
+        """Call `preparer(new_policy)` before a reloaded policy replaces the current one; it
+        may block (it runs on the reloading thread) and raise to refuse the new policy."""
+        self._preparers.append(preparer)
 
     def maybe_reload(self) -> str:
         """Check the file once; returns (and reports) "success", "failure" or "unchanged"."""
@@ -129,6 +137,12 @@ class PolicyHolder:
             policy = load_policy(text, source=self.path, registry=self._registry)
         except PolicyError as exc:
             self.last_error = str(exc)
+            return FAILURE, self.last_error
+        try:
+            for prepare in self._preparers:
+                prepare(policy)
+        except Exception as exc:  # the old policy keeps serving
+            self.last_error = f"could not prepare for the new policy: {exc}"
             return FAILURE, self.last_error
         self._engine = Engine(policy)
         self.last_error = None

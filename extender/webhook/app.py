@@ -75,7 +75,8 @@ def _add_status_routes(app: Flask, runtime: Runtime, settings: Settings) -> None
         state = runtime.state
         body = {"ready": state.ready, "nodesSynced": state.nodes_synced, "podsSynced": state.pods_synced,
                 "storageSynced": state.volumes.synced,
-                "nodes": state.node_count(), "pods": state.pod_count(), "source": runtime.source.kind,
+                "nodes": state.node_count(), "pods": state.pod_count(), "podsWatched": runtime.source.pods_watched,
+                "source": runtime.source.kind,
                 # Informational: without usage the load plugins see no data, requests still get answers.
                 "usage": runtime.usage.status() if runtime.usage is not None else {"source": "", "state": "off"}}
         return json_response(body, 200 if state.ready else 503)

@@ -120,3 +120,24 @@ def test_background_watching(holder, outcomes, tmp_path):
         holder.stop_watching()
     assert ("success", None) in outcomes
     assert holder.policy.filter_names == ["NodeReady", "ResourceFit"]
+
+
+def test_preparers_run_before_the_new_policy_serves(holder, tmp_path):
+    seen = []
+    holder.add_preparer(lambda policy: seen.append((policy.filter_names, holder.policy.filter_names)))
+    write(tmp_path / "policy.yaml", TWO)
+    assert holder.maybe_reload() == "success"
+    # The preparer saw the new policy while the old one was still the one serving.
+    assert seen == [(["NodeReady", "ResourceFit"], ["NodeReady"])]
+    assert holder.policy.filter_names == ["NodeReady", "ResourceFit"]
+
+
+def test_a_failing_preparer_keeps_the_old_policy(holder, outcomes, tmp_path):
+    def refuse(policy):
+        raise RuntimeError("pods could not be listed")
+
+    holder.add_preparer(refuse)
+    write(tmp_path / "policy.yaml", TWO)
+    assert holder.maybe_reload() == "failure"
+    assert holder.policy.filter_names == ["NodeReady"]
+    assert outcomes[-1] == ("failure", "could not prepare for the new policy: pods could not be listed")

@@ -77,6 +77,7 @@ class NodeAffinity(PrefilteredFilter):
     """Args: `addedAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [...]}}`."""
 
     name: ClassVar[str] = names.NODE_AFFINITY
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     added_terms: tuple[NodeSelectorTerm, ...] | None = None
 
     @classmethod
@@ -119,6 +120,7 @@ class PreferredNodeAffinity(PrescoredScorer):
     """Args: `addedAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight, preference}]}`."""
 
     name: ClassVar[str] = names.PREFERRED_NODE_AFFINITY
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     added_terms: tuple[PreferredTerm, ...] = ()
 
     @classmethod

@@ -26,6 +26,7 @@ class SchedulingGates:
     """Refuse every node for a gated pod, with kube-scheduler's wording."""
 
     name: ClassVar[str] = NAME
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> SchedulingGates:

@@ -131,6 +131,7 @@ class NodeLabels(PrefilteredFilter):
     """Args: `rules: [...]` (see the module docstring). No rules: the filter does nothing."""
 
     name: ClassVar[str] = names.NODE_LABELS
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     rules: tuple[LabelRule, ...] = ()
 
     @classmethod
@@ -164,6 +165,7 @@ class LabelPreference(PrescoredScorer):
     """Args: `label` (required), `values: {value: number >= 0}`, `default` (for other or missing values)."""
 
     name: ClassVar[str] = names.LABEL_PREFERENCE
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     label: str
     values: tuple[tuple[str, float], ...]
     default: float = 0

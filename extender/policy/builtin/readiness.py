@@ -64,6 +64,7 @@ class NodeReady(PrefilteredFilter):
     """Refuse NotReady and cordoned nodes, and nodes with any of `pressure_conditions` True."""
 
     name: ClassVar[str] = names.NODE_READY
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     pressure_conditions: tuple[str, ...] = ()
     _refusals: tuple[tuple[str, str, Status], ...] = field(init=False, repr=False, compare=False)
 

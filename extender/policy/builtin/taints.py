@@ -50,6 +50,7 @@ class TaintToleration(PrefilteredFilter):
     """No args."""
 
     name: ClassVar[str] = names.TAINT_TOLERATION
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> TaintToleration:
@@ -85,6 +86,7 @@ class TaintPreferNoSchedule(PrescoredScorer):
     """No args. Raw score: the number of intolerable PreferNoSchedule taints."""
 
     name: ClassVar[str] = names.TAINT_PREFER_NO_SCHEDULE
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> TaintPreferNoSchedule:

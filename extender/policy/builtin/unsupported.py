@@ -46,6 +46,7 @@ class UnsupportedConstraints:
     """Refuse every node, unresolvably, for a pod with a constraint listed in `checks`."""
 
     name: ClassVar[str] = NAME
+    needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     checks: tuple[str, ...] = CHECKS
 
     @classmethod
