@@ -111,6 +111,15 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
 
+    @property
+    def passes_clear_nodes(self) -> bool:
+        """Whether every all-clear node passes (Ready, schedulable, no other condition True,
+        readable; NodeView.all_clear): each check says so (`passes_clear_nodes`), no prefilter
+        refused the pod and no nominated pod counts. The webhook's default policy, for every
+        pod: the caller may then look only at the other nodes (ClusterState.screen)."""
+        return self.refuse_all is None and not self.nominations and all(
+            getattr(check, "passes_clear_nodes", False) for _, check in self.checks)
+
     def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
         """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
         if not changes:

@@ -9,6 +9,14 @@ request, it returns the per-node function with everything about the pod already
 computed, or None when the plugin has nothing to say about this pod (the engine
 then skips it for every node). Plugins without it get `filter(pod, node)` called
 directly, which is all a third-party plugin needs to write.
+
+A per-node check that passes every node whose `NodeView.all_clear` is set, whatever
+the pod, may say so with a `passes_clear_nodes = True` attribute: when every check of a
+pod does, the webhook looks only at the nodes that are not all clear.
+
+A plugin that reads only the node and the pod being placed (never the pods already
+on nodes) may say `needs_pods = False`: a webhook whose whole policy says so, and
+that does not bind, watches no pods at all (engine.Policy.needs_pods).
 """
 
 from __future__ import annotations

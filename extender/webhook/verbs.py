@@ -115,11 +115,16 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
     not_ready = _require_synced(runtime, args)
     if not_ready:
         return Outcome(wire.error_result(not_ready), "not-ready", pod.key)
-    infos, unknown = _candidates(runtime, cache, args)
-    decision = runtime.engine.filter(pod, infos, runtime.state)
+    cycle = runtime.engine.prepare(pod, runtime.state)
+    if args.node_names is not None and cycle.passes_clear_nodes:
+        # Every all-clear node passes: look only at the others (usually none of them).
+        suspects, unknown = runtime.state.screen(args.node_names)
+        infos = runtime.state.node_infos(suspects)[0] if suspects else []
+    else:
+        infos, unknown = _candidates(runtime, cache, args)
+    decision = cycle.run(infos)
     for name in unknown:
         decision.failed[name] = unknown_node_status()
-    decision.total += len(unknown)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     per_plugin: dict[str, int] = {}
@@ -128,15 +133,14 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
         per_plugin[status.plugin] = per_plugin.get(status.plugin, 0) + 1
     for plugin, count in per_plugin.items():
         metrics.FILTER_REJECTIONS.labels(plugin=plugin).inc(count)
-    everything = not decision.failed  # the usual answer: skip matching names against the kept set
-    kept = set() if everything else {info.name for info in decision.feasible}
+    refused = decision.failed
     if args.node_names is not None:
-        names = list(args.node_names) if everything else [n for n in args.node_names if n in kept]
+        names = [n for n in args.node_names if n not in refused] if refused else args.node_names
         reply = wire.filter_result(node_names=names, failed=failed, unresolvable=unresolvable)
     else:
-        items = list(args.nodes["items"]) if everything else [  # type: ignore[index]
+        items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
             item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
-            if info.name in kept]
+            if info.name not in refused]
         reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
                                    unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)

@@ -110,4 +110,5 @@ class NodeReady(PrefilteredFilter):
                     return status
             return None
 
+        check.passes_clear_nodes = True  # type: ignore[attr-defined]  # see FilterCycle.passes_clear_nodes
         return check
