@@ -35,15 +35,21 @@ def read_json(request: Request | WerkzeugRequest) -> Any:
     return decode_json(data)
 
 
-def read_plain_json(environ: Mapping[str, Any], limit: int) -> Any:
-    """The body of what kube-scheduler sends (exactly `application/json`, a Content-Length
-    within `limit`), read straight from the WSGI input; NotPlain for anything else, which
-    `read_json` then judges with werkzeug's full parsing."""
+def plain_length(environ: Mapping[str, Any], limit: int) -> int | None:
+    """The Content-Length of what kube-scheduler sends (exactly `application/json`, a length
+    within `limit`), or None for anything else, which `read_json` judges with werkzeug."""
     length = environ.get("CONTENT_LENGTH")
     if environ.get("CONTENT_TYPE") != JSON or not length or not length.isdigit():
-        raise NotPlain()
+        return None
     expected = int(length)
-    if not 0 < expected <= limit:
+    return expected if 0 < expected <= limit else None
+
+
+def read_plain_json(environ: Mapping[str, Any], limit: int) -> Any:
+    """A plain body (`plain_length`) read straight from the WSGI input; NotPlain for any
+    other, which `read_json` then judges with werkzeug's full parsing."""
+    expected = plain_length(environ, limit)
+    if expected is None:
         raise NotPlain()
     try:
         data = environ["wsgi.input"].read(expected)

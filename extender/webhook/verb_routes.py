@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
@@ -57,6 +57,15 @@ class _Reply:
             self.after()
         except Exception:  # the reply is out: a failing log handler must not turn into an error page
             log.exception("recording a verb request failed")
+
+
+class PlainReply(NamedTuple):
+    """A verb's reply for the worker to write: `after()` once it is on the wire."""
+
+    status: str
+    headers: list[tuple[str, str]]
+    data: bytes
+    after: Callable[[], None]
 
 
 class VerbRoutes:
@@ -108,6 +117,22 @@ class VerbRoutes:
             return []
         message = f"method {method} is not allowed on {environ.get('PATH_INFO', '')}; verbs take POST"
         return self._send(start_response, 405, bodies.encode_json({"Error": message}), lambda: None, [("Allow", _ALLOW)])
+
+    def answer_plain(self, path: str, content_type: str | None, content_length: str | None,
+                     body: Any) -> PlainReply | None:
+        """A POST to a verb path with a plain JSON body (bodies.plain_length), answered without
+        a WSGI environ or response: the worker writes the reply itself (worker.py). None for
+        anything else, which goes through WSGI as usual; the body is then still unread."""
+        route = self.routes.get(path)
+        if route is None:
+            return None
+        environ = {"PATH_INFO": path, "REQUEST_METHOD": "POST", "CONTENT_TYPE": content_type,
+                   "CONTENT_LENGTH": content_length, "wsgi.input": body}
+        if bodies.plain_length(environ, self.max_body_bytes) is None:
+            return None
+        started: list[Any] = []
+        reply = self._answer(route, environ, lambda status, headers: started.extend((status, headers)))
+        return PlainReply(started[0], started[1], reply.data, reply.close)
 
     def _answer(self, route: tuple[str, Handler], environ: dict[str, Any],
                 start_response: StartResponse) -> Iterable[bytes]:
@@ -161,4 +186,4 @@ class VerbRoutes:
         return _Reply(data, after)
 
 
-__all__ = ["VerbRoutes"]
+__all__ = ["PlainReply", "VerbRoutes"]

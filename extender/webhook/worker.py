@@ -21,8 +21,12 @@ STOP_LINGER seconds for a request already on its way, then are shut down. gthrea
 waits out the whole graceful timeout for a connection that never sent a request.
 
 Requests in kube-scheduler's plain shape are read by `plain_requests` (a third of the
-time per call went to gunicorn's general parser); every other request, and the WSGI
-environ, responses, error pages and hooks, are gunicorn's own.
+time per call went to gunicorn's general parser), and those to a verb path with a plain
+JSON body are answered by the app's verb routes without a WSGI environ or gunicorn
+Response (`VerbRoutes.answer_plain`; only while gunicorn's access log and request hooks
+are off, as by default): the reply is one status line, five headers and the body, in
+one send. Every other request, and the WSGI environ, responses, error pages and hooks,
+are gunicorn's own.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ import time
 from datetime import datetime
 from typing import Any
 
-from gunicorn import http, sock, util
+from gunicorn import SERVER, http, sock, util
 from gunicorn.http import wsgi
 from gunicorn.workers import base
 
 from extender.webhook import plain_requests
+from extender.webhook.verb_routes import VerbRoutes
 
 # How long a stopping worker leaves idle connections open for a request already sent.
 STOP_LINGER = 1.0
@@ -174,17 +179,29 @@ def _limit_stalls(client: socket.socket, seconds: int) -> None:
         client.setsockopt(socket.SOL_SOCKET, option, timeval)
 
 
-def _readable(client: Any, unreader: Any, keepalive: float) -> bool:
-    """Wait up to `keepalive` seconds for the next request; False when none comes (or the
-    connection was shut down, which poll() reports at once)."""
-    if unreader is not None and unreader.buf.getbuffer().nbytes:
-        return True  # a pipelined request is already read
-    if isinstance(client, ssl.SSLSocket) and client.pending():
-        return True  # decrypted bytes wait in the TLS layer: the socket itself may be quiet
-    poller = select.poll()
-    poller.register(client.fileno(), select.POLLIN | select.POLLPRI)
-    events = poller.poll(keepalive * 1000 if keepalive else None)
-    return any(mask & (select.POLLIN | select.POLLPRI) for _, mask in events)
+class _Readable:
+    """Waits for a connection's next request: one poll object per connection, registered
+    once (a new one per request was a few percent of a verb call's CPU)."""
+
+    __slots__ = ("_client", "_unreader", "_timeout", "_poller")
+
+    def __init__(self, client: Any, unreader: Any, keepalive: float) -> None:
+        self._client, self._unreader = client, unreader
+        self._timeout = keepalive * 1000 if keepalive else None
+        self._poller = select.poll()
+        self._poller.register(client.fileno(), select.POLLIN | select.POLLPRI)
+
+    def __call__(self) -> bool:
+        """Wait up to the keep-alive timeout for the next request; False when none comes (or
+        the connection was shut down, which poll() reports at once)."""
+        unreader = self._unreader
+        if unreader is not None and unreader.buf.getbuffer().nbytes:
+            return True  # a pipelined request is already read
+        client = self._client
+        if isinstance(client, ssl.SSLSocket) and client.pending():
+            return True  # decrypted bytes wait in the TLS layer: the socket itself may be quiet
+        events = self._poller.poll(self._timeout)
+        return any(mask & (select.POLLIN | select.POLLPRI) for _, mask in events)
 
 
 def _plain_requests_allowed(cfg: Any) -> bool:
@@ -201,11 +218,13 @@ class ConnectionWorker(base.Worker):
         self._room = threading.Condition(self._lock)
         self._requests_lock = threading.Lock()
         self._head_rules = plain_requests.HeadRules.from_config(self.cfg) if _plain_requests_allowed(self.cfg) else None
+        self._verbs: VerbRoutes | None = None  # set in run(), once the app is loaded
         super().init_process()
 
     # ---- the accept loop (main thread) ---------------------------------------------
 
     def run(self) -> None:
+        self._verbs = self._direct_verbs()
         if "h2" in (getattr(self.cfg, "http_protocols", None) or ()):
             self.log.warning("HTTP/2 is not supported by the ConnectionWorker; serving HTTP/1.1 only")
         selector = selectors.DefaultSelector()
@@ -297,7 +316,7 @@ class ConnectionWorker(base.Worker):
         try:
             # Blocking, without Python's socket timeout: in timeout mode every recv() and send()
             # is preceded by a poll(), which made a megabyte full-NodeList call twice as slow.
-            # The keep-alive wait is a poll of its own (_readable); a stalled transfer ends
+            # The keep-alive wait is a poll of its own (_Readable); a stalled transfer ends
             # by the kernel's timeouts (_limit_stalls).
             client.settimeout(None)
             _limit_stalls(client, self.cfg.timeout)
@@ -315,10 +334,11 @@ class ConnectionWorker(base.Worker):
             rules = self._head_rules if unreader is not None else None
             environ = plain_requests.PlainEnviron(self.cfg, addr, server) \
                 if rules and plain_requests.PlainEnviron.usable(server) else None
+            readable = _Readable(client, unreader, self.cfg.keepalive)
             count = 0
             while self.alive and not connection.closing:
                 connection.idle = True
-                if not _readable(client, unreader, self.cfg.keepalive):
+                if not readable():
                     break  # idle for the keep-alive timeout, or shut down
                 connection.idle = False  # a request is arriving: a stopping worker lets it finish
                 count += 1
@@ -370,9 +390,50 @@ class ConnectionWorker(base.Worker):
             return left == 0
         return bool(parser.finish_body(deadline=time.monotonic() + DRAIN_TIMEOUT))
 
+    def _direct_verbs(self) -> VerbRoutes | None:
+        """The app's verb routes, when a plain verb call may skip WSGI: gunicorn's access log
+        and its pre/post_request hooks, which want the WSGI request and response, are off
+        (the defaults; the app logs and counts its verb calls itself)."""
+        verbs = getattr(self.wsgi, "wsgi_app", None)
+        hooks = (self.cfg.settings[name] for name in ("pre_request", "post_request"))
+        if not isinstance(verbs, VerbRoutes) or self.log.access_log_enabled \
+                or any(hook.value is not hook.default for hook in hooks):
+            return None
+        return verbs
+
+    def _answer_directly(self, verbs: VerbRoutes, req: plain_requests.PlainRequest, client: Any) -> bool | None:
+        """Answer a verb call without a WSGI environ or Response (a tenth of a call's CPU):
+        whether the connection may serve another, or None when it is not a plain verb call."""
+        if req.method != "POST" or "%" in req.path or req.query:
+            return None
+        headers = dict(req.headers)
+        reply = verbs.answer_plain(req.path, headers.get("CONTENT-TYPE"), headers.get("CONTENT-LENGTH"), req.body)
+        if reply is None:
+            return None
+        self._count_request()
+        close = req.should_close() or not self.alive or not self.cfg.keepalive
+        head = [f"HTTP/1.1 {reply.status}\r\nServer: {SERVER}\r\nDate: {_Response.date()}\r\n"
+                f"Connection: {'close' if close else 'keep-alive'}\r\n"]
+        head.extend(f"{name}: {value}\r\n" for name, value in reply.headers)
+        head.append("\r\n")
+        client.sendall("".join(head).encode("latin-1") + reply.data)
+        reply.after()
+        return not close
+
+    def _count_request(self) -> None:
+        with self._requests_lock:
+            self.nr += 1
+            if self.nr >= self.max_requests and self.alive:
+                self.log.info("Autorestarting worker after current request.")
+                self.alive = False
+
     def _handle_request(self, req: Any, client: Any, addr: Any, server: Any,
                         plain_environ: plain_requests.PlainEnviron | None) -> bool:
         """Run the app for one request; whether the connection may serve another."""
+        if self._verbs is not None and isinstance(req, plain_requests.PlainRequest):
+            answered = self._answer_directly(self._verbs, req, client)
+            if answered is not None:
+                return answered
         environ: dict[str, Any] = {}
         resp = None
         out = _CoalescingSocket(client)
@@ -384,11 +445,7 @@ class ConnectionWorker(base.Worker):
             else:
                 resp, environ = wsgi.create(req, out, addr, server, self.cfg, response_class=_Response)
                 environ["wsgi.multithread"] = True
-            with self._requests_lock:
-                self.nr += 1
-                if self.nr >= self.max_requests and self.alive:
-                    self.log.info("Autorestarting worker after current request.")
-                    self.alive = False
+            self._count_request()
             if not self.alive or not self.cfg.keepalive:
                 resp.force_close()
             respiter = self.wsgi(environ, resp.start_response)

@@ -159,3 +159,43 @@ def test_the_response_headers_are_gunicorns(version: tuple[int, int], close: boo
     assert len(ours) == len(theirs)
     sent = email.utils.parsedate_to_datetime(date[0].removeprefix("Date: ").strip())
     assert sent.tzinfo is not None and abs(time.time() - sent.timestamp()) < 2
+
+
+def _raw_reply(raw: socket.socket) -> tuple[list[bytes], bytes]:
+    """One reply read off the socket: its head lines (Date left out) and its body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = raw.recv(65536)
+        assert chunk, f"the server closed the connection after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = int(next(line for line in lines if line.lower().startswith(b"content-length:")).split(b":")[1])
+    while len(body) < length:
+        body += raw.recv(65536)
+    return [line for line in lines if not line.startswith(b"Date: ")], body
+
+
+def test_a_verb_answered_without_wsgi_is_byte_for_byte_the_wsgi_reply() -> None:
+    """A plain verb call skips WSGI (VerbRoutes.answer_plain); the same call with a query string
+    goes through gunicorn's WSGI Response. The two replies must not differ (the Date aside)."""
+    port = free_port()
+    process = _serve(port, [])
+    body = json.dumps(wire_body("filter-request.json")).encode()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            replies = []
+            for target, connection in (("/filter", ""), ("/filter?via=wsgi", ""),
+                                       ("/filter", "Connection: close\r\n"), ):
+                raw.sendall(f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            f"Content-Length: {len(body)}\r\n{connection}\r\n".encode() + body)
+                replies.append(_raw_reply(raw))
+            assert raw.recv(1) == b""  # closed after the reply that said so
+    finally:
+        output = stop_server(process)
+    (direct, direct_body), (wsgi_head, wsgi_body), (closing, _) = replies
+    assert direct == wsgi_head and direct_body == wsgi_body
+    assert direct[0] == b"HTTP/1.1 200 OK" and b"Connection: keep-alive" in direct
+    assert b"Connection: close" in closing
+    assert json.loads(direct_body)["NodeNames"] == ["node-1", "node-2", "node-3"]
+    assert "Traceback" not in output, output
