@@ -19,7 +19,7 @@ from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import controller_owner, object_name, object_parts
 from extender.model.ports import HostPort, host_ports
-from extender.model.resources import Resources, pod_requests
+from extender.model.resources import Resources, pod_request_pair
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 from extender.model.spread import SpreadConstraint, parse_spread_constraints
 from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
@@ -51,20 +51,48 @@ class PreferredTerm:
     term: NodeSelectorTerm
 
 
+# Pods repeat a handful of tolerations (the not-ready/unreachable pair on nearly every one):
+# parsed once each, shared by every pod that carries them.
+_TOLERATIONS: dict[tuple[Any, Any, Any, Any], Toleration] = {}
+_TOLERATIONS_LIMIT = 10_000
+
+
 def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    if not raw:
+        return ()
+    known = _TOLERATIONS
+    parsed = []
+    try:
+        for item in raw:
+            # Exact dict entries, no per-field path strings: tolerationSeconds is not read.
+            toleration = known.get((item.get("key"), item.get("operator"), item.get("value"), item.get("effect")))
+            if toleration is None:
+                return _tolerations_checked(raw)
+            parsed.append(toleration)
+    except (AttributeError, TypeError):  # not a list of objects, or an unhashable field
+        return _tolerations_checked(raw)
+    return tuple(parsed)
+
+
+def _tolerations_checked(raw: Any) -> tuple[Toleration, ...]:
+    """Every toleration validated, with the path of the first bad field; the valid ones are
+    remembered under their raw fields for `_tolerations`."""
     parsed = []
     for i, item in enumerate(_list(raw, "spec.tolerations")):
         item = _obj(item, f"spec.tolerations[{i}]")
         operator = _str(item.get("operator"), f"spec.tolerations[{i}].operator") or "Equal"
         if operator not in ("Equal", "Exists"):
             raise InvalidObject(f"spec.tolerations[{i}].operator: {operator!r} is not Equal or Exists")
-        parsed.append(
-            Toleration(
-                _str(item.get("key"), f"spec.tolerations[{i}].key"), operator,
-                _str(item.get("value"), f"spec.tolerations[{i}].value"),
-                _str(item.get("effect"), f"spec.tolerations[{i}].effect"),
-            )
+        toleration = Toleration(
+            _str(item.get("key"), f"spec.tolerations[{i}].key"), operator,
+            _str(item.get("value"), f"spec.tolerations[{i}].value"),
+            _str(item.get("effect"), f"spec.tolerations[{i}].effect"),
         )
+        fields = (item.get("key"), item.get("operator"), item.get("value"), item.get("effect"))
+        # Only strings (and absent fields) as keys: 1 == True would share one entry for "1" and "True".
+        if len(_TOLERATIONS) < _TOLERATIONS_LIMIT and all(f is None or type(f) is str for f in fields):
+            _TOLERATIONS[fields] = toleration
+        parsed.append(toleration)
     return tuple(parsed)
 
 
@@ -152,6 +180,8 @@ class PodView:
         namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
         labels = _map(meta.get("labels"), "metadata.labels")
         creation = _str(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+        tolerations = _tolerations(spec.get("tolerations"))
+        requests, score_requests = pod_request_pair(spec)
         return cls(
             raw=raw,
             namespace=namespace,
@@ -166,12 +196,12 @@ class PodView:
             creation_timestamp=creation,
             deleting=bool(meta.get("deletionTimestamp")),
             scheduling_gates=gates,
-            tolerations=_tolerations(spec.get("tolerations")),
+            tolerations=tolerations,
             node_selector=_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             required_terms=required,
             preferred_terms=preferred,
-            requests=pod_requests(spec),
-            score_requests=pod_requests(spec, nonzero_defaults=True),
+            requests=requests,
+            score_requests=score_requests,
             owner=owner,
             affinity=parse_pod_affinity(spec, namespace, labels),
             spread=parse_spread_constraints(spec, labels),

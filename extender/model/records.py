@@ -27,7 +27,7 @@ from extender.model.fields import (
 )
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
-from extender.model.resources import Resources, pod_requests
+from extender.model.resources import Resources, pod_request_pair
 from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 log = logging.getLogger(__name__)
@@ -155,6 +155,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
     priority = spec.get("priority") or 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         priority = 0
+    requests, score_requests = pod_request_pair(spec)
     return PodRecord(
         key=f"{namespace}/{name}",
         uid=str(meta.get("uid") or ""),
@@ -164,8 +165,8 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         phase=sys.intern(phase),
         deleting=bool(meta.get("deletionTimestamp")),
         gated=bool(spec.get("schedulingGates")),
-        requests=pod_requests(spec),
-        score_requests=pod_requests(spec, nonzero_defaults=True),
+        requests=requests,
+        score_requests=score_requests,
         namespace=sys.intern(namespace),
         labels=labels,
         priority=priority,

@@ -71,7 +71,7 @@ def subtract(total: Mapping[str, int], extra: Mapping[str, int]) -> Resources:
     return result
 
 
-def _container_requests(container: Any, where: str, defaults: bool) -> Resources:
+def _container_requests(container: Any, where: str) -> Resources:
     if not isinstance(container, Mapping):
         raise InvalidObject(f"{where}: expected a container object")
     resources = container.get("resources")
@@ -85,9 +85,6 @@ def _container_requests(container: Any, where: str, defaults: bool) -> Resources
         limits = parse_resource_list(resources.get("limits"), f"{where}.resources.limits")
         for name, value in limits.items():
             requests.setdefault(name, value)
-    if defaults:
-        requests.setdefault("cpu", DEFAULT_MILLI_CPU)
-        requests.setdefault("memory", DEFAULT_MEMORY)
     return requests
 
 
@@ -100,6 +97,49 @@ def _containers(spec: Mapping[str, Any], field: str) -> Iterable[tuple[int, Any]
     return enumerate(items)
 
 
+class _SpecRequests:
+    """A pod spec's requests parsed once: each container's, each init container's (and
+    whether it is a sidecar), the pod-level ones and the overhead. Both effective requests
+    (plain, and with the scoring defaults) are sums of these."""
+
+    __slots__ = ("containers", "inits", "pod_level", "overhead")
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.containers = [_container_requests(c, f"spec.containers[{i}]") for i, c in _containers(spec, "containers")]
+        self.inits = [
+            (_container_requests(c, f"spec.initContainers[{i}]"),
+             isinstance(c, Mapping) and c.get("restartPolicy") == "Always")
+            for i, c in _containers(spec, "initContainers")
+        ]
+        pod_level = spec.get("resources")
+        self.pod_level = parse_resource_list(pod_level.get("requests"), "spec.resources.requests") \
+            if isinstance(pod_level, Mapping) and pod_level.get("requests") else {}
+        self.overhead = parse_resource_list(spec.get("overhead"), "spec.overhead")
+
+    def effective(self, nonzero_defaults: bool) -> Resources:
+        def requests(parsed: Resources) -> Resources:
+            return {"cpu": DEFAULT_MILLI_CPU, "memory": DEFAULT_MEMORY, **parsed} if nonzero_defaults else parsed
+
+        total: Resources = {}
+        for parsed in self.containers:
+            add_into(total, requests(parsed))
+        sidecars: Resources = {}
+        init_peak: Resources = {}
+        for parsed, sidecar in self.inits:
+            if sidecar:
+                add_into(total, requests(parsed))
+                add_into(sidecars, requests(parsed))
+                candidate = dict(sidecars)
+            else:
+                candidate = dict(requests(parsed))
+                add_into(candidate, sidecars)
+            max_into(init_peak, candidate)
+        max_into(total, init_peak)
+        total.update(self.pod_level)
+        add_into(total, self.overhead)
+        return intern({name: value for name, value in total.items() if value})
+
+
 def pod_requests(spec: Mapping[str, Any], *, nonzero_defaults: bool = False) -> Resources:
     """The effective request of a pod spec (kube-scheduler's `resourcehelper.PodRequests`).
 
@@ -109,27 +149,10 @@ def pod_requests(spec: Mapping[str, Any], *, nonzero_defaults: bool = False) -> 
     resources they name. With `nonzero_defaults`, containers without cpu/memory
     requests count kube-scheduler's scoring defaults (100m, 200Mi).
     """
-    total: Resources = {}
-    for index, container in _containers(spec, "containers"):
-        add_into(total, _container_requests(container, f"spec.containers[{index}]", nonzero_defaults))
+    return _SpecRequests(spec).effective(nonzero_defaults)
 
-    sidecars: Resources = {}
-    init_peak: Resources = {}
-    for index, container in _containers(spec, "initContainers"):
-        requests = _container_requests(container, f"spec.initContainers[{index}]", nonzero_defaults)
-        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
-            add_into(total, requests)
-            add_into(sidecars, requests)
-            candidate = dict(sidecars)
-        else:
-            candidate = dict(requests)
-            add_into(candidate, sidecars)
-        max_into(init_peak, candidate)
-    max_into(total, init_peak)
 
-    pod_level = spec.get("resources")
-    if isinstance(pod_level, Mapping) and pod_level.get("requests"):
-        total.update(parse_resource_list(pod_level.get("requests"), "spec.resources.requests"))
-
-    add_into(total, parse_resource_list(spec.get("overhead"), "spec.overhead"))
-    return intern({name: value for name, value in total.items() if value})
+def pod_request_pair(spec: Mapping[str, Any]) -> tuple[Resources, Resources]:
+    """`pod_requests` without and with the scoring defaults, the spec parsed once."""
+    parsed = _SpecRequests(spec)
+    return parsed.effective(False), parsed.effective(True)

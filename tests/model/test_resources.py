@@ -9,6 +9,7 @@ from extender.model.resources import (
     DEFAULT_MEMORY,
     DEFAULT_MILLI_CPU,
     parse_resource_list,
+    pod_request_pair,
     pod_requests,
     subtract,
 )
@@ -124,3 +125,13 @@ def test_parse_resource_list_and_subtract():
     assert parsed == {"cpu": 2000, "memory": 2**30}
     assert subtract(parsed, {"cpu": 2000, "memory": 1}) == {"memory": 2**30 - 1}
     assert parse_resource_list(None, "x") == {}
+
+
+@pytest.mark.parametrize("spec", [
+    {"containers": [c("a", {"cpu": "100m"}), c("b", limits={"memory": "1Gi"}), c("c")]},
+    {"initContainers": [c("side", {"cpu": "500m"}, restart="Always"), c("init", {"memory": "3Gi"})],
+     "containers": [c("app")], "overhead": {"cpu": "10m"}},
+    {"containers": [c("a", {"cpu": "1"})], "resources": {"requests": {"memory": "2Gi"}}},
+])
+def test_the_pair_is_both_requests_from_one_parse(spec):
+    assert pod_request_pair(spec) == (pod_requests(spec), pod_requests(spec, nonzero_defaults=True))

@@ -136,3 +136,22 @@ def test_captured_kube_scheduler_objects_parse():
     assert view.requests == {"cpu": 100, "memory": 64 * 2**20}
     nodes = [NodeView.from_dict(item) for item in body["Nodes"]["items"]]
     assert all(n.ready and not n.error and n.allocatable["pods"] == 110 for n in nodes)
+
+
+def test_tolerations_seen_before_are_shared_and_bad_ones_still_named():
+    good = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}, {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    first = PodView.from_dict(pod(tolerations=good)).tolerations
+    again = PodView.from_dict(pod(tolerations=json.loads(json.dumps(good)))).tolerations
+    assert again == first and all(a is b for a, b in zip(again, first, strict=True))
+    assert [t.operator for t in first] == ["Exists", "Equal"]  # an omitted operator is Equal
+    # A known toleration next to a bad one: the bad one is still found and named.
+    with pytest.raises(InvalidObject, match=r"spec.tolerations\[1\].key: expected a string"):
+        PodView.from_dict(pod(tolerations=[good[0], {"key": {"nested": "object"}}]))
+    # Scalars are read as their text, and never confused: 1 == True, but "1" != "True".
+    assert PodView.from_dict(pod(tolerations=[{"key": 1}])).tolerations[0].key == "1"
+    assert PodView.from_dict(pod(tolerations=[{"key": True}])).tolerations[0].key == "True"
+    with pytest.raises(InvalidObject, match=r"spec.tolerations\[0\]: expected an object"):
+        PodView.from_dict(pod(tolerations=["node.kubernetes.io/not-ready"]))
+    with pytest.raises(InvalidObject, match=r"spec.tolerations\[0\].operator"):
+        PodView.from_dict(pod(tolerations=[{"key": ["unhashable"], "operator": "Sometimes"}]))
