@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validates_schema
 
 from extender.errors import WireError
@@ -241,6 +242,37 @@ def _as_sent(body: Any) -> ExtenderArgs | None:
     return ExtenderArgs(pod, None, names)
 
 
+_POD_KEY = b'{"Pod":'
+_NODES_KEY = b',"Nodes":'
+_NO_NAMES = b',"NodeNames":null}'
+_ARG_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
+
+
+def nodes_as_sent(raw: bytes, body: Mapping[str, Any]) -> orjson.Fragment | None:
+    """The `Nodes` of a full-NodeList ExtenderArgs body (`body`, decoded from `raw`) as the
+    bytes kube-scheduler sent, for a filter reply that keeps every node to echo without
+    encoding megabytes again; None unless the bytes are provably that value.
+
+    Go writes the fields in order: `{"Pod":...,"Nodes":...,"NodeNames":null}`. The split is
+    taken at the first `,"Nodes":` and proven by the part before it decoding to exactly
+    `{"Pod": <the decoded pod>}` (a JSON object ends where its braces close, so that part
+    holds the whole pod and nothing more). A body that repeats a key still echoes as what
+    was decoded: the reply repeats it too, and JSON decoders keep the last one.
+    """
+    if body.keys() != _ARG_KEYS or not raw.startswith(_POD_KEY) or not raw.endswith(_NO_NAMES):
+        return None
+    start = raw.find(_NODES_KEY)
+    if start < 0:
+        return None
+    try:
+        head = orjson.loads(raw[:start] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    if head != {"Pod": body["Pod"]}:
+        return None
+    return orjson.Fragment(raw[start + len(_NODES_KEY):-len(_NO_NAMES)])
+
+
 def load_extender_args(body: Any) -> ExtenderArgs:
     args = _as_sent(body)
     if args is not None:
@@ -266,7 +298,7 @@ def load_preemption_args(body: Any) -> PreemptionArgs:
 # ---- replies: plain dicts in exactly the shape the result schemas dump --------------
 
 
-def filter_result(*, nodes: dict[str, Any] | None = None, node_names: Sequence[str] | None = None,
+def filter_result(*, nodes: dict[str, Any] | orjson.Fragment | None = None, node_names: Sequence[str] | None = None,
                   failed: Mapping[str, str], unresolvable: Mapping[str, str], error: str = "") -> dict[str, Any]:
     reply: dict[str, Any] = {}
     if nodes is not None:

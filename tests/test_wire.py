@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
 from extender import wire
@@ -95,3 +96,55 @@ def test_preemption_args_need_victims() -> None:
 @pytest.mark.parametrize(("total", "score"), [(0, 0), (4.9, 0), (5, 1), (55, 6), (99.9, 10), (100, 10)])
 def test_engine_total_to_extender_score(total: float, score: int) -> None:
     assert wire.to_extender_score(total) == score
+
+
+# ---- echoing a full NodeList as sent (wire.nodes_as_sent) ----------------------------------
+
+
+def _go_bytes(pod: object, nodes: object) -> bytes:
+    """A body as Go's encoding/json writes ExtenderArgs: fields in order, compact."""
+    return (b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":' + orjson.dumps(nodes) + b',"NodeNames":null}')
+
+
+def test_the_sent_nodelist_is_echoed_byte_for_byte() -> None:
+    raw = (WIRE / "filter-request-nodecache-false.json").read_bytes()
+    body = orjson.loads(raw)
+    sent = wire.nodes_as_sent(raw, body)
+    assert sent is not None
+    reply = orjson.dumps({"Nodes": sent})
+    assert orjson.loads(reply)["Nodes"] == body["Nodes"]
+    start = raw.index(b',"Nodes":') + len(b',"Nodes":')
+    assert raw[start:-len(b',"NodeNames":null}')] in reply  # the very bytes kube-scheduler sent
+
+
+@pytest.mark.parametrize("pod", [
+    {"metadata": {"name": "p", "annotations": {"Nodes": "x"}}},
+    {"metadata": {"name": "p"}, "spec": {"x": {"Nodes": {"metadata": {}, "items": []}}}},
+    {"metadata": {"name": "p"}, "Nodes": {"items": []}},  # a top-level key of the pod named Nodes
+])
+def test_a_pod_that_spells_nodes_never_moves_the_split(pod: dict) -> None:
+    nodes = {"metadata": {}, "items": [{"metadata": {"name": "node-1"}}]}
+    raw = _go_bytes(pod, nodes)
+    sent = wire.nodes_as_sent(raw, orjson.loads(raw))
+    assert sent is None or orjson.loads(orjson.dumps(sent)) == nodes
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"Nodes":{"items":[]},"Pod":{"metadata":{"name":"p"}},"NodeNames":null}',  # another order
+    b'{"Pod": {"metadata":{"name":"p"}}, "Nodes": {"items":[]}, "NodeNames": null}',  # not compact
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[]},"Error":"x","NodeNames":null}',  # another key
+])
+def test_bodies_not_in_gos_exact_shape_are_encoded_again(raw: bytes) -> None:
+    assert wire.nodes_as_sent(raw, orjson.loads(raw)) is None
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[1]},"Nodes":{"items":[]},"NodeNames":null}',
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[]},"Pod":{"metadata":{"name":"p"}},"NodeNames":null}',
+])
+def test_a_repeated_key_is_echoed_as_it_was_decoded(raw: bytes) -> None:
+    body = orjson.loads(raw)  # the last of a repeated key wins, in orjson as in Go
+    sent = wire.nodes_as_sent(raw, body)
+    assert sent is not None
+    echoed = orjson.loads(orjson.dumps({"Nodes": sent, "Error": ""}))
+    assert echoed["Nodes"] == body["Nodes"] and echoed["Error"] == ""  # the reply's own keys come last

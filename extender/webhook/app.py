@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable
-from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
@@ -21,7 +19,7 @@ from extender.webhook import verbs
 from extender.webhook.bodies import error_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
 from extender.webhook.podviews import PodViewCache
-from extender.webhook.verb_routes import VerbRoutes
+from extender.webhook.verb_routes import Handler, VerbRoutes
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +42,14 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     cache = NodeViewCache()
     pods = PodViewCache()
 
-    handlers: dict[str, Callable[[Any], verbs.Outcome]] = {
-        "filter": lambda body: verbs.filter_verb(runtime, cache, body, pods=pods),
-        "prioritize": lambda body: verbs.prioritize_verb(runtime, cache, body, pods=pods),
-        "bind": lambda body: verbs.bind_verb(runtime, settings, body),
-        "preempt": lambda body: verbs.preempt_verb(runtime, body),
+    handlers: dict[str, Handler] = {
+        "filter": lambda body, raw: verbs.filter_verb(runtime, cache, body, pods=pods, raw=raw),
+        "prioritize": lambda body, raw: verbs.prioritize_verb(runtime, cache, body, pods=pods),
+        "bind": lambda body, raw: verbs.bind_verb(runtime, settings, body),
+        "preempt": lambda body, raw: verbs.preempt_verb(runtime, body),
     }
     if settings.enable_explain:
-        handlers["explain"] = lambda body: verbs.explain_verb(runtime, cache, body, pods=pods)
+        handlers["explain"] = lambda body, raw: verbs.explain_verb(runtime, cache, body, pods=pods)
     _add_status_routes(app, runtime, settings)
     _add_error_handlers(app)
     # The verbs are answered in front of Flask (verb_routes.py says why); the rest is Flask's.

@@ -45,19 +45,19 @@ def plain_length(environ: Mapping[str, Any], limit: int) -> int | None:
     return expected if 0 < expected <= limit else None
 
 
-def read_plain_json(environ: Mapping[str, Any], limit: int) -> Any:
+def read_plain(environ: Mapping[str, Any], limit: int) -> bytes:
     """A plain body (`plain_length`) read straight from the WSGI input; NotPlain for any
     other, which `read_json` then judges with werkzeug's full parsing."""
     expected = plain_length(environ, limit)
     if expected is None:
         raise NotPlain()
     try:
-        data = environ["wsgi.input"].read(expected)
+        data: bytes = environ["wsgi.input"].read(expected)
     except Exception as exc:  # the WSGI server failing on the body (early EOF)
         raise WireError(f"cannot read the request body: {type(exc).__name__}: {exc}") from None
     if len(data) != expected:
         raise WireError(f"cannot read the request body: it ended after {len(data)} of {expected} bytes")
-    return decode_json(data)
+    return data
 
 
 class NotPlain(Exception):

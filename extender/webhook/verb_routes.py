@@ -34,7 +34,8 @@ from extender.webhook import bodies, verbs
 log = logging.getLogger("extender.webhook.app")
 access_log = logging.getLogger("extender.access")
 
-Handler = Callable[[Any], verbs.Outcome]
+# A verb: the decoded body, and its bytes when read as kube-scheduler sends them (else None).
+Handler = Callable[[Any, bytes | None], verbs.Outcome]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 _ALLOW = "OPTIONS, POST"
@@ -143,17 +144,19 @@ class VerbRoutes:
         result, pod, nodes, note = "bad-request", "", 0, ""
         status = 200
         try:
+            raw: bytes | None
             try:
-                body = bodies.read_plain_json(environ, self.max_body_bytes)
-                size = int(environ["CONTENT_LENGTH"])
+                raw = bodies.read_plain(environ, self.max_body_bytes)
+                size = len(raw)
+                body = bodies.decode_json(raw)
             except bodies.NotPlain:
                 request = self.request_class(environ)
                 size = request.content_length or 0
-                body = bodies.read_json(request)
+                body, raw = bodies.read_json(request), None
             gate = self.gate
             gate.enter()
             try:
-                outcome = handler(body)
+                outcome = handler(body, raw)
             finally:
                 gate.leave()
             result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note

@@ -110,7 +110,10 @@ def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
     return ""
 
 
-def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None) -> Outcome:
+def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None,
+                raw: bytes | None = None) -> Outcome:
+    """`raw`: the body's bytes, when read as sent; a reply keeping every node of a full NodeList
+    echoes them (wire.nodes_as_sent) instead of encoding the NodeList again."""
     args = wire.load_extender_args(body)
     pod = _pod(args.pod, pods)
     not_ready = _require_synced(runtime, args)
@@ -139,11 +142,15 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
         names = [n for n in args.node_names if n not in refused] if refused else args.node_names
         reply = wire.filter_result(node_names=names, failed=failed, unresolvable=unresolvable)
     else:
-        items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
-            item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
-            if info.name not in refused]
-        reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
-                                   unresolvable=unresolvable)
+        sent = wire.nodes_as_sent(raw, body) if raw is not None and not refused else None
+        if sent is not None:
+            reply = wire.filter_result(nodes=sent, failed=failed, unresolvable=unresolvable)
+        else:
+            items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
+                item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
+                if info.name not in refused]
+            reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
+                                       unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)
     # kube-scheduler's own event already carries the "0/N nodes are available" summary of
     # these reasons; the access log only counts them, to keep the per-request path short.

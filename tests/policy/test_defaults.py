@@ -8,8 +8,8 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy import builtin
-from extender.policy.defaults import default_policy
 from extender.policy.builtin import NodeReady
+from extender.policy.defaults import default_policy
 from extender.policy.engine import Policy
 from extender.policy.loading import load_policy, load_policy_file
 from tests.policy.builders import make_node, make_pod, run_filter, run_scores, taint, toleration

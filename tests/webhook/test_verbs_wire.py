@@ -127,3 +127,25 @@ def test_status_routes(client: FlaskClient) -> None:
     assert ready.status_code == 200 and ready.get_json()["nodes"] == 6
     assert b"extender_requests_total" in client.get("/metrics").data
     assert client.get("/version").get_json()["version"]
+
+
+def test_a_full_nodelist_is_echoed_as_sent_and_filtered_when_a_node_is_refused(client: FlaskClient) -> None:
+    import orjson
+
+    from tests.helpers import WIRE
+
+    raw = (WIRE / "filter-request-nodecache-false.json").read_bytes()
+    reply = client.post("/filter", data=raw, content_type="application/json")
+    sent = orjson.loads(raw)["Nodes"]
+    assert reply.status_code == 200 and reply.get_json()["Nodes"] == sent
+    assert raw[raw.index(b',"Nodes":') + 9:-len(b',"NodeNames":null}')] in reply.data  # not re-encoded
+    body = orjson.loads(raw)
+    body["Nodes"]["items"][1]["metadata"]["resourceVersion"] = "999999"  # a new version of the node
+    conditions = body["Nodes"]["items"][1]["status"]["conditions"]
+    for condition in conditions:
+        if condition["type"] == "Ready":
+            condition["status"] = "False"
+    refused = client.post("/filter", data=orjson.dumps(body), content_type="application/json").get_json()
+    kept = [item["metadata"]["name"] for item in refused["Nodes"]["items"]]
+    assert kept == [sent["items"][0]["metadata"]["name"], sent["items"][2]["metadata"]["name"]]
+    assert list(refused["FailedAndUnresolvableNodes"]) == [sent["items"][1]["metadata"]["name"]]
