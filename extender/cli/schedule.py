@@ -152,12 +152,14 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.cluster.kube_client import build_api_client
     from extender.errors import ExtenderError
     from extender.logs import setup_logging
+    from extender.runtime import tune_gc
     from extender.scheduler.health import HealthServer
     from extender.scheduler.leader import LeaderElector
     from extender.scheduler.profiles import build_profiles
     from extender.scheduler.scheduler import Scheduler, connections_needed
 
     setup_logging(log_format, log_level)
+    tune_gc()
     lease_namespace = lease_namespace or default_lease_namespace()
     try:
         built = build_profiles(scheduler_name, policy, profiles)

@@ -13,7 +13,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from extender import __version__, metrics
-from extender.runtime import Runtime, build_runtime
+from extender.runtime import Runtime, build_runtime, tune_gc
 from extender.settings import Settings
 from extender.webhook import verbs
 from extender.webhook.bodies import error_message, json_response
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         from extender.logs import setup_logging
 
         setup_logging(settings.log_format, settings.log_level)
+    tune_gc()
     runtime = runtime or build_runtime(settings)
     if start:
         runtime.start()
