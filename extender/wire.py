@@ -248,7 +248,7 @@ _NO_NAMES = b',"NodeNames":null}'
 _ARG_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
 
 
-def nodes_as_sent(raw: bytes, body: Mapping[str, Any]) -> orjson.Fragment | None:
+def nodes_as_sent(raw: bytes | bytearray, body: Mapping[str, Any]) -> orjson.Fragment | None:
     """The `Nodes` of a full-NodeList ExtenderArgs body (`body`, decoded from `raw`) as the
     bytes kube-scheduler sent, for a filter reply that keeps every node to echo without
     encoding megabytes again; None unless the bytes are provably that value.
@@ -270,7 +270,7 @@ def nodes_as_sent(raw: bytes, body: Mapping[str, Any]) -> orjson.Fragment | None
         return None
     if head != {"Pod": body["Pod"]}:
         return None
-    return orjson.Fragment(raw[start + len(_NODES_KEY):-len(_NO_NAMES)])
+    return orjson.Fragment(bytes(memoryview(raw)[start + len(_NODES_KEY):-len(_NO_NAMES)]))
 
 
 def load_extender_args(body: Any) -> ExtenderArgs:

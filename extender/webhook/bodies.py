@@ -45,14 +45,14 @@ def plain_length(environ: Mapping[str, Any], limit: int) -> int | None:
     return expected if 0 < expected <= limit else None
 
 
-def read_plain(environ: Mapping[str, Any], limit: int) -> bytes:
+def read_plain(environ: Mapping[str, Any], limit: int) -> bytes | bytearray:
     """A plain body (`plain_length`) read straight from the WSGI input; NotPlain for any
     other, which `read_json` then judges with werkzeug's full parsing."""
     expected = plain_length(environ, limit)
     if expected is None:
         raise NotPlain()
     try:
-        data: bytes = environ["wsgi.input"].read(expected)
+        data: bytes | bytearray = environ["wsgi.input"].read(expected)
     except Exception as exc:  # the WSGI server failing on the body (early EOF)
         raise WireError(f"cannot read the request body: {type(exc).__name__}: {exc}") from None
     if len(data) != expected:
@@ -64,7 +64,7 @@ class NotPlain(Exception):
     """Internal: the request needs `read_json`'s general path."""
 
 
-def decode_json(data: bytes) -> Any:
+def decode_json(data: bytes | bytearray) -> Any:
     if not data:
         raise WireError("request body is empty; expected a JSON object")
     try:

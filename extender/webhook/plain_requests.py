@@ -73,7 +73,7 @@ class PlainRequest:
     def unread_body(self) -> int:
         """Bytes of the body the application left unread (the next request starts after them)."""
         body = self.body
-        if isinstance(body, io.BytesIO):
+        if isinstance(body, io.BytesIO | WholeBody):
             return 0  # read from the connection already
         return int(body.reader.length) + body.buf.getbuffer().nbytes
 
@@ -173,6 +173,51 @@ def _body(unreader: Any, received: bytes, length: int) -> Any:
         received += chunk
     unreader.unread(received[length:])
     return io.BytesIO(received[:length])
+
+
+class WholeBody:
+    """A large plain body read at once into one buffer of its exact size, for a caller that
+    reads it whole anyway (the verb calls): gunicorn's Body copies a large body several
+    times on its way (each chunk, its buffer, the value, a slice, again), which for a
+    full-NodeList call of a few MB cost as much as decoding it."""
+
+    def __init__(self, data: bytearray) -> None:
+        self._data = data
+        self._position = 0
+
+    def read(self, size: int | None = -1) -> bytes | bytearray:
+        data, start = self._data, self._position
+        if start == 0 and (size is None or size < 0 or size >= len(data)):
+            self._position = len(data)
+            return data  # the whole body, not copied
+        end = len(data) if size is None or size < 0 else min(len(data), start + size)
+        self._position = end
+        return bytes(data[start:end])
+
+
+def read_whole(req: PlainRequest) -> None:
+    """Read a large body not read yet (a gunicorn Body) into a WholeBody; a small one was
+    read with the head. Stops early at the end of the stream: the caller sees a short body."""
+    body = req.body
+    if not isinstance(body, Body) or body.buf.tell():
+        return
+    unreader, length = body.reader.unreader, body.reader.length
+    pending = unreader.buf.getvalue()
+    unreader.buf = io.BytesIO()
+    unreader.unread(pending[length:])  # never more than the body: a pipelined request stays
+    data = bytearray(length)
+    view = memoryview(data)
+    received = min(len(pending), length)
+    view[:received] = pending[:received]
+    while received < length:
+        count = unreader.sock.recv_into(view[received:])
+        if not count:
+            del view
+            del data[received:]
+            break
+        received += count
+    body.reader.length = 0
+    req.body = WholeBody(data)
 
 
 class PlainEnviron:

@@ -35,7 +35,7 @@ log = logging.getLogger("extender.webhook.app")
 access_log = logging.getLogger("extender.access")
 
 # A verb: the decoded body, and its bytes when read as kube-scheduler sends them (else None).
-Handler = Callable[[Any, bytes | None], verbs.Outcome]
+Handler = Callable[[Any, bytes | bytearray | None], verbs.Outcome]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 _ALLOW = "OPTIONS, POST"
@@ -119,20 +119,22 @@ class VerbRoutes:
         message = f"method {method} is not allowed on {environ.get('PATH_INFO', '')}; verbs take POST"
         return self._send(start_response, 405, bodies.encode_json({"Error": message}), lambda: None, [("Allow", _ALLOW)])
 
+    def accepts_plain(self, path: str, content_type: str | None, content_length: str | None) -> bool:
+        """Whether `answer_plain` takes this call: a verb path, and a plain JSON body within the limit."""
+        return path in self.routes and bodies.plain_length(
+            {"CONTENT_TYPE": content_type, "CONTENT_LENGTH": content_length}, self.max_body_bytes) is not None
+
     def answer_plain(self, path: str, content_type: str | None, content_length: str | None,
                      body: Any) -> PlainReply | None:
         """A POST to a verb path with a plain JSON body (bodies.plain_length), answered without
         a WSGI environ or response: the worker writes the reply itself (worker.py). None for
         anything else, which goes through WSGI as usual; the body is then still unread."""
-        route = self.routes.get(path)
-        if route is None:
+        if not self.accepts_plain(path, content_type, content_length):
             return None
         environ = {"PATH_INFO": path, "REQUEST_METHOD": "POST", "CONTENT_TYPE": content_type,
                    "CONTENT_LENGTH": content_length, "wsgi.input": body}
-        if bodies.plain_length(environ, self.max_body_bytes) is None:
-            return None
         started: list[Any] = []
-        reply = self._answer(route, environ, lambda status, headers: started.extend((status, headers)))
+        reply = self._answer(self.routes[path], environ, lambda status, headers: started.extend((status, headers)))
         return PlainReply(started[0], started[1], reply.data, reply.close)
 
     def _answer(self, route: tuple[str, Handler], environ: dict[str, Any],
@@ -144,7 +146,7 @@ class VerbRoutes:
         result, pod, nodes, note = "bad-request", "", 0, ""
         status = 200
         try:
-            raw: bytes | None
+            raw: bytes | bytearray | None
             try:
                 raw = bodies.read_plain(environ, self.max_body_bytes)
                 size = len(raw)

@@ -111,7 +111,7 @@ def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
 
 
 def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None,
-                raw: bytes | None = None) -> Outcome:
+                raw: bytes | bytearray | None = None) -> Outcome:
     """`raw`: the body's bytes, when read as sent; a reply keeping every node of a full NodeList
     echoes them (wire.nodes_as_sent) instead of encoding the NodeList again."""
     args = wire.load_extender_args(body)

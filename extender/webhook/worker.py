@@ -407,7 +407,11 @@ class ConnectionWorker(base.Worker):
         if req.method != "POST" or "%" in req.path or req.query:
             return None
         headers = dict(req.headers)
-        reply = verbs.answer_plain(req.path, headers.get("CONTENT-TYPE"), headers.get("CONTENT-LENGTH"), req.body)
+        content_type, content_length = headers.get("CONTENT-TYPE"), headers.get("CONTENT-LENGTH")
+        if not verbs.accepts_plain(req.path, content_type, content_length):
+            return None
+        plain_requests.read_whole(req)
+        reply = verbs.answer_plain(req.path, content_type, content_length, req.body)
         if reply is None:
             return None
         self._count_request()
@@ -416,7 +420,12 @@ class ConnectionWorker(base.Worker):
                 f"Connection: {'close' if close else 'keep-alive'}\r\n"]
         head.extend(f"{name}: {value}\r\n" for name, value in reply.headers)
         head.append("\r\n")
-        client.sendall("".join(head).encode("latin-1") + reply.data)
+        encoded = "".join(head).encode("latin-1")
+        if len(reply.data) < _COALESCE_LIMIT:
+            client.sendall(encoded + reply.data)
+        else:  # not copied behind its headers
+            client.sendall(encoded)
+            client.sendall(reply.data)
         reply.after()
         return not close
 

@@ -10,6 +10,7 @@ import io
 import json
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -249,3 +250,57 @@ def test_connection_close_closes(server: int) -> None:
         while chunk := raw.recv(4096):
             data += chunk
     assert data.startswith(b"HTTP/1.1 200") and b"connection: close" in data.lower()
+
+
+def _large_request(length: int) -> tuple[bytes, bytes]:
+    head = GO_HEAD.replace(b"Content-Length: 12", f"Content-Length: {length}".encode())
+    return head + b"\r\n\r\n", bytes(range(256)) * (length // 256) + b"z" * (length % 256)
+
+
+def test_a_large_body_read_whole_lands_in_one_buffer_and_the_next_request_stays() -> None:
+    from gunicorn.http.unreader import SocketUnreader
+
+    head, body = _large_request(plain_requests.PRELOAD_LIMIT + 12345)
+    ours, theirs = socket.socketpair()
+    ours.settimeout(10)
+    with ours, theirs:
+        theirs.sendall(head + body[:1000])
+        unreader = SocketUnreader(ours)
+        request = plain_requests.read_plain_request(unreader, RULES, ("127.0.0.1", 5), 1)
+        assert request is not None and request.unread_body() == len(body)
+        sender = threading.Thread(target=theirs.sendall, args=(body[1000:] + b"GET /next HTTP/1.1\r\n\r\n",))
+        sender.start()  # more than the socket buffers: sent while it is read
+        plain_requests.read_whole(request)
+        sender.join(10)
+        assert request.unread_body() == 0
+        whole = request.body.read(len(body))
+        assert whole == body and request.body.read() == b""
+        assert unreader.read().startswith(b"GET /next")
+
+
+def test_a_large_body_cut_short_is_read_whole_short() -> None:
+    from gunicorn.http.unreader import SocketUnreader
+
+    head, body = _large_request(plain_requests.PRELOAD_LIMIT + 1)
+    ours, theirs = socket.socketpair()
+    with ours:
+        with theirs:
+            theirs.sendall(head + body[:5000])
+        request = plain_requests.read_plain_request(SocketUnreader(ours), RULES, ("127.0.0.1", 5), 1)
+        assert request is not None
+        plain_requests.read_whole(request)
+        assert request.body.read(len(body)) == body[:5000] and request.unread_body() == 0
+
+
+def test_a_large_verb_call_and_a_small_one_pipelined_are_both_answered(server: int) -> None:
+    large = wire_body("filter-request-nodecache-false.json")
+    template = large["Nodes"]["items"][0]
+    large["Nodes"]["items"] = [{**template, "metadata": {**template["metadata"], "name": f"node-{i}"}}
+                               for i in range(1, 4)] * 60  # over PRELOAD_LIMIT
+    data = json.dumps(large).encode()
+    assert len(data) > plain_requests.PRELOAD_LIMIT
+    small = json.dumps(wire_body("filter-request.json")).encode()
+    answers = _exchange(server, _post("/filter", data) + _post("/filter", small), 2)
+    assert [status for status, _, _ in answers] == [200, 200]
+    assert len(json.loads(answers[0][2])["Nodes"]["items"]) == 180
+    assert json.loads(answers[1][2])["NodeNames"] == ["node-1", "node-2", "node-3"]
