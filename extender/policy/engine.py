@@ -11,7 +11,7 @@ plugins that look beyond one node, a read-only `ClusterView` (see policy/cluster
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -22,11 +22,13 @@ from extender.model.records import PodRecord
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.decisions import Decision
 from extender.policy.names import NODE_UNUSABLE
-from extender.policy.plugins import FilterResult, NodeCheck
+from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
 from extender.policy.reservations import Reservation, release_all
 from extender.policy.status import Code, Status, unresolvable
 
 MAX_SCORE = 100
+# Pod shapes whose scores Engine remembers per scorer (see Engine._remembered).
+SCORE_MEMO_KEYS = 64
 
 
 class PluginError(ExtenderError):
@@ -215,6 +217,8 @@ class Engine:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        # Scorers with `score_key`: (scorer, key) -> node name -> (the NodeInfo scored, its raw score).
+        self._memos: dict[tuple[str, Hashable], dict[str, tuple[NodeInfo, float]]] = {}
 
     def prepare(self, pod: PodView, cluster: ClusterView | None = None) -> FilterCycle:
         """Run every filter's per-pod step once; the result filters any number of nodes."""
@@ -280,8 +284,34 @@ class Engine:
         decision.totals = totals
         return decision
 
-    @staticmethod
-    def _raw_scores(name: str, plugin: object, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
+    def _remembered(self, name: str, key: Hashable, fn: NodeScore, nodes: Sequence[NodeInfo]) -> list[float]:
+        """`fn` over `nodes`, each node scored again only when its NodeInfo is a new object.
+
+        A scorer's `score_key(pod)` names everything its per-node score reads of the pod;
+        NodeInfos are immutable and rebuilt whenever their node or pods change. So for
+        pods of one shape (a Deployment's replicas) only the nodes that changed since the
+        last such pod are scored: one per bind in a backlog.
+        """
+        memo = self._memos.get((name, key))
+        if memo is None:
+            if len(self._memos) >= SCORE_MEMO_KEYS:
+                try:
+                    self._memos.pop(next(iter(self._memos)))  # the oldest shape
+                except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
+                    pass
+            memo = self._memos[(name, key)] = {}
+        raw = []
+        for info in nodes:
+            known = memo.get(info.name)
+            if known is not None and known[0] is info:
+                raw.append(known[1])
+            else:
+                score = fn(info)
+                memo[info.name] = (info, score)
+                raw.append(score)
+        return raw
+
+    def _raw_scores(self, name: str, plugin: object, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
                     ) -> tuple[list[float], Callable[[Sequence[float]], list[float]]] | None:
         """Raw scores and the function that normalises them: the per-pod function's own
         `normalize(scores, nodes)` when it has one, else the plugin's, else the default."""
@@ -293,7 +323,8 @@ class Engine:
                 fn = prescore(pod, cluster, nodes) if getattr(plugin, "needs_cluster", False) else prescore(pod)
                 if fn is None:
                     return None
-            raw = [fn(info) for info in nodes]
+            key_of = getattr(plugin, "score_key", None)
+            raw = [fn(info) for info in nodes] if key_of is None else self._remembered(name, key_of(pod), fn, nodes)
         except ExtenderError:
             raise
         except Exception as exc:

@@ -193,3 +193,24 @@ def test_plugins_skipped_by_prefilter_cost_nothing():
 def test_gated_pod_is_refused_everywhere():
     decision = Engine(default_policy("standalone")).filter(make_pod(gates=["wait"]), cluster())
     assert decision.summary() == "0/5 nodes are available: waiting for scheduling gates: [wait]."
+
+
+def test_remembered_scores_are_the_scores_as_nodes_change():
+    """Scorers with score_key are scored again only for NodeInfos that changed: the totals
+    must be those of an engine that remembers nothing, pod after pod."""
+    policy = default_policy("standalone")
+    remembering = Engine(policy)
+    shapes = [{"cpu": "100m", "memory": "128Mi"}, {"cpu": "1", "memory": "1Gi"}, {"cpu": "250m"}]
+    nodes = {f"n{i}": make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i}Gi") for i in range(8)}
+    placed: dict[str, list] = {name: [] for name in nodes}
+    for step in range(30):
+        pod = make_pod(f"p{step}", requests=shapes[step % len(shapes)])
+        infos = list(nodes.values())
+        got = remembering.score(pod, infos)
+        fresh = Engine(policy).score(pod, infos)
+        assert got.totals == fresh.totals and got.raw_scores == fresh.raw_scores
+        best = max(zip(got.totals, infos, strict=True), key=lambda pair: pair[0])[1].name
+        placed[best].append(pod)  # the node's info is rebuilt, as the cluster state does on a bind
+        nodes[best] = make_node(best, cpu=str(2 + int(best[1:]) % 3), memory=f"{4 + int(best[1:])}Gi",
+                                running=placed[best])
+    assert any(remembering._memos.values())  # the allocation scorers did remember

@@ -76,6 +76,10 @@ class _AllocationScorer(PrescoredScorer):
         arguments.only_keys(args, ("resources",))
         return cls(_weights(args.get("resources")))
 
+    def score_key(self, pod: PodView) -> tuple[tuple[str, int, int, bool], ...]:
+        """All the score reads of the pod (engine.Engine._remembered)."""
+        return _terms(self.resources, pod, nonzero=True)
+
     def prescore(self, pod: PodView) -> NodeScore:
         terms = _terms(self.resources, pod, nonzero=True)
         # Split by which node total they read, so the per-node loop has no branch for it.
@@ -147,6 +151,10 @@ class BalancedAllocation(PrescoredScorer):
         if not resources:
             raise PolicyError("resources: must name at least one resource")
         return cls(resources)
+
+    def score_key(self, pod: PodView) -> tuple[tuple[str, int, int, bool], ...]:
+        """All the score reads of the pod (engine.Engine._remembered)."""
+        return _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)
 
     def prescore(self, pod: PodView) -> NodeScore | None:
         terms = _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)
