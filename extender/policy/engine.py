@@ -267,10 +267,13 @@ class Engine:
             raw, normalize = scored
             try:
                 normalized = normalize(raw)
-                out_of_range = [value for value in normalized if not 0 <= value <= MAX_SCORE]
+                # C loops (min, max, isfinite): this runs for every scorer over every node.
+                in_range = not normalized or (0 <= min(normalized) and max(normalized) <= MAX_SCORE
+                                              and all(map(math.isfinite, normalized)))
+                out_of_range = [] if in_range else [v for v in normalized if not 0 <= v <= MAX_SCORE]
             except Exception as exc:  # a non-number, or a bug in normalize_scores: the plugin's fault
                 raise PluginError(f"scorer {name} failed to normalize: {exc}") from exc
-            if out_of_range:
+            if out_of_range:  # NaN and infinities fail 0 <= v <= MAX_SCORE too
                 raise PluginError(f"scorer {name} gave {out_of_range[0]}, outside 0..{MAX_SCORE}")
             if len(normalized) != count:
                 raise PluginError(f"scorer {name} normalized {count} scores into {len(normalized)}")
