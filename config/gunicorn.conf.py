@@ -11,26 +11,28 @@ its path: it calls filter, then prioritize, for one pod at a time over one kept-
 connection, so every microsecond the server spends on a call (and every hand-off between
 its threads) is pods/s. Measured by `python -m bench e2e`: a real etcd, kube-apiserver and
 kube-scheduler v1.36.3 on the 2-core development machine, 500 nodes, 1000 pods per setup,
-the default webhook policy in node-cache mode, 3 rounds, medians; the ratio is to the
+the default webhook policy in node-cache mode with --disable-bind (kube-scheduler is
+registered without bindVerb, so no pod watch), 3 rounds, medians; the ratio is to the
 empty extender of the same round (bench/empty_extender.py: stdlib HTTP server,
 TCP_NODELAY, no state, no logging), CPU is the extender's per pod:
 
     setup                                  pods/s   x empty   extender CPU ms/pod
-    empty extender                           311      1.0        0.44
-    connection w2 (the defaults)             217      0.73       1.33
-    connection w1                            223      0.66       1.17
-    gthread w2 t4                            169      0.53       2.63
-    gthread w1 t1                            213      0.52       1.65
-    sync w1                                  239      0.59       1.50
-    (kube-scheduler alone: 458 pods/s; full NodeList, defaults: 0.78 x empty.)
+    empty extender                           427      1.0        0.29
+    connection w2 (the defaults)             479      1.11       0.39
+    connection w2, bind enabled (pod watch)  389      0.93       0.55
+    connection w1                            362      0.86       0.47
+    gthread w2 t4                            291      0.68       1.04
+    gthread w1 t1                            345      0.78       0.82
+    sync w1                                  341      0.72       0.90
+    (kube-scheduler alone: 954 pods/s; full NodeList, defaults: 0.98 x empty.)
 
 Pods/s move by about +-0.1 x between rounds on this shared machine; CPU per pod moves
 less. Only the ConnectionWorker reads kube-scheduler's plain requests itself
-(extender/webhook/plain_requests.py), the largest of the changes that took a call's CPU
-from 3.3 to 1.1 x the empty extender's (loopback, back to back). On loopback
-(`python -m bench loopback`, one kept-alive client sending filter + prioritize of 230
-names), the defaults answer as fast as the empty extender: 0.40 ms per pair against
-0.43, 1.09 x its CPU back to back, 1.4 x when paced like kube-scheduler (idle caches).
+(extender/webhook/plain_requests.py) and answers its verb calls without a WSGI environ
+or Response (VerbRoutes.answer_plain, while gunicorn's access log and request hooks are
+off, as here): the two largest of the changes that took a call's CPU from 3.3 to 0.95 x
+the empty extender's (`python -m bench loopback`, one kept-alive client sending filter +
+prioritize of 230 names, back to back; 1.05 x paced like kube-scheduler).
 
 - worker_class = extender.webhook.worker.ConnectionWorker: a thread per connection reads
   the request, runs the app and writes the reply, then blocks reading the next request.
@@ -41,7 +43,8 @@ names), the defaults answer as fast as the empty extender: 0.40 ms per pair agai
   The ConnectionWorker also stops promptly on SIGTERM when kube-scheduler holds an idle
   spare connection (gthread waited the whole graceful timeout; docs/reliability.md).
 - workers = 2: kube-scheduler's single connection lands on one worker, so a second one
-  does not add pods/s (w1 and w2 above are within the noise); it keeps answering
+  does not add pods/s (w1 measured below w2 above, by about the rounds' noise; a worker
+  without a pod watch costs nothing while idle); it keeps answering
   while the other is restarted (a worker boots by listing every node and pod, seconds on
   a large cluster), and serves probes, scrapes and a second caller (HA kube-schedulers
   during a leader change, several profiles) in parallel. Each worker holds its own cluster
