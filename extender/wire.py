@@ -245,7 +245,6 @@ def _as_sent(body: Any) -> ExtenderArgs | None:
 _POD_KEY = b'{"Pod":'
 _NODES_KEY = b',"Nodes":'
 _NO_NAMES = b',"NodeNames":null}'
-_ARG_KEYS = frozenset({"Pod", "Nodes", "NodeNames"})
 
 
 def nodes_as_sent(raw: bytes | bytearray, body: Mapping[str, Any]) -> orjson.Fragment | None:
@@ -259,7 +258,7 @@ def nodes_as_sent(raw: bytes | bytearray, body: Mapping[str, Any]) -> orjson.Fra
     holds the whole pod and nothing more). A body that repeats a key still echoes as what
     was decoded: the reply repeats it too, and JSON decoders keep the last one.
     """
-    if body.keys() != _ARG_KEYS or not raw.startswith(_POD_KEY) or not raw.endswith(_NO_NAMES):
+    if body.keys() != _WIRE_KEYS or not raw.startswith(_POD_KEY) or not raw.endswith(_NO_NAMES):
         return None
     start = raw.find(_NODES_KEY)
     if start < 0:

@@ -125,12 +125,9 @@ class VerbRoutes:
             {"CONTENT_TYPE": content_type, "CONTENT_LENGTH": content_length}, self.max_body_bytes) is not None
 
     def answer_plain(self, path: str, content_type: str | None, content_length: str | None,
-                     body: Any) -> PlainReply | None:
-        """A POST to a verb path with a plain JSON body (bodies.plain_length), answered without
-        a WSGI environ or response: the worker writes the reply itself (worker.py). None for
-        anything else, which goes through WSGI as usual; the body is then still unread."""
-        if not self.accepts_plain(path, content_type, content_length):
-            return None
+                     body: Any) -> PlainReply:
+        """A call `accepts_plain` took, answered without a WSGI environ or response: the
+        worker writes the reply itself (worker.py)."""
         environ = {"PATH_INFO": path, "REQUEST_METHOD": "POST", "CONTENT_TYPE": content_type,
                    "CONTENT_LENGTH": content_length, "wsgi.input": body}
         started: list[Any] = []

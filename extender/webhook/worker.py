@@ -69,7 +69,8 @@ DRAIN_TIMEOUT = 5.0
 
 
 class _CoalescingSocket:
-    """The socket a gunicorn Response writes to: headers and body leave in one send.
+    """The socket a reply is written to (gunicorn's Response, or a verb answered directly):
+    headers and body leave in one send.
 
     gunicorn writes the status line and headers, then the body, in separate sends;
     with TCP_NODELAY each is its own segment, and the client wakes up for each.
@@ -412,20 +413,16 @@ class ConnectionWorker(base.Worker):
             return None
         plain_requests.read_whole(req)
         reply = verbs.answer_plain(req.path, content_type, content_length, req.body)
-        if reply is None:
-            return None
         self._count_request()
         close = req.should_close() or not self.alive or not self.cfg.keepalive
         head = [f"HTTP/1.1 {reply.status}\r\nServer: {SERVER}\r\nDate: {_Response.date()}\r\n"
                 f"Connection: {'close' if close else 'keep-alive'}\r\n"]
         head.extend(f"{name}: {value}\r\n" for name, value in reply.headers)
         head.append("\r\n")
-        encoded = "".join(head).encode("latin-1")
-        if len(reply.data) < _COALESCE_LIMIT:
-            client.sendall(encoded + reply.data)
-        else:  # not copied behind its headers
-            client.sendall(encoded)
-            client.sendall(reply.data)
+        out = _CoalescingSocket(client)
+        out.sendall("".join(head).encode("latin-1"))
+        out.sendall(reply.data)
+        out.flush()
         reply.after()
         return not close
 
