@@ -217,7 +217,7 @@ class Engine:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        # Scorers with `score_key`: (scorer, key) -> node name -> (the NodeInfo scored, its raw score).
+        # Score functions with a `memo_key`: (scorer, key) -> node name -> (the NodeInfo scored, its raw score).
         self._memos: dict[tuple[str, Hashable], dict[str, tuple[NodeInfo, float]]] = {}
 
     def prepare(self, pod: PodView, cluster: ClusterView | None = None) -> FilterCycle:
@@ -290,7 +290,7 @@ class Engine:
     def _remembered(self, name: str, key: Hashable, fn: NodeScore, nodes: Sequence[NodeInfo]) -> list[float]:
         """`fn` over `nodes`, each node scored again only when its NodeInfo is a new object.
 
-        A scorer's `score_key(pod)` names everything its per-node score reads of the pod;
+        A per-node score function's `memo_key` names everything it reads of the pod;
         NodeInfos are immutable and rebuilt whenever their node or pods change. So for
         pods of one shape (a Deployment's replicas) only the nodes that changed since the
         last such pod are scored: one per bind in a backlog.
@@ -326,8 +326,8 @@ class Engine:
                 fn = prescore(pod, cluster, nodes) if getattr(plugin, "needs_cluster", False) else prescore(pod)
                 if fn is None:
                     return None
-            key_of = getattr(plugin, "score_key", None)
-            raw = [fn(info) for info in nodes] if key_of is None else self._remembered(name, key_of(pod), fn, nodes)
+            key = getattr(fn, "memo_key", None)
+            raw = [fn(info) for info in nodes] if key is None else self._remembered(name, key, fn, nodes)
         except ExtenderError:
             raise
         except Exception as exc:

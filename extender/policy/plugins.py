@@ -14,9 +14,10 @@ A per-node check that passes every node whose `NodeView.all_clear` is set, whate
 the pod, may say so with a `passes_clear_nodes = True` attribute: when every check of a
 pod does, the webhook looks only at the nodes that are not all clear.
 
-A scorer may name what its per-node score reads of the pod with `score_key(pod)` (a
-hashable): the engine then scores a node again only when its NodeInfo changed since a
-pod with the same key was scored (NodeInfos are immutable, rebuilt on every change).
+A per-node score function (what `prescore` returns) may carry a `memo_key` attribute (a
+hashable naming everything it reads of the pod, when it reads nothing of the cluster but
+the node's NodeInfo): the engine then scores a node again only when its NodeInfo changed
+since a pod with the same key was scored (NodeInfos are immutable, rebuilt on every change).
 
 A plugin that reads only the node and the pod being placed (never the pods already
 on nodes) may say `needs_pods = False`: a webhook whose whole policy says so, and

@@ -196,7 +196,7 @@ def test_gated_pod_is_refused_everywhere():
 
 
 def test_remembered_scores_are_the_scores_as_nodes_change():
-    """Scorers with score_key are scored again only for NodeInfos that changed: the totals
+    """Score functions with a memo_key score again only the NodeInfos that changed: the totals
     must be those of an engine that remembers nothing, pod after pod."""
     policy = default_policy("standalone")
     remembering = Engine(policy)

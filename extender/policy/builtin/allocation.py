@@ -76,10 +76,6 @@ class _AllocationScorer(PrescoredScorer):
         arguments.only_keys(args, ("resources",))
         return cls(_weights(args.get("resources")))
 
-    def score_key(self, pod: PodView) -> tuple[tuple[str, int, int, bool], ...]:
-        """All the score reads of the pod (engine.Engine._remembered)."""
-        return _terms(self.resources, pod, nonzero=True)
-
     def prescore(self, pod: PodView) -> NodeScore:
         terms = _terms(self.resources, pod, nonzero=True)
         # Split by which node total they read, so the per-node loop has no branch for it.
@@ -113,6 +109,7 @@ class _AllocationScorer(PrescoredScorer):
                         weights += weight
             return total // weights if weights else 0
 
+        score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
         return score
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
@@ -152,17 +149,15 @@ class BalancedAllocation(PrescoredScorer):
             raise PolicyError("resources: must name at least one resource")
         return cls(resources)
 
-    def score_key(self, pod: PodView) -> tuple[tuple[str, int, int, bool], ...]:
-        """All the score reads of the pod (engine.Engine._remembered)."""
-        return _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)
-
     def prescore(self, pod: PodView) -> NodeScore | None:
         terms = _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)
         if not any(amount for _, _, amount, _ in terms):
             return None  # best-effort pod: kube-scheduler skips this scorer (issue 129138)
         pairs = tuple((name, amount) for name, _, amount, _ in terms)
         if len(pairs) == 2:
-            return _balanced_pair(*pairs[0], *pairs[1])
+            pair = _balanced_pair(*pairs[0], *pairs[1])
+            pair.memo_key = pairs  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
+            return pair
 
         def score(info: NodeInfo) -> float:
             allocatable = info.node.allocatable
@@ -182,6 +177,7 @@ class BalancedAllocation(PrescoredScorer):
                 std = 0.0
             return int((1 - std) * 100)
 
+        score.memo_key = pairs  # type: ignore[attr-defined]
         return score
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
