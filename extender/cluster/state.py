@@ -271,8 +271,7 @@ class ClusterState:
                 self.node_generation += 1
             self._views[view.name] = view
             self._rebuild(view.name)
-            if _clear(view) != (view.name not in self._unclear):
-                self._unclear = self._unclear.symmetric_difference((view.name,))
+            self._unclear = self._unclear - {view.name} if _clear(view) else self._unclear | {view.name}
             self.last_event = self._clock()
         self._notify(NODE_UPDATED if before is not None else NODE_ADDED, view)
         return view
@@ -281,8 +280,7 @@ class ClusterState:
         with self._lock:
             view = self._views.pop(name, None)
             self._infos.pop(name, None)
-            if name in self._unclear:
-                self._unclear = self._unclear.difference((name,))
+            self._unclear = self._unclear - {name}
             for record in self._nominated.get(name, ()):
                 self._drop_nomination(record.key)
             self.node_generation += 1
