@@ -30,7 +30,8 @@ includes the extender's filter and prioritize calls. For our standalone schedule
 Pods/s depend on what else the 2 cores run; CPU per pod does much less, so the table also
 has the CPU (user + system, from /proc) that the scheduler process and the extender process
 tree (gunicorn's master and workers) used from the moment they were ready until the drain
-ended, divided by the pods bound. A slight overcount: it includes the extender's idle
+ended, divided by the pods bound; and what etcd and kube-apiserver used over the drain (a
+scheduler that costs the API server more per pod leaves less of the 2 cores to itself). A slight overcount: it includes the extender's idle
 housekeeping while kube-scheduler starts; a slight undercount for kube-scheduler, whose
 first binds may precede the sample.
 
@@ -439,10 +440,13 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
     load_before = os.getloadavg()[0]
     clock = BindClock(kube, namespace, pods).start()
     result: dict[str, Any] = {"setup": setup.label}
+    control_plane = [p.pid for p in plane.plane._processes]  # etcd and kube-apiserver
     try:
         profile = profile_dir / f"{scheduler_name}.txt" if profile_dir is not None else None
         with _running(plane, workdir, setup, scheduler_name, result, profile):
+            control_plane_cpu = sum(map(process_tree_cpu, control_plane))
             clock.wait(SETTLE_TIMEOUT, STALL_TIMEOUT)
+            result["control_plane_cpu_s"] = sum(map(process_tree_cpu, control_plane)) - control_plane_cpu
     finally:
         clock.close()
         kube.call("DELETE", f"/api/v1/namespaces/{namespace}/pods",
@@ -457,7 +461,7 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
     })
     if result.get("algorithm_ms") is not None:
         result["algorithm_ms"] = round(result["algorithm_ms"], 2)
-    for name in ("scheduler_cpu", "extender_cpu"):
+    for name in ("scheduler_cpu", "extender_cpu", "control_plane_cpu"):
         cpu = result.pop(f"{name}_s", None)
         if cpu is not None and times:
             result[f"{name}_ms_per_pod"] = round(cpu * 1000 / len(times), 2)
@@ -494,7 +498,8 @@ def table(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             "x_alone": _ratio(runs, samples.get(ALONE)),
             "x_empty": _ratio(runs, empty) if label.startswith("+ ") else None,
         }
-        for name in ("algorithm_ms", "scheduler_cpu_ms_per_pod", "extender_cpu_ms_per_pod"):
+        for name in ("algorithm_ms", "scheduler_cpu_ms_per_pod", "extender_cpu_ms_per_pod",
+                     "control_plane_cpu_ms_per_pod"):
             values = [r[name] for r in runs if r.get(name) is not None]
             row[name] = round(statistics.median(values), 2) if values else None
         row["runs"] = " ".join(str(r["pods_per_s"]) for r in runs)

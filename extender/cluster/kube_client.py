@@ -26,6 +26,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from extender.cluster import keepalive
 from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
 
 log = logging.getLogger(__name__)
@@ -97,9 +98,9 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
             source = f"kubeconfig {config_file}" + (f" context {context}" if context else "")
     except ConfigException as exc:
         raise ClusterError(f"cannot load cluster configuration: {exc}") from None
-    # Ten watches hold a connection each (nodes, pods, namespaces, seven storage kinds), and
-    # the standalone scheduler binds on 16 threads besides: below that, urllib3 opens and
-    # throws away a connection per request once the pool is full.
+    # Ten watches hold a urllib3 connection each (nodes, pods, namespaces, seven storage kinds),
+    # and the standalone scheduler binds on 16 threads besides (kept-alive pool, same size):
+    # below that, a full pool opens and throws away a connection per request.
     configuration.connection_pool_maxsize = pool_size
     configuration.retries = _RETRIES
     api_client = k8s_client.ApiClient(configuration)
@@ -159,13 +160,13 @@ def _url_and_headers(api_client: k8s_client.ApiClient, method: str, path: str,
     if content_type:
         headers["Content-Type"] = content_type
     headers.update(_auth_headers(api_client, method, path))
-    url = api_client.configuration.host.rstrip("/") + path
-    if query:
-        pairs = {k: ("true" if v is True else "false" if v is False else v)
-                 for k, v in query.items() if v is not None}
-        if pairs:
-            url += "?" + urlencode(pairs)
-    return url, headers
+    return api_client.configuration.host.rstrip("/") + path + _query_string(query), headers
+
+
+def _query_string(query: Mapping[str, Any] | None) -> str:
+    pairs = {k: ("true" if v is True else "false" if v is False else v)
+             for k, v in (query or {}).items() if v is not None}
+    return "?" + urlencode(pairs) if pairs else ""
 
 
 def _decode(data: bytes) -> Any:
@@ -258,21 +259,52 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
 
     Raises NotFoundError (404), ConflictError (409), GoneError (410) or ClusterError
     (anything else, `status` None for transport failures). `timeout` is total seconds
-    or a (connect, read) pair.
+    or a (connect, read) pair. The request goes over the client's kept-alive connections
+    (extender/cluster/keepalive.py), or through urllib3 when the client needs a proxy.
     """
-    response = open_request(api_client, method, path, query=query, body=body,
-                            content_type=content_type, timeout=timeout)
-    what = f"{method} {path}"
-    try:
-        data = response.data
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise ClusterError(f"{what}: reply cut short: {exc}") from None
-    finally:
-        response.release_conn()
+    pool = keepalive.for_client(api_client)
+    if pool is None:
+        status, data = _urllib3_exchange(api_client, method, path, query=query, body=body,
+                                         content_type=content_type, timeout=timeout)
+    else:
+        status, data = _keepalive_exchange(api_client, pool, method, path, query=query, body=body,
+                                           content_type=content_type, timeout=timeout)
     try:
         decoded = _decode(data)
     except orjson.JSONDecodeError as exc:
-        raise ClusterError(f"{what}: reply is not JSON: {exc}", status=response.status) from None
+        raise ClusterError(f"{method} {path}: reply is not JSON: {exc}", status=status) from None
     if not isinstance(decoded, dict):
-        raise ClusterError(f"{what}: reply is not a JSON object", status=response.status)
+        raise ClusterError(f"{method} {path}: reply is not a JSON object", status=status)
     return decoded
+
+
+def _keepalive_exchange(api_client: k8s_client.ApiClient, pool: keepalive.KeepAlivePool, method: str, path: str, *,
+                        query: Mapping[str, Any] | None, body: Any, content_type: str | None,
+                        timeout: float | tuple[float, float]) -> tuple[int, bytes]:
+    what = f"{method} {path}"
+    headers = [("Accept", JSON), *_auth_headers(api_client, method, path).items()]
+    encoded = orjson.dumps(body) if body is not None else None
+    if encoded is not None:
+        headers.append(("Content-Type", content_type or JSON))
+    target = path + _query_string(query)
+    deadline = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+    try:
+        reply = pool.request(method, target, headers, encoded, timeout=deadline)
+    except keepalive.TransportError as exc:
+        raise ClusterError(f"{what}: cannot reach the API server: {exc}") from None
+    if not 200 <= reply.status <= 299:
+        raise error_from_reply(reply.status, reply.body, what, retry_after=reply.headers.get("retry-after"))
+    return reply.status, reply.body
+
+
+def _urllib3_exchange(api_client: k8s_client.ApiClient, method: str, path: str, *,
+                      query: Mapping[str, Any] | None, body: Any, content_type: str | None,
+                      timeout: float | tuple[float, float]) -> tuple[int, bytes]:
+    response = open_request(api_client, method, path, query=query, body=body,
+                            content_type=content_type, timeout=timeout)
+    try:
+        return response.status, response.data
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ClusterError(f"{method} {path}: reply cut short: {exc}") from None
+    finally:
+        response.release_conn()

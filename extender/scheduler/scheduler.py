@@ -58,12 +58,13 @@ _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 
 
 def connections_needed(parallel_binds: int, profiles: int) -> int:
-    """The API connections a Scheduler may hold at once: its urllib3 pool must keep that many.
+    """The API connections a Scheduler may hold at once: its client's pools must keep that many.
 
-    Binds, Events, PodScheduled patches and evictions each take a connection for one
-    request, watches one for as long as they stream. A pool smaller than that opens
-    extra connections under load and throws each away after one request ("Connection
-    pool is full, discarding connection"), so every burst pays new TLS handshakes.
+    Binds, Events, PodScheduled patches and evictions each take a kept-alive connection
+    (extender/cluster/keepalive.py) for one request, watches a urllib3 one for as long as
+    they stream; both pools get this size. A pool smaller than its share opens extra
+    connections under load and throws each away after one request ("Connection pool is
+    full, discarding connection"), so every burst pays new TLS handshakes.
     """
     return parallel_binds + REPORT_WORKERS + PREEMPT_WORKERS + _WATCHES + profiles + _OTHER_CONNECTIONS
 

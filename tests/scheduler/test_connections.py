@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from extender.cluster import keepalive
 from extender.cluster.kube_client import build_api_client
 from extender.scheduler.preemption import PREEMPT_WORKERS
 from extender.scheduler.reporting import REPORT_WORKERS
@@ -27,8 +28,8 @@ def test_the_pool_holds_every_thread_and_watch_that_may_talk_at_once() -> None:
 
 def test_a_backlog_drains_without_throwing_connections_away(apiserver: Any, kube: Any, make_scheduler: Any,
                                                             caplog: pytest.LogCaptureFixture) -> None:
-    """Binds, Scheduled Events and watches at full concurrency: every connection the pool
-    opens is kept for the next request (urllib3 warns when it has to drop one)."""
+    """Binds, Scheduled Events and watches at full concurrency: every connection the pools
+    open is kept for the next request (both pools warn when they have to drop one)."""
     size = connections_needed(PARALLEL_BINDS, profiles=1)
     client = build_api_client(kubeconfig=str(apiserver.kubeconfig), pool_size=size)
     for i in range(4):
@@ -36,6 +37,7 @@ def test_a_backlog_drains_without_throwing_connections_away(apiserver: Any, kube
     for i in range(PODS):
         kube.create_pod(f"p{i}", cpu="10m", memory="16Mi", scheduler_name=SCHEDULER_NAME)
     caplog.set_level(logging.WARNING, logger="urllib3.connectionpool")
+    caplog.set_level(logging.WARNING, logger=keepalive.__name__)
     try:
         scheduler = make_scheduler(client=client, parallel_binds=PARALLEL_BINDS)
         kube.wait_for(lambda: all((p.get("spec") or {}).get("nodeName") for p in kube.list_pods("default"))
@@ -45,6 +47,8 @@ def test_a_backlog_drains_without_throwing_connections_away(apiserver: Any, kube
         pool = client.rest_client.pool_manager.connection_from_url(client.configuration.host)
         dropped = [r.getMessage() for r in caplog.records if "Connection pool is full" in r.getMessage()]
         assert not dropped, dropped[:3]
-        assert 1 <= pool.num_connections <= size
+        assert 1 <= pool.num_connections <= size  # the watches
+        requests = keepalive.for_client(client)  # binds, Events
+        assert requests is not None and 1 <= requests.opened <= size and requests.discarded == 0
     finally:
         client.close()
