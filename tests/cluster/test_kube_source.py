@@ -154,7 +154,7 @@ def test_410_gone_relists(apiserver, make_source, how: str) -> None:
     pod_watch = r"^/api/v1/pods\?.*watch=true"
     if how == "error-event":
         # Reconnect late, after a change and a compaction: our resourceVersion fell out of the window.
-        fake.delay(0.5, path_regex=pod_watch, count=1)
+        fake.delay(1.5, path_regex=pod_watch, count=1)  # longer than a create and a compaction on a busy machine
         fake.drop_watches()
         kube.create_pod("b", cpu="200m", node_name="n1")
         fake.compact()
