@@ -12,7 +12,7 @@ dump, without marshmallow's per-item cost on the hot path; tests hold them equal
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,7 +201,8 @@ _PREEMPTION = ExtenderPreemptionArgsSchema()
 @dataclass(frozen=True, slots=True)
 class ExtenderArgs:
     pod: dict[str, Any]
-    nodes: dict[str, Any] | None  # the NodeList object, when nodeCacheCapable is false
+    # The NodeList object when nodeCacheCapable is false: decoded, or as sent (SentNodeList).
+    nodes: dict[str, Any] | SentNodeList | None
     node_names: list[str] | None  # when nodeCacheCapable is true
 
 
@@ -245,34 +246,138 @@ def _as_sent(body: Any) -> ExtenderArgs | None:
 _POD_KEY = b'{"Pod":'
 _NODES_KEY = b',"Nodes":'
 _NO_NAMES = b',"NodeNames":null}'
+_ITEMS_KEY = b'"items":['
+_LIST_END = b"]}"
+_META_KEY = b'"metadata":'
+_LIST_KEYS = frozenset({"kind", "apiVersion", "metadata", "items"})
+_KEY_OPENERS = frozenset(b"{,")
 
 
-def nodes_as_sent(raw: bytes | bytearray, body: Mapping[str, Any]) -> orjson.Fragment | None:
-    """The `Nodes` of a full-NodeList ExtenderArgs body (`body`, decoded from `raw`) as the
-    bytes kube-scheduler sent, for a filter reply that keeps every node to echo without
-    encoding megabytes again; None unless the bytes are provably that value.
+class SentNodeList:
+    """The Nodes of a full-NodeList body as kube-scheduler sent them: each item's bytes and the
+    value the caller made of them, and the list's own bytes for a reply to echo."""
 
-    Go writes the fields in order: `{"Pod":...,"Nodes":...,"NodeNames":null}`. The split is
-    taken at the first `,"Nodes":` and proven by the part before it decoding to exactly
-    `{"Pod": <the decoded pod>}` (a JSON object ends where its braces close, so that part
-    holds the whole pod and nothing more). A body that repeats a key still echoes as what
-    was decoded: the reply repeats it too, and JSON decoders keep the last one.
+    __slots__ = ("_raw", "_span", "head", "items", "values")
+
+    def __init__(self, raw: bytes | bytearray, span: tuple[int, int], head: bytes, items: list[bytes],
+                 values: list[Any]) -> None:
+        self._raw = raw
+        self._span = span  # the NodeList's bytes within raw
+        self.head = head  # the list up to its items: `{"metadata":{},"items":[`
+        self.items = items
+        self.values = values
+
+    def kept(self, keep: Sequence[bool] | None = None) -> orjson.Fragment:
+        """The NodeList with only the items whose `keep` is true (all when None), as sent."""
+        if keep is None:
+            start, end = self._span
+            return orjson.Fragment(bytes(memoryview(self._raw)[start:end]))
+        kept = [item for item, wanted in zip(self.items, keep, strict=True) if wanted]
+        return orjson.Fragment(self.head + b",".join(kept) + _LIST_END)
+
+
+def sent_args(raw: bytes | bytearray, item: Callable[[bytes], Any]) -> ExtenderArgs | None:
+    """A full-NodeList ExtenderArgs body read without decoding its nodes, else None (then it is
+    decoded whole). `item(bytes)` makes the value of one Node's bytes (a cached view, or
+    made from `decode_sent_item`), None when they are not one JSON object.
+
+    Go writes `{"Pod":P,"Nodes":{"metadata":{},"items":[N1,...,Nn]},"NodeNames":null}`,
+    compact and in field order; only that shape is taken, and every cut is proven before
+    use: `{"Pod":P}` decodes (a cut inside P would leave a brace open: the next is tried) to one object; the
+    list decodes with its items emptied to an object of NodeList keys; each Ni, cut where
+    `},` and the first item's opening up to `"metadata":` repeat, is one JSON object
+    (`item` says so, having decoded those bytes once). A separator inside a node makes a
+    piece that is not one object, and the body is decoded whole. Every byte of the body
+    is in one of those decoded parts, each decoded at its depth in the body, so a body is
+    read this way only if it decodes whole, to the same value.
     """
-    if body.keys() != _WIRE_KEYS or not raw.startswith(_POD_KEY) or not raw.endswith(_NO_NAMES):
+    if not raw.startswith(_POD_KEY) or not raw.endswith(_NO_NAMES):
         return None
-    start = raw.find(_NODES_KEY)
-    if start < 0:
+    pod, cut = _pod_before_nodes(raw)
+    if pod is None:
         return None
-    try:
-        head = orjson.loads(raw[:start] + b"}")
+    start, end = cut + len(_NODES_KEY), len(raw) - len(_NO_NAMES)
+    opened = raw.find(_ITEMS_KEY, start, end)
+    # A key opens after `{` or `,`; after a backslash the match began inside a string.
+    if opened < 0 or raw[opened - 1] not in _KEY_OPENERS or raw[end - len(_LIST_END):end] != _LIST_END:
+        return None
+    list_head = bytes(raw[start:opened + len(_ITEMS_KEY)])
+    try:  # nested as in the body: a decoder's depth limit must refuse what it refuses there
+        fields_ = orjson.loads(b'{"Nodes":' + list_head + _LIST_END + b"}")["Nodes"]
     except orjson.JSONDecodeError:
         return None
-    if head != {"Pod": body["Pod"]}:
+    if type(fields_) is not dict or fields_.get("items") != [] or not fields_.keys() <= _LIST_KEYS:
         return None
-    return orjson.Fragment(bytes(memoryview(raw)[start + len(_NODES_KEY):-len(_NO_NAMES)]))
+    items = _cut_items(raw, start=opened + len(_ITEMS_KEY), end=end - len(_LIST_END))
+    if items is None:
+        return None
+    values = []
+    for piece in items:
+        value = item(piece)
+        if value is None:
+            return None
+        values.append(value)
+    return ExtenderArgs(pod, SentNodeList(raw, (start, end), list_head, items, values), None)
+
+
+def _pod_before_nodes(raw: bytes | bytearray, tries: int = 4) -> tuple[dict[str, Any] | None, int]:
+    """The pod and where `,"Nodes":` follows it; the pod may spell that key itself (an
+    annotation named Nodes), so the next few places are tried."""
+    cut = raw.find(_NODES_KEY)
+    for _ in range(tries):
+        if cut < 0:
+            break
+        try:
+            head = orjson.loads(raw[:cut] + b"}")
+        except orjson.JSONDecodeError:
+            cut = raw.find(_NODES_KEY, cut + 1)
+            continue
+        if type(head) is dict and len(head) == 1 and type(head.get("Pod")) is dict:
+            return head["Pod"], cut
+        break
+    return None, -1
+
+
+def decode_sent_item(piece: bytes) -> dict[str, Any] | None:
+    """One item cut by `sent_args`, decoded as it sits in the body (three levels deep, where
+    the decoder's depth limit applies as it would to the whole body); None unless it is
+    exactly one JSON object."""
+    try:
+        decoded = orjson.loads(_ITEM_OPEN + piece + _ITEM_CLOSE)
+    except orjson.JSONDecodeError:
+        return None
+    items = decoded["Nodes"]["items"]
+    return items[0] if len(items) == 1 and type(items[0]) is dict else None
+
+
+_ITEM_OPEN = b'{"Nodes":{"items":['
+_ITEM_CLOSE = b"]}}"
+
+
+def _cut_items(raw: bytes | bytearray, *, start: int, end: int) -> list[bytes] | None:
+    """raw[start:end] cut into items where `},` and the first item's opening repeat."""
+    if start == end:
+        return []
+    meta = raw.find(_META_KEY, start, end)
+    if raw[start] != ord("{") or meta < 0:
+        return None
+    separator = b"}," + bytes(raw[start:meta + len(_META_KEY)])
+    view = memoryview(raw)
+    items = []
+    begin = start
+    found = raw.find(separator, begin, end)
+    while found >= 0:
+        items.append(bytes(view[begin:found + 1]))
+        begin = found + 2
+        found = raw.find(separator, begin, end)
+    items.append(bytes(view[begin:end]))
+    return items
 
 
 def load_extender_args(body: Any) -> ExtenderArgs:
+    """`body` decoded, or already an ExtenderArgs (`sent_args`)."""
+    if type(body) is ExtenderArgs:
+        return body
     args = _as_sent(body)
     if args is not None:
         return args

@@ -98,7 +98,7 @@ def test_engine_total_to_extender_score(total: float, score: int) -> None:
     assert wire.to_extender_score(total) == score
 
 
-# ---- echoing a full NodeList as sent (wire.nodes_as_sent) ----------------------------------
+# ---- a full NodeList read as sent (wire.sent_args) ---------------------------------------
 
 
 def _go_bytes(pod: object, nodes: object) -> bytes:
@@ -106,45 +106,140 @@ def _go_bytes(pod: object, nodes: object) -> bytes:
     return (b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":' + orjson.dumps(nodes) + b',"NodeNames":null}')
 
 
-def test_the_sent_nodelist_is_echoed_byte_for_byte() -> None:
+def _decoded(piece: bytes) -> object:
+    """`sent_args`'s item callback at its plainest: the item decoded, None unless one object."""
+    return wire.decode_sent_item(piece)
+
+
+def _as_decoded(raw: bytes) -> dict | None:
+    """What sent_args made of `raw`, as the decoded body it must equal (None: not taken)."""
+    args = wire.sent_args(raw, _decoded)
+    if args is None:
+        return None
+    assert isinstance(args.nodes, wire.SentNodeList) and args.node_names is None
+    nodes = orjson.loads(orjson.dumps(args.nodes.kept()))
+    assert nodes["items"] == args.nodes.values
+    return {"Pod": args.pod, "Nodes": nodes, "NodeNames": None}
+
+
+def test_kube_schedulers_body_is_read_by_node_and_echoed_byte_for_byte() -> None:
     raw = (WIRE / "filter-request-nodecache-false.json").read_bytes()
+    args = wire.sent_args(raw, _decoded)
+    assert args is not None and isinstance(args.nodes, wire.SentNodeList)
     body = orjson.loads(raw)
-    sent = wire.nodes_as_sent(raw, body)
-    assert sent is not None
-    reply = orjson.dumps({"Nodes": sent})
-    assert orjson.loads(reply)["Nodes"] == body["Nodes"]
+    assert args.pod == body["Pod"]
+    assert args.nodes.values == body["Nodes"]["items"] and len(args.nodes.items) == 3
+    reply = orjson.dumps({"Nodes": args.nodes.kept()})
     start = raw.index(b',"Nodes":') + len(b',"Nodes":')
     assert raw[start:-len(b',"NodeNames":null}')] in reply  # the very bytes kube-scheduler sent
+    assert wire.load_extender_args(args) is args
+
+
+def test_kept_items_are_the_sent_bytes_of_those_nodes() -> None:
+    raw = (WIRE / "filter-request-nodecache-false.json").read_bytes()
+    args = wire.sent_args(raw, _decoded)
+    assert args is not None and isinstance(args.nodes, wire.SentNodeList)
+    kept = orjson.dumps(args.nodes.kept([True, False, True]))
+    body = orjson.loads(raw)
+    assert orjson.loads(kept) == {**body["Nodes"], "items": [body["Nodes"]["items"][0], body["Nodes"]["items"][2]]}
+    assert args.nodes.items[2] in kept and args.nodes.items[1] not in kept
+    assert orjson.loads(orjson.dumps(args.nodes.kept([False] * 3)))["items"] == []
+
+
+@pytest.mark.parametrize("nodes", [
+    {"metadata": {}, "items": []},
+    {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"name": "n1"}}]},
+    {"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+     "items": [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": f"n{i}"}} for i in range(3)]},
+    # the separator inside a node: the cut pieces are not objects, so the body is decoded whole
+    {"metadata": {}, "items": [{"metadata": {"name": "n1", "annotations": {"a": {"metadata": 1}}},
+                                "x": [{"y": 1}, {"metadata": 2}]}, {"metadata": {"name": "n2"}}]},
+])
+def test_read_by_node_or_not_at_all_never_otherwise(nodes: dict) -> None:
+    raw = _go_bytes({"metadata": {"name": "p"}}, nodes)
+    read = _as_decoded(raw)
+    assert read is None or read == orjson.loads(raw)
+
+
+def test_a_separator_inside_a_node_falls_back() -> None:
+    nodes = {"metadata": {}, "items": [{"metadata": {"name": "n1"}, "x": [{"y": 1}, {"metadata": 2}]}]}
+    assert wire.sent_args(_go_bytes({"metadata": {"name": "p"}}, nodes), _decoded) is None
 
 
 @pytest.mark.parametrize("pod", [
     {"metadata": {"name": "p", "annotations": {"Nodes": "x"}}},
     {"metadata": {"name": "p"}, "spec": {"x": {"Nodes": {"metadata": {}, "items": []}}}},
     {"metadata": {"name": "p"}, "Nodes": {"items": []}},  # a top-level key of the pod named Nodes
+    {"metadata": {"name": "p", "annotations": {'a"items': "x", "b": '"items":['}}},
 ])
-def test_a_pod_that_spells_nodes_never_moves_the_split(pod: dict) -> None:
-    nodes = {"metadata": {}, "items": [{"metadata": {"name": "node-1"}}]}
+def test_a_pod_that_spells_nodes_or_items_never_moves_a_cut(pod: dict) -> None:
+    nodes = {"metadata": {}, "items": [{"metadata": {"name": "node-1"}}, {"metadata": {"name": "node-2"}}]}
     raw = _go_bytes(pod, nodes)
-    sent = wire.nodes_as_sent(raw, orjson.loads(raw))
-    assert sent is None or orjson.loads(orjson.dumps(sent)) == nodes
+    assert _as_decoded(raw) == orjson.loads(raw)
+
+
+@pytest.mark.parametrize("nodes", [
+    {"metadata": {'a"items': [{"metadata": {"name": "hidden"}}]}, "items": [{"metadata": {"name": "n1"}}]},
+    {'a"items': [{"metadata": {"name": "hidden"}}], "items": [{"metadata": {"name": "n1"}}]},
+    {"items": [], "other": [{"metadata": {"name": "hidden"}}]},
+    {"metadata": {}, "items": [{"metadata": {"name": "n1"}}], "extra": 1},
+])
+def test_a_list_that_hides_items_elsewhere_is_decoded_whole(nodes: dict) -> None:
+    raw = _go_bytes({"metadata": {"name": "p"}}, nodes)
+    read = _as_decoded(raw)
+    assert read is None or read == orjson.loads(raw)
 
 
 @pytest.mark.parametrize("raw", [
     b'{"Nodes":{"items":[]},"Pod":{"metadata":{"name":"p"}},"NodeNames":null}',  # another order
     b'{"Pod": {"metadata":{"name":"p"}}, "Nodes": {"items":[]}, "NodeNames": null}',  # not compact
     b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[]},"Error":"x","NodeNames":null}',  # another key
+    b'{"Pod":[],"Nodes":{"items":[]},"NodeNames":null}',  # a pod that is no object
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[1,2]},"NodeNames":null}',  # items no objects
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[{"metadata":{}}}]},"NodeNames":null}',  # not JSON
 ])
-def test_bodies_not_in_gos_exact_shape_are_encoded_again(raw: bytes) -> None:
-    assert wire.nodes_as_sent(raw, orjson.loads(raw)) is None
+def test_bodies_not_in_gos_exact_shape_are_decoded_whole(raw: bytes) -> None:
+    assert wire.sent_args(raw, _decoded) is None
 
 
 @pytest.mark.parametrize("raw", [
-    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[1]},"Nodes":{"items":[]},"NodeNames":null}',
-    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[]},"Pod":{"metadata":{"name":"p"}},"NodeNames":null}',
+    b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[{"metadata":{"name":"a"}}]},'
+    b'"Nodes":{"items":[]},"NodeNames":null}',
+    b'{"Pod":{"metadata":{"name":"q"}},"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[]},"NodeNames":null}',
 ])
-def test_a_repeated_key_is_echoed_as_it_was_decoded(raw: bytes) -> None:
-    body = orjson.loads(raw)  # the last of a repeated key wins, in orjson as in Go
-    sent = wire.nodes_as_sent(raw, body)
-    assert sent is not None
-    echoed = orjson.loads(orjson.dumps({"Nodes": sent, "Error": ""}))
-    assert echoed["Nodes"] == body["Nodes"] and echoed["Error"] == ""  # the reply's own keys come last
+def test_a_repeated_key_reads_as_it_decodes(raw: bytes) -> None:
+    read = _as_decoded(raw)  # the last of a repeated key wins, in orjson as in Go
+    assert read is None or read == orjson.loads(raw)
+
+
+@pytest.mark.parametrize("where", ["item", "list"])
+def test_what_is_too_deep_for_the_whole_body_is_too_deep_by_node(where: str) -> None:
+    """orjson refuses nesting beyond its limit: a node or list field close to it decodes on
+    its own but not inside the body, and must not be read by node (the reply would nest it as
+    deep again, and kube-scheduler's decoder may refuse it too)."""
+    outcomes = set()
+    for depth in range(1010, 1030):
+        if where == "item":
+            nodes = {"metadata": {}, "items": [{"metadata": {"name": "n1"}, "spec": {"x": "DEEP"}}]}
+        else:
+            nodes = {"metadata": {"x": "DEEP"}, "items": [{"metadata": {"name": "n1"}}]}
+        raw = _go_bytes({"metadata": {"name": "p"}}, nodes).replace(b'"DEEP"', b"[" * depth + b"1" + b"]" * depth)
+        try:
+            orjson.loads(raw)
+            decodes = True
+        except orjson.JSONDecodeError:
+            decodes = False
+        read = wire.sent_args(raw, _decoded)  # (too deep to compare with ==: Python's own recursion limit)
+        assert decodes or read is None, depth
+        if read is not None:
+            assert orjson.loads(orjson.dumps({"Nodes": read.nodes.kept()}))  # the reply decodes too
+        outcomes.add(decodes)
+    assert outcomes == {True, False}  # the range spans the limit
+
+
+def test_an_item_the_callback_refuses_means_no_reading() -> None:
+    raw = _go_bytes({"metadata": {"name": "p"}}, {"metadata": {}, "items": [{"metadata": {"name": "n1"}}]})
+    assert wire.sent_args(raw, lambda piece: None) is None
+    seen: list[bytes] = []
+    args = wire.sent_args(raw, lambda piece: seen.append(piece) or "view")
+    assert args is not None and args.nodes.values == ["view"] and seen == [b'{"metadata":{"name":"n1"}}']

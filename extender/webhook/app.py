@@ -19,7 +19,7 @@ from extender.webhook import verbs
 from extender.webhook.bodies import error_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
 from extender.webhook.podviews import PodViewCache
-from extender.webhook.verb_routes import Handler, VerbRoutes
+from extender.webhook.verb_routes import Route, VerbRoutes
 
 log = logging.getLogger(__name__)
 
@@ -43,18 +43,20 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     cache = NodeViewCache()
     pods = PodViewCache()
 
-    handlers: dict[str, Handler] = {
-        "filter": lambda body, raw: verbs.filter_verb(runtime, cache, body, pods=pods, raw=raw),
-        "prioritize": lambda body, raw: verbs.prioritize_verb(runtime, cache, body, pods=pods),
-        "bind": lambda body, raw: verbs.bind_verb(runtime, settings, body),
-        "preempt": lambda body, raw: verbs.preempt_verb(runtime, body),
+    # ExtenderArgs bodies (filter, prioritize, explain) are read with the node cache: a full
+    # NodeList comes as the bytes of nodes it has seen (nodeviews.py).
+    handlers: dict[str, Route] = {
+        "filter": Route(lambda body: verbs.filter_verb(runtime, cache, body, pods=pods), cache.args),
+        "prioritize": Route(lambda body: verbs.prioritize_verb(runtime, cache, body, pods=pods), cache.args),
+        "bind": Route(lambda body: verbs.bind_verb(runtime, settings, body)),
+        "preempt": Route(lambda body: verbs.preempt_verb(runtime, body)),
     }
     if settings.enable_explain:
-        handlers["explain"] = lambda body, raw: verbs.explain_verb(runtime, cache, body, pods=pods)
+        handlers["explain"] = Route(lambda body: verbs.explain_verb(runtime, cache, body, pods=pods), cache.args)
     _add_status_routes(app, runtime, settings)
     _add_error_handlers(app)
     # The verbs are answered in front of Flask (verb_routes.py says why); the rest is Flask's.
-    routes = {settings.verb_path(verb): (verb, handler) for verb, handler in handlers.items()}
+    routes = {settings.verb_path(verb): (verb, route) for verb, route in handlers.items()}
     app.wsgi_app = VerbRoutes(app.wsgi_app, routes, settings.max_body_bytes,  # type: ignore[method-assign]
                               runtime.state.serving, log_successes=settings.access_log)
     return app

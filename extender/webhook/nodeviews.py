@@ -2,7 +2,10 @@
 
 kube-scheduler sends the same node objects on every call when nodeCacheCapable is
 false; a node's (uid, resourceVersion) pins its content, so its view is parsed
-once, not once per pod.
+once, not once per pod. Better still, the same object comes as the same bytes: a
+request read by pieces (`wire.sent_args`) finds each node's view by its bytes and
+decodes only the nodes it has not seen, where decoding and freeing every node was
+85 % of the webhook's CPU on this path (bench e2e, 230 nodes per call).
 """
 
 from __future__ import annotations
@@ -12,15 +15,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from extender import wire
 from extender.cluster.state import ClusterState, infos_from_views
+from extender.errors import InvalidObject
 from extender.model.nodes import NodeInfo, NodeView
+from extender.webhook import bodies
 
 _LIMIT = 20_000
+_PIECE_BYTES_LIMIT = 64 * 1024 * 1024  # node bytes kept as keys; a cluster of 5000 nodes needs ~20 MB
 
 
 class NodeViewCache:
-    def __init__(self, limit: int = _LIMIT) -> None:
+    def __init__(self, limit: int = _LIMIT, piece_bytes_limit: int = _PIECE_BYTES_LIMIT) -> None:
         self._views: dict[tuple[str, str, str], NodeView] = {}
+        self._pieces: dict[bytes, NodeView] = {}
+        self._piece_bytes = 0
+        self._piece_bytes_limit = piece_bytes_limit
         self._infos: dict[str, tuple[NodeInfo, NodeView, NodeInfo]] = {}
         self._limit = limit
         self._lock = threading.Lock()
@@ -67,3 +77,30 @@ class NodeViewCache:
                         self._views[key] = found  # type: ignore[index]
                 return found
         return NodeView.from_dict(raw)
+
+    def args(self, raw: bytes | bytearray) -> Any:
+        """A verb body: ExtenderArgs with the nodes as sent when `wire.sent_args` can read it
+        so, else the decoded JSON (which the verb validates as any body)."""
+        return wire.sent_args(raw, self.piece_view) or bodies.decode_json(raw)
+
+    def piece_view(self, piece: bytes) -> NodeView | None:
+        """The view of one Node's bytes; None unless they are one JSON object with a name (the
+        body is then decoded whole, and the verb words the error)."""
+        found = self._pieces.get(piece)
+        if found is not None:
+            return found
+        raw = wire.decode_sent_item(piece)
+        if raw is None:
+            return None
+        try:
+            view = self.view(raw)
+        except InvalidObject:
+            return None
+        if not view.error:
+            with self._lock:
+                if self._piece_bytes + len(piece) > self._piece_bytes_limit or len(self._pieces) >= self._limit:
+                    self._pieces.clear()
+                    self._piece_bytes = 0
+                self._pieces[piece] = view
+                self._piece_bytes += len(piece)
+        return view

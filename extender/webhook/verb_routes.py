@@ -34,8 +34,15 @@ from extender.webhook import bodies, verbs
 log = logging.getLogger("extender.webhook.app")
 access_log = logging.getLogger("extender.access")
 
-# A verb: the decoded body, and its bytes when read as kube-scheduler sends them (else None).
-Handler = Callable[[Any, bytes | bytearray | None], verbs.Outcome]
+Handler = Callable[[Any], verbs.Outcome]
+
+
+class Route(NamedTuple):
+    """A verb's handler of the decoded body, and how a plain body's bytes are decoded for it."""
+
+    handle: Handler
+    decode: Callable[[bytes | bytearray], Any] = bodies.decode_json
+
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 _ALLOW = "OPTIONS, POST"
@@ -72,7 +79,7 @@ class PlainReply(NamedTuple):
 class VerbRoutes:
     """WSGI middleware: `routes` maps a path to (verb, handler); other paths go to `fallback`."""
 
-    def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Handler]], max_body_bytes: int,
+    def __init__(self, fallback: WSGIApp, routes: dict[str, tuple[str, Route]], max_body_bytes: int,
                  gate: ServingGate, log_successes: bool = True) -> None:
         self.fallback = fallback
         self.gate = gate  # the cluster state's: its watches wait while a verb is being answered
@@ -134,28 +141,27 @@ class VerbRoutes:
         reply = self._answer(self.routes[path], environ, lambda status, headers: started.extend((status, headers)))
         return PlainReply(started[0], started[1], reply.data, reply.close)
 
-    def _answer(self, route: tuple[str, Handler], environ: dict[str, Any],
+    def _answer(self, route: tuple[str, Route], environ: dict[str, Any],
                 start_response: StartResponse) -> Iterable[bytes]:
-        verb, handler = route
+        verb, (handler, decode) = route
         started = time.perf_counter()
         path = environ.get("PATH_INFO", "")
         size = 0
         result, pod, nodes, note = "bad-request", "", 0, ""
         status = 200
         try:
-            raw: bytes | bytearray | None
             try:
                 raw = bodies.read_plain(environ, self.max_body_bytes)
                 size = len(raw)
-                body = bodies.decode_json(raw)
+                body = decode(raw)
             except bodies.NotPlain:
                 request = self.request_class(environ)
                 size = request.content_length or 0
-                body, raw = bodies.read_json(request), None
+                body = bodies.read_json(request)
             gate = self.gate
             gate.enter()
             try:
-                outcome = handler(body, raw)
+                outcome = handler(body)
             finally:
                 gate.leave()
             result, pod, nodes, note = outcome.result, outcome.pod, outcome.nodes, outcome.note
@@ -188,4 +194,4 @@ class VerbRoutes:
         return _Reply(data, after)
 
 
-__all__ = ["PlainReply", "VerbRoutes"]
+__all__ = ["PlainReply", "Route", "VerbRoutes"]

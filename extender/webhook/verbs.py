@@ -78,6 +78,8 @@ def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
     """NodeInfos for the request's nodes, and the names the cluster state does not know."""
     if args.node_names is not None:
         return runtime.state.node_infos(args.node_names)
+    if isinstance(args.nodes, wire.SentNodeList):
+        return cache.infos(args.nodes.values, runtime.state), []
     views = []
     for index, item in enumerate(args.nodes["items"]):  # type: ignore[index]
         try:
@@ -110,10 +112,9 @@ def _require_synced(runtime: Runtime, args: wire.ExtenderArgs) -> str:
     return ""
 
 
-def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None,
-                raw: bytes | bytearray | None = None) -> Outcome:
-    """`raw`: the body's bytes, when read as sent; a reply keeping every node of a full NodeList
-    echoes them (wire.nodes_as_sent) instead of encoding the NodeList again."""
+def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodViewCache | None = None) -> Outcome:
+    """A full NodeList read as sent (`NodeViewCache.args`) is answered with the bytes of the
+    nodes kept, as kube-scheduler sent them: it reads the returned Node objects, so they must be its own."""
     args = wire.load_extender_args(body)
     pod = _pod(args.pod, pods)
     not_ready = _require_synced(runtime, args)
@@ -141,16 +142,15 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
     if args.node_names is not None:
         names = [n for n in args.node_names if n not in refused] if refused else args.node_names
         reply = wire.filter_result(node_names=names, failed=failed, unresolvable=unresolvable)
+    elif isinstance(args.nodes, wire.SentNodeList):
+        kept = args.nodes.kept([info.name not in refused for info in infos] if refused else None)
+        reply = wire.filter_result(nodes=kept, failed=failed, unresolvable=unresolvable)
     else:
-        sent = wire.nodes_as_sent(raw, body) if raw is not None and not refused else None
-        if sent is not None:
-            reply = wire.filter_result(nodes=sent, failed=failed, unresolvable=unresolvable)
-        else:
-            items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
-                item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
-                if info.name not in refused]
-            reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
-                                       unresolvable=unresolvable)
+        items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
+            item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
+            if info.name not in refused]
+        reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
+                                   unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)
     # kube-scheduler's own event already carries the "0/N nodes are available" summary of
     # these reasons; the access log only counts them, to keep the per-request path short.
@@ -159,6 +159,8 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
 
 
 def _item_names(nodes: Any) -> list[str]:
+    if isinstance(nodes, wire.SentNodeList):
+        return [view.name for view in nodes.values]
     names = []
     for index, item in enumerate(nodes["items"]):
         meta = item.get("metadata")
