@@ -16,6 +16,10 @@ samples each extender process, see ``_sampled``):
 4. when every pod is bound (or nothing moved for a while), the setup is stopped and its pods
    deleted, so the next setup starts on the same empty nodes.
 
+Between 1 and 2, the benchmark waits until etcd and kube-apiserver are idle (under a tenth
+of a core over a second; ``settle_s`` in the round's line): the previous setup's deleted
+pods leave them seconds of work that would land on whichever setup comes next.
+
 Throughput is (bound - 1) / (last bind - first bind): the steady drain, without the start-up
 of each process (kube-scheduler's informers, our lists) that differs between setups and is
 not what a user waits for. The watch's stamps are taken in this process as events arrive,
@@ -437,10 +441,10 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
         kube.create_pod(shape.pop("name"), namespace, scheduler_name=scheduler_name, **shape)
 
     _parallel(create, pods)
+    control_plane = [p.pid for p in plane.plane._processes]  # etcd and kube-apiserver
+    result: dict[str, Any] = {"setup": setup.label, "settle_s": _settle(control_plane)}
     load_before = os.getloadavg()[0]
     clock = BindClock(kube, namespace, pods).start()
-    result: dict[str, Any] = {"setup": setup.label}
-    control_plane = [p.pid for p in plane.plane._processes]  # etcd and kube-apiserver
     try:
         profile = profile_dir / f"{scheduler_name}.txt" if profile_dir is not None else None
         with _running(plane, workdir, setup, scheduler_name, result, profile):
@@ -467,6 +471,20 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
             result[f"{name}_ms_per_pod"] = round(cpu * 1000 / len(times), 2)
     _wait_deleted(kube, namespace)
     return result
+
+
+def _settle(control_plane: Sequence[int], idle: float = 0.1, timeout: float = 60.0) -> float:
+    """Wait until etcd and kube-apiserver use less than `idle` of a core over a second;
+    returns the seconds waited. The previous setup's pods, deleted, and this one's, just
+    created, leave them work (watch fan-out, compaction) that would otherwise land on
+    whichever setup comes next: the standalone scheduler follows the full-NodeList setups."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = sum(map(process_tree_cpu, control_plane))
+        time.sleep(1.0)
+        if sum(map(process_tree_cpu, control_plane)) - before < idle:
+            break
+    return round(time.monotonic() - started, 1)
 
 
 def _wait_deleted(kube: Any, namespace: str, timeout: float = 60.0) -> None:

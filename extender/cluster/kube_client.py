@@ -1,5 +1,7 @@
 """The one place that talks HTTP to the API server: client construction and raw JSON requests.
 
+Short requests (binds, Events, patches, lists) go over keepalive.py's connections; watch
+streams, and every request of a client behind a proxy, over the client's urllib3 pool.
 Replies are read as raw bytes and parsed with orjson, never deserialized into the
 kubernetes client's model classes: those are far too slow for node and pod lists,
 and `create_namespaced_pod_binding` cannot even deserialize the Status a bind
