@@ -62,15 +62,15 @@ def _zero_scores(names: Sequence[str]) -> orjson.Fragment:
     scorers (the webhook's default) costs a dict look-up per node and one join."""
     cached = _ZERO_SCORES
     try:
-        joined = b",".join(map(cached.__getitem__, names))
+        parts = [cached[name] for name in names]
     except KeyError:
         if len(cached) + len(names) > _ZERO_SCORES_LIMIT:
             cached.clear()
         for name in names:
             if name not in cached:
                 cached[name] = orjson.dumps({"Host": name, "Score": 0})
-        joined = b",".join(map(cached.__getitem__, names))
-    return orjson.Fragment(b"[" + joined + b"]")
+        parts = [cached[name] for name in names]
+    return orjson.Fragment(b"[" + b",".join(parts) + b"]")
 
 
 def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
