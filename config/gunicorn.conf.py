@@ -9,30 +9,31 @@ which is how `extender serve` passes its options.
 Why these defaults. What users feel is kube-scheduler's throughput with the webhook in
 its path: it calls filter, then prioritize, for one pod at a time over one kept-alive
 connection, so every microsecond the server spends on a call (and every hand-off between
-its threads) is pods/s. Measured by `python -m bench e2e`: a real etcd, kube-apiserver and
-kube-scheduler v1.36.3 on the 2-core development machine, 500 nodes, 1000 pods per setup,
-the default webhook policy in node-cache mode with --disable-bind (kube-scheduler is
-registered without bindVerb, so no pod watch), 3 rounds, medians; the ratio is to the
-empty extender of the same round (bench/empty_extender.py: stdlib HTTP server,
-TCP_NODELAY, no state, no logging), CPU is the extender's per pod:
+its threads) is pods/s. Measured by `python -m bench e2e --pods 2000 --repeat 3`: a real
+etcd, kube-apiserver and kube-scheduler v1.36.3 on the 2-core development machine, 500
+nodes, the default webhook policy in node-cache mode with --disable-bind (kube-scheduler is
+registered without bindVerb, so no pod watch), medians; the ratio is to the empty extender
+of the same round (bench/empty_extender.py: stdlib HTTP server, TCP_NODELAY, no state, no
+logging), CPU is the extender's per pod:
 
     setup                                  pods/s   x empty   extender CPU ms/pod
-    empty extender                           427      1.0        0.29
-    connection w2 (the defaults)             479      1.11       0.39
-    connection w2, bind enabled (pod watch)  389      0.93       0.55
-    connection w1                            362      0.86       0.47
-    gthread w2 t4                            291      0.68       1.04
-    gthread w1 t1                            345      0.78       0.82
-    sync w1                                  341      0.72       0.90
-    (kube-scheduler alone: 954 pods/s; full NodeList, defaults: 0.98 x empty.)
+    empty extender                           496      1.0        0.28
+    connection w2 (the defaults)             484      1.03       0.36
+    connection w2, bind enabled (pod watch)  360      0.77       0.57
+    connection w1                            439      0.88       0.40
+    gthread w2 t4                            385      0.78       0.84
+    gthread w1 t1                            340      0.73       0.85
+    sync w1                                  377      0.76       0.81
+    (kube-scheduler alone: 828 pods/s; full NodeList, defaults: 1.24 x empty, 2.1 ms/pod
+    against 7.3, its nodes read by piece: extender/webhook/nodeviews.py.)
 
-Pods/s move by about +-0.1 x between rounds on this shared machine; CPU per pod moves
-less. Only the ConnectionWorker reads kube-scheduler's plain requests itself
-(extender/webhook/plain_requests.py) and answers its verb calls without a WSGI environ
-or Response (VerbRoutes.answer_plain, while gunicorn's access log and request hooks are
-off, as here): the two largest of the changes that took a call's CPU from 3.3 to 0.95 x
-the empty extender's (`python -m bench loopback`, one kept-alive client sending filter +
-prioritize of 230 names, back to back; 1.05 x paced like kube-scheduler).
+Pods/s move by about +-0.1 x between rounds on this shared machine (the defaults gave
+0.93, 1.03, 1.04 x); CPU per pod moves less. Only the ConnectionWorker reads
+kube-scheduler's plain requests itself (extender/webhook/plain_requests.py) and answers
+its verb calls without a WSGI environ or Response (VerbRoutes.answer_plain, while
+gunicorn's access log and request hooks are off, as here): the two largest of the changes
+that took a call's CPU from 3.3 to 1.06-1.23 x the empty extender's (`python -m bench
+loopback`, one kept-alive client sending filter + prioritize of 230 names, back to back).
 
 - worker_class = extender.webhook.worker.ConnectionWorker: a thread per connection reads
   the request, runs the app and writes the reply, then blocks reading the next request.
