@@ -105,6 +105,13 @@ USAGE_FETCH_LATENCY = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 
+# ---- API server requests (kube_client.request_json; watches are counted as restarts) ----
+API_REQUESTS = Counter("extender_api_requests_total",
+                       "Requests to the API server by method and HTTP status ('error': no reply).", ["method", "code"])
+API_REQUEST_LATENCY = Histogram("extender_api_request_duration_seconds",
+                                "API server request latency by method, until the whole reply is read.", ["method"],
+                                buckets=_LATENCY_BUCKETS)
+
 # ---- standalone scheduler --------------------------------------------------------
 SCHEDULE_ATTEMPTS = Counter(
     "extender_schedule_attempts_total", "Scheduling attempts by result.", ["profile", "result"]

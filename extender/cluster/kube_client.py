@@ -28,6 +28,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from extender import metrics
 from extender.cluster import keepalive
 from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
 
@@ -265,12 +266,18 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
     (extender/cluster/keepalive.py), or through urllib3 when the client needs a proxy.
     """
     pool = keepalive.for_client(api_client)
-    if pool is None:
-        status, data = _urllib3_exchange(api_client, method, path, query=query, body=body,
-                                         content_type=content_type, timeout=timeout)
-    else:
-        status, data = _keepalive_exchange(api_client, pool, method, path, query=query, body=body,
-                                           content_type=content_type, timeout=timeout)
+    started = time.perf_counter()
+    try:
+        if pool is None:
+            status, data = _urllib3_exchange(api_client, method, path, query=query, body=body,
+                                             content_type=content_type, timeout=timeout)
+        else:
+            status, data = _keepalive_exchange(api_client, pool, method, path, query=query, body=body,
+                                               content_type=content_type, timeout=timeout)
+    except ClusterError as exc:
+        _observe(method, exc.status, started)
+        raise
+    _observe(method, status, started)
     try:
         decoded = _decode(data)
     except orjson.JSONDecodeError as exc:
@@ -278,6 +285,19 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
     if not isinstance(decoded, dict):
         raise ClusterError(f"{method} {path}: reply is not a JSON object", status=status)
     return decoded
+
+
+_observers: dict[tuple[str, int | None], tuple[Any, Any]] = {}  # labelled children, looked up once
+
+
+def _observe(method: str, status: int | None, started: float) -> None:
+    children = _observers.get((method, status))
+    if children is None:
+        children = _observers[(method, status)] = (
+            metrics.API_REQUESTS.labels(method=method, code=str(status) if status is not None else "error"),
+            metrics.API_REQUEST_LATENCY.labels(method=method))
+    children[0].inc()
+    children[1].observe(time.perf_counter() - started)
 
 
 def _keepalive_exchange(api_client: k8s_client.ApiClient, pool: keepalive.KeepAlivePool, method: str, path: str, *,

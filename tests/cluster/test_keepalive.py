@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
+from extender import metrics
 from extender.cluster import keepalive, kube_client
 from extender.cluster.keepalive import KeepAlivePool, TransportError
 from extender.errors import ClusterError, ConflictError
@@ -389,3 +390,26 @@ def test_request_json_names_an_unreachable_server() -> None:
     with pytest.raises(ClusterError, match="GET /api/v1/nodes: cannot reach the API server") as caught:
         kube_client.request_json(api_client, "GET", "/api/v1/nodes", timeout=1.0)
     assert caught.value.status is None and caught.value.retryable
+
+
+def _api_requests(method: str, code: str) -> float:
+    return metrics.API_REQUESTS.labels(method=method, code=code)._value.get()  # type: ignore[no-any-return]
+
+
+def test_request_json_counts_every_request_by_method_and_status(serve) -> None:
+    answers = iter([reply("201 Created"), reply("404 Not Found", b'{"kind": "Status", "reason": "NotFound"}')])
+    server = serve(lambda request: next(answers))
+    api_client = k8s_client.ApiClient(configuration(f"http://127.0.0.1:{server.port}"))
+    before = (_api_requests("POST", "201"), _api_requests("GET", "404"), _api_requests("GET", "error"))
+    latency_before = metrics.API_REQUEST_LATENCY.labels(method="POST")._sum.get()
+    kube_client.request_json(api_client, "POST", "/a", body={})
+    with pytest.raises(ClusterError):
+        kube_client.request_json(api_client, "GET", "/b")
+    listener = socket.create_server(("127.0.0.1", 0))
+    nobody = k8s_client.ApiClient(configuration(f"http://127.0.0.1:{listener.getsockname()[1]}"))
+    listener.close()
+    with pytest.raises(ClusterError, match="cannot reach"):
+        kube_client.request_json(nobody, "GET", "/c", timeout=1.0)
+    after = (_api_requests("POST", "201"), _api_requests("GET", "404"), _api_requests("GET", "error"))
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
+    assert metrics.API_REQUEST_LATENCY.labels(method="POST")._sum.get() > latency_before
