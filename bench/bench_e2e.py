@@ -35,9 +35,9 @@ Pods/s depend on what else the 2 cores run; CPU per pod does much less, so the t
 has the CPU (user + system, from /proc) that the scheduler process and the extender process
 tree (gunicorn's master and workers) used from the moment they were ready until the drain
 ended, divided by the pods bound; and what etcd and kube-apiserver used over the drain (a
-scheduler that costs the API server more per pod leaves less of the 2 cores to itself). A slight overcount: it includes the extender's idle
-housekeeping while kube-scheduler starts; a slight undercount for kube-scheduler, whose
-first binds may precede the sample.
+scheduler that costs the API server more per pod leaves less of the 2 cores to itself).
+A slight overcount: it includes the extender's idle housekeeping while kube-scheduler
+starts; a slight undercount for kube-scheduler, whose first binds may precede the sample.
 
 kube-scheduler gets client qps/burst 1000 through its configuration's ``clientConnection``
 (the ``--kube-api-qps`` flag is ignored when ``--config`` is given). The webhook setups use
@@ -441,16 +441,16 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
         kube.create_pod(shape.pop("name"), namespace, scheduler_name=scheduler_name, **shape)
 
     _parallel(create, pods)
-    control_plane = [p.pid for p in plane.plane._processes]  # etcd and kube-apiserver
+    control_plane = plane.plane.pids  # etcd and kube-apiserver
     result: dict[str, Any] = {"setup": setup.label, "settle_s": _settle(control_plane)}
     load_before = os.getloadavg()[0]
     clock = BindClock(kube, namespace, pods).start()
     try:
         profile = profile_dir / f"{scheduler_name}.txt" if profile_dir is not None else None
         with _running(plane, workdir, setup, scheduler_name, result, profile):
-            control_plane_cpu = sum(map(process_tree_cpu, control_plane))
+            control_plane_cpu = _trees_cpu(control_plane)
             clock.wait(SETTLE_TIMEOUT, STALL_TIMEOUT)
-            result["control_plane_cpu_s"] = sum(map(process_tree_cpu, control_plane)) - control_plane_cpu
+            result["control_plane_cpu_s"] = _trees_cpu(control_plane) - control_plane_cpu
     finally:
         clock.close()
         kube.call("DELETE", f"/api/v1/namespaces/{namespace}/pods",
@@ -473,6 +473,10 @@ def run_setup(plane: Any, workdir: Path, setup: Setup, index: int, pods: int,
     return result
 
 
+def _trees_cpu(pids: Sequence[int]) -> float:
+    return sum(map(process_tree_cpu, pids))
+
+
 def _settle(control_plane: Sequence[int], idle: float = 0.1, timeout: float = 60.0) -> float:
     """Wait until etcd and kube-apiserver use less than `idle` of a core over a second;
     returns the seconds waited. The previous setup's pods, deleted, and this one's, just
@@ -480,9 +484,9 @@ def _settle(control_plane: Sequence[int], idle: float = 0.1, timeout: float = 60
     whichever setup comes next: the standalone scheduler follows the full-NodeList setups."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        before = sum(map(process_tree_cpu, control_plane))
+        before = _trees_cpu(control_plane)
         time.sleep(1.0)
-        if sum(map(process_tree_cpu, control_plane)) - before < idle:
+        if _trees_cpu(control_plane) - before < idle:
             break
     return round(time.monotonic() - started, 1)
 

@@ -192,7 +192,6 @@ class KeepAlivePool:
             raise ValueError(f"unsupported scheme {scheme!r}")
         if scheme == "https" and ssl_context is None:
             raise ValueError("https needs an ssl_context")
-        self.scheme = scheme
         self.host = host
         self.port = port
         self.ssl_context = ssl_context if scheme == "https" else None
@@ -274,11 +273,13 @@ class KeepAlivePool:
 
     def _give_back(self, connection: _Connection) -> None:
         with self._lock:
-            if not self._closed and len(self._idle) < self.maxsize:
+            if self._closed:
+                full = False
+            elif len(self._idle) < self.maxsize:
                 self._idle.append(connection)
                 return
-            full = not self._closed
-            if full:
+            else:
+                full = True
                 self.discarded += 1
         connection.close()
         if full:

@@ -35,6 +35,9 @@ log = logging.getLogger("extender.webhook.app")
 access_log = logging.getLogger("extender.access")
 
 Handler = Callable[[Any], verbs.Outcome]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+_ALLOW = "OPTIONS, POST"
 
 
 class Route(NamedTuple):
@@ -42,10 +45,6 @@ class Route(NamedTuple):
 
     handle: Handler
     decode: Callable[[bytes | bytearray], Any] = bodies.decode_json
-
-StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-_ALLOW = "OPTIONS, POST"
 
 
 class _Reply:

@@ -253,6 +253,11 @@ class EnvtestControlPlane:
         return self._ca
 
     @property
+    def pids(self) -> list[int]:
+        """The process ids of etcd and kube-apiserver (a benchmark reads their CPU)."""
+        return [process.pid for process in self._processes]
+
+    @property
     def running(self) -> bool:
         return self._apiserver is not None and self._apiserver.poll() is None
 
