@@ -86,9 +86,9 @@ def child_state(nodes: int, pods: int, slim: bool, trace: bool) -> dict[str, Any
 
     from objects import claim_count
 
-    from extender.cluster.kube_source import slim_node
     from extender.cluster.state import ClusterState
     from extender.cluster.volumes import CLAIMS, VOLUMES
+    from extender.kube.source import slim_node
 
     gc.collect()
     before, _ = rss_mb()
@@ -137,9 +137,9 @@ def child_list_server(nodes: int, pods: int, ready_file: str) -> None:
 
 
 def child_http_list(url: str, nodes: int, pods: int) -> dict[str, Any]:
-    from extender.cluster.kube_client import api_client_for
-    from extender.cluster.kube_source import KubeSource
     from extender.cluster.state import ClusterState
+    from extender.kube.client import api_client_for
+    from extender.kube.source import KubeSource
 
     gc.collect()
     before, _ = rss_mb()

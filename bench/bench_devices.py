@@ -143,7 +143,7 @@ def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
 
 
 def state_rows(nodes: int, events: int = 20000) -> list[dict[str, Any]]:
-    from extender.cluster.devicemetrics import DeviceGauges
+    from extender.kube.devicemetrics import DeviceGauges
 
     state = _cluster(nodes)
     gpu_pods = [_pod(f"ev-{i}", f"node-{(i % (nodes // 4)) * 4:05d}", i % GPUS_PER_NODE, memory=1, cores=0)
@@ -195,8 +195,8 @@ def _claim(index: int, node: str = "gpu-1") -> Any:
 
 def ledger_rows(writes: int) -> list[dict[str, Any]]:
     with serving_child(__file__, ["--child-server"], timeout=60) as kubeconfig:
-        from extender.cluster.deviceledger import Ledger
-        from extender.cluster.kube_client import build_api_client
+        from extender.kube.client import build_api_client
+        from extender.kube.deviceledger import Ledger
 
         client = build_api_client(kubeconfig)
         other_client = build_api_client(kubeconfig)

@@ -43,7 +43,7 @@ kube-scheduler gets client qps/burst 1000 through its configuration's ``clientCo
 (the ``--kube-api-qps`` flag is ignored when ``--config`` is given). The webhook setups use
 ``config/kube-scheduler-http.yaml`` rendered for loopback, without ``bindVerb`` (kube-scheduler
 binds), with the default webhook policy and, to match, ``--disable-bind``: so the webhook
-watches no pods (extender/cluster/kube_source.py). One setup keeps bind enabled, as
+watches no pods (extender/kube/source.py). One setup keeps bind enabled, as
 ``extender serve`` starts without options, to show what the pod watch costs. The standalone scheduler runs ``extender schedule``
 with the default standalone policy (whatever it contains: re-running this after a merge
 measures the new plugins too). The "empty" extender is bench/empty_extender.py.

@@ -99,7 +99,7 @@ def tune_gc() -> None:
 
 
 def _watch_pods_for(policy: Policy, source: Any) -> None:
-    """Before a reloaded policy that reads pods takes over, have them all (kube_source.py)."""
+    """Before a reloaded policy that reads pods takes over, have them all (extender/kube/source.py)."""
     if policy.needs_pods and not source.pods_watched and not source.start_pod_watch():
         raise ExtenderError("stopped before the pods were listed")
 
@@ -121,7 +121,7 @@ def choose_source(settings: Settings) -> str:
         return settings.source
     if settings.snapshot:
         return "snapshot"
-    from extender.cluster.kube_client import cluster_configured
+    from extender.kube.client import cluster_configured
 
     return "kube" if settings.kubeconfig or cluster_configured() else "snapshot"
 
@@ -136,10 +136,10 @@ def build_runtime(settings: Settings) -> Runtime:
         return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy,
                        usage=UsageService(state, None, [policy]))
     if kind == "kube":
-        from extender.cluster import deviceledger
-        from extender.cluster.kube_binding import KubeBinder
-        from extender.cluster.kube_client import build_api_client
-        from extender.cluster.kube_source import KubeSource
+        from extender.kube import deviceledger
+        from extender.kube.binding import KubeBinder
+        from extender.kube.client import build_api_client
+        from extender.kube.source import KubeSource
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)

@@ -1,8 +1,9 @@
-"""The layering of DESIGN.md, enforced: model and the policy engine stay pure.
+"""The layering of docs/architecture.md, enforced: model, the policy engine and the cluster state stay pure.
 
-model <- policy <- wire, cluster <- webhook, scheduler <- cli. The engine imports no
+model <- policy <- cluster <- kube, wire <- webhook, scheduler <- cli. The engine imports no
 HTTP framework, no Kubernetes client and no schema library, so the webhook, the
-standalone scheduler and simulate can only differ in their adapters.
+standalone scheduler and simulate can only differ in their adapters; the cluster state
+speaks to no API server (that is extender/kube), so simulate runs it with no network.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "extender"
-FORBIDDEN = {"flask", "werkzeug", "gunicorn", "kubernetes", "urllib3", "marshmallow", "prometheus_client",
-             "extender.webhook", "extender.cluster", "extender.scheduler", "extender.cli", "extender.wire",
-             "extender.runtime", "extender.metrics"}
+HTTP = {"flask", "werkzeug", "gunicorn", "kubernetes", "urllib3", "http", "socket", "ssl", "requests",
+        "extender.kube", "extender.webhook", "extender.scheduler", "extender.cli", "extender.runtime"}
+FORBIDDEN = HTTP | {"marshmallow", "prometheus_client", "extender.cluster", "extender.wire", "extender.metrics"}
 # The policy file loader is the one place in policy/ that reads YAML through marshmallow (issue: "validated
 # with marshmallow"); the engine itself never imports it.
 ALLOWED = {"policy/loading.py": {"marshmallow"}}
@@ -31,10 +32,25 @@ def imported(path: Path) -> set[str]:
     return names
 
 
+def _bad(path: Path, forbidden: set[str]) -> set[str]:
+    allowed = ALLOWED.get(str(path.relative_to(PACKAGE)), set())
+    return {name for name in imported(path)
+            if any(name == f or name.startswith(f + ".") for f in forbidden - allowed)}
+
+
 @pytest.mark.parametrize("path", sorted([*PACKAGE.glob("model/*.py"), *PACKAGE.glob("policy/**/*.py")]),
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_pure_layers_import_no_adapters(path: Path) -> None:
-    allowed = ALLOWED.get(str(path.relative_to(PACKAGE)), set())
-    bad = {name for name in imported(path)
-           if any(name == f or name.startswith(f + ".") for f in FORBIDDEN - allowed)}
+    bad = _bad(path, FORBIDDEN)
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("cluster/*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_cluster_state_speaks_to_no_api_server(path: Path) -> None:
+    bad = _bad(path, HTTP | {"prometheus_client", "extender.metrics", "extender.wire"})
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_the_layer_tests_see_the_packages() -> None:
+    """A renamed folder must not make the tests above pass on nothing."""
+    assert len(list(PACKAGE.glob("cluster/*.py"))) > 5 and len(list(PACKAGE.glob("policy/builtin/*.py"))) > 10

@@ -6,7 +6,7 @@ fails) with one line per missing permission and the `kubectl auth can-i` command
 that reproduces each answer.
 
 One SelfSubjectAccessReview per `Permission` (a review answers for one verb). The
-request goes through `extender.cluster.kube_client.request_json` (the client's raw
+request goes through `extender.kube.client.request_json` (the client's raw
 `call_api`, reply read as plain JSON): the generated model classes are slow and have
 had deserialisation bugs on Status replies, and a yes/no needs none of them.
 
@@ -82,7 +82,7 @@ def check_permissions(
     Raises PreflightError when a review cannot be made or read, including when
     creating SelfSubjectAccessReviews is itself forbidden.
     """
-    from extender.cluster.kube_client import request_json
+    from extender.kube.client import request_json
 
     missing: list[Permission] = []
     for permission in permissions:

@@ -140,7 +140,7 @@ def check(
     impersonate permission; in a pod they are checked for the pod's own account.
     Exit status: 0 when everything checked is fine, 1 otherwise.
     """
-    from extender.cluster.kube_client import in_cluster
+    from extender.kube.client import in_cluster
 
     cluster_wanted = use_cluster and bool(kubeconfig or context or in_cluster())
     if policy is None and not scheduler_configs and not cluster_wanted:
@@ -184,8 +184,8 @@ def _check_cluster(
     lease_namespace: str,
 ) -> bool:
     from extender.checks.preflight import check_permissions, format_missing
-    from extender.cluster.kube_client import build_api_client
     from extender.errors import ClusterError
+    from extender.kube.client import build_api_client
 
     user = service_account_user(namespace, name)
     who = user if impersonate else "this pod's service account"

@@ -59,7 +59,7 @@ def _key(raw: dict[str, Any]) -> str:
 
 
 def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Snapshot]:
-    from extender.cluster.kube_client import build_api_client, request_json
+    from extender.kube.client import build_api_client, request_json
 
     api_client = build_api_client(kubeconfig, context)
     nodes = request_json(api_client, "GET", "/api/v1/nodes").get("items") or []
@@ -74,8 +74,8 @@ def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Sna
 def _live_storage(api_client: Any) -> dict[str, list[dict[str, Any]]]:
     """The objects the volume filters read; a kind that cannot be listed is an error, not a blank
     (a claim missing from the lists would be explained as "not found")."""
-    from extender.cluster.kube_client import request_json
-    from extender.cluster.volume_source import STORAGE_PATHS
+    from extender.kube.client import request_json
+    from extender.kube.volume_source import STORAGE_PATHS
 
     storage = {}
     for resource, path in STORAGE_PATHS.items():
@@ -93,7 +93,7 @@ def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any
         if _key(pod) == key:
             return pod
     if api_client is not None:
-        from extender.cluster.kube_client import request_json
+        from extender.kube.client import request_json
 
         try:
             return request_json(api_client, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")

@@ -148,9 +148,9 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     PodScheduled=False/Unschedulable, and are retried when the cluster changes.
     SIGTERM stops taking pods, finishes binds in flight and releases the Lease.
     """
-    from extender.cluster import deviceledger
-    from extender.cluster.kube_client import build_api_client
     from extender.errors import ExtenderError
+    from extender.kube import deviceledger
+    from extender.kube.client import build_api_client
     from extender.logs import setup_logging
     from extender.runtime import tune_gc
     from extender.scheduler.health import HealthServer

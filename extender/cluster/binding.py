@@ -1,4 +1,4 @@
-"""Binders: how a placement becomes real. `MemoryBinder` for snapshots; the kube binder lives in `kube_binding`.
+"""Binders: how a placement becomes real. `MemoryBinder` for snapshots; the kube binder is `extender.kube.binding`.
 
 Both check what the API server checks (the pod exists, its UID matches, it is
 not bound, not being deleted, not gated) and raise the same errors, so the
@@ -11,13 +11,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from extender.cluster import (
-    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
-    prebinding,
-    volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
-)
+from extender.cluster import prebinding, volume_actions
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError
+from extender.model.devices import LedgerClaim
 
 
 class Binder(Protocol):
@@ -31,13 +28,20 @@ class Binder(Protocol):
         """Carry out reservations' bind-time actions before the bind; raise ClusterError if not."""
 
 
+def in_memory_actions(state: ClusterState) -> dict[type, prebinding.Handler]:
+    """Every bind-time action applied to `state`: one in-memory cluster, one process, so the
+    device shares claimed in the state already arbitrate and a LedgerClaim needs nothing more."""
+    return {**volume_actions.in_memory_handlers(state), LedgerClaim: lambda claim: None}
+
+
 class MemoryBinder:
     """Binds pods inside the cluster state itself: the state is the source of truth."""
 
     kind = "memory"
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, actions: prebinding.Handlers | None = None) -> None:
         self.state = state
+        self.actions = in_memory_actions(state) if actions is None else actions
         self._lock = threading.Lock()
         self.bindings: list[tuple[str, str]] = []
 
@@ -62,4 +66,4 @@ class MemoryBinder:
             self.bindings.append((key, node))
 
     def prebind(self, actions: Sequence[Any]) -> None:
-        prebinding.run(actions, kind=prebinding.MEMORY, target=self.state)
+        prebinding.run(actions, self.actions, where="in-memory")

@@ -1,9 +1,11 @@
 """Carrying out the bind-time work that reservations describe (kube-scheduler's PreBind).
 
 A plugin's `Reservation.actions` are plain data (see extender.policy.reservations). Each
-action type has two handlers, registered here: one that performs it against the API
-server, one that applies it to the in-memory cluster of simulate and the snapshot webhook,
-so a simulated placement goes through the same steps as a live one.
+binder is handed a table of handlers, one per action type, when it is built: the kube
+binder's perform the actions against the API server (`extender.kube.binding.api_server_actions`),
+the memory binder's apply them to the in-memory cluster of simulate and the snapshot webhook
+(`extender.cluster.binding.in_memory_actions`), so a simulated placement goes through the
+same steps as a live one, and no table is filled by the side effect of an import.
 
 Handlers raise ClusterError when the work cannot be done; the caller then releases the
 reservations and does not bind. A handler that waits (for volumes to be bound) sleeps
@@ -15,35 +17,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from extender.errors import ClusterError
 
-KUBE = "kube"
-MEMORY = "memory"
-Handler = Callable[[Any, Any], None]  # (api client or cluster state, action)
-
-_HANDLERS: dict[str, dict[type, Handler]] = {KUBE: {}, MEMORY: {}}
+Handler = Callable[[Any], None]  # carries out one action, bound to its target (API client or state)
+Handlers = Mapping[type, Handler]
 _STOPPING: ContextVar[threading.Event | None] = ContextVar("prebinding_stopping", default=None)
 
 
-def register(action_type: type, *, kube: Handler, memory: Handler) -> None:
-    """Declare how an action type is carried out in each mode."""
-    _HANDLERS[KUBE][action_type] = kube
-    _HANDLERS[MEMORY][action_type] = memory
-
-
-def run(actions: Sequence[Any], *, kind: str, target: Any) -> None:
-    """Carry out `actions` in order against `target` (an ApiClient for KUBE, a ClusterState for MEMORY)."""
-    table = _HANDLERS[kind]
+def run(actions: Sequence[Any], handlers: Handlers, *, where: str) -> None:
+    """Carry out `actions` in order with `handlers`; an action with no handler is refused."""
     for action in actions:
-        handler = table.get(type(action))
+        handler = handlers.get(type(action))
         if handler is None:
-            raise ClusterError(f"no {kind} handler for bind-time action {type(action).__name__}")
-        handler(target, action)
+            raise ClusterError(f"no {where} handler for bind-time action {type(action).__name__}")
+        handler(action)
 
 
 @contextmanager

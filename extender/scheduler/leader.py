@@ -32,8 +32,8 @@ from typing import Any
 from urllib.parse import quote
 
 from extender import metrics
-from extender.cluster import kube_client
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube import client as kube_client
 
 log = logging.getLogger(__name__)
 

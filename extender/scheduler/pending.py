@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from extender.cluster.watching import Reflector
 from extender.errors import InvalidObject
+from extender.kube.watching import Reflector
 from extender.model.pods import PodView
 from extender.scheduler.queueing import SchedulingQueue
 

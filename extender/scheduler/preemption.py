@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from extender import metrics
-from extender.cluster import evicting
-from extender.cluster.events import post_event
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError
+from extender.kube import evicting
+from extender.kube.events import post_event
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine
 from extender.policy.preemption import NEVER, TERMINATING_ON_NOMINATED, Candidate, Outcome, preempt

@@ -151,7 +151,7 @@ class Reporter:
         self._submit(self._post_invalid, ref, scheduler, message)
 
     def _post_invalid(self, ref: dict[str, str], scheduler: str, message: str) -> None:
-        from extender.cluster.events import post_event
+        from extender.kube.events import post_event
 
         post_event(self.api_client, ref, reason=REASON_FAILED, message=message, type="Warning",
                    action="Scheduling", reporting_controller=scheduler or DEFAULT_SCHEDULER_NAME,
@@ -215,7 +215,7 @@ class Reporter:
                 self._backlog -= 1
 
     def _post_event(self, entry: QueuedPod, reason: str, message: str, type_: str) -> None:
-        from extender.cluster.events import post_event
+        from extender.kube.events import post_event
 
         post_event(self.api_client, _pod_ref(entry), reason=reason, message=message, type=type_,
                    action="Binding" if reason == REASON_SCHEDULED else "Scheduling",
@@ -223,7 +223,7 @@ class Reporter:
 
     def _post_failure(self, entry: QueuedPod, message: str, condition_reason: str,
                       nominated_node: str | None = None) -> None:
-        from extender.cluster.events import post_event, set_pod_scheduled_condition
+        from extender.kube.events import post_event, set_pod_scheduled_condition
 
         post_event(self.api_client, _pod_ref(entry), reason=REASON_FAILED, message=message, type="Warning",
                    action="Scheduling", reporting_controller=entry.profile, reporting_instance=self.instance)

@@ -27,8 +27,8 @@ from typing import Any
 from extender import metrics
 from extender.cluster import state as cluster_state
 from extender.cluster.state import ClusterState
-from extender.cluster.volume_source import STORAGE_PATHS
 from extender.cluster.volumes import STORAGE_CHANGED
+from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeView
 from extender.policy import names
@@ -61,7 +61,7 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
     """The API connections a Scheduler may hold at once: its client's pools must keep that many.
 
     Binds, Events, PodScheduled patches and evictions each take a kept-alive connection
-    (extender/cluster/keepalive.py) for one request, watches a urllib3 one for as long as
+    (extender/kube/keepalive.py) for one request, watches a urllib3 one for as long as
     they stream; both pools get this size. A pool smaller than its share opens extra
     connections under load and throws each away after one request ("Connection pool is
     full, discarding connection"), so every burst pays new TLS handshakes.
@@ -107,12 +107,12 @@ class Scheduler:
         self.state.track_nominations = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
-            from extender.cluster.kube_source import KubeSource
+            from extender.kube.source import KubeSource
 
             source = KubeSource(self.state, api_client, watch_budgets=True, **options)
         self.source = source
         if binder is None:
-            from extender.cluster.kube_binding import KubeBinder
+            from extender.kube.binding import KubeBinder
 
             binder = KubeBinder(api_client, self.state)
         self.binder = binder

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.cluster.kube_client import request_json
 from extender.errors import ClusterError, NotFoundError
+from extender.kube.client import request_json
 from extender.model.nodes import NodeView
 from extender.policy.usage_settings import METRICS_SERVER
 from extender.usage import readings

@@ -7,10 +7,10 @@ import threading
 import orjson
 
 from extender.cluster.gate import ServingGate
-from extender.cluster.kube_client import api_client_for
-from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
-from extender.cluster.watching import Reflector
+from extender.kube.client import api_client_for
+from extender.kube.source import KubeSource
+from extender.kube.watching import Reflector
 
 
 def test_an_idle_gate_does_not_wait() -> None:

@@ -22,7 +22,7 @@ from extender.checks.permissions import (
 )
 from extender.checks.preflight import SSAR_PATH, PreflightError, check_permissions, format_missing
 from extender.cli.check import check
-from extender.cluster.kube_client import build_api_client
+from extender.kube.client import build_api_client
 
 from . import CONFIG
 

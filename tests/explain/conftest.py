@@ -23,7 +23,7 @@ PLUGIN = "tests.fakeapi.fixtures"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Registered here only when the top-level conftest has not loaded it (see tests/cluster).
+    # Registered here only when the top-level conftest has not loaded it (see tests/kube).
     if not config.pluginmanager.has_plugin(PLUGIN):
         config.pluginmanager.import_plugin(PLUGIN)
 

@@ -9,7 +9,7 @@ SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 FAKE_AUTHORIZER = (
     "tests the fake's switchable authorizer (deny/allow for every user); real RBAC is exercised "
-    "with users of their own in tests/scheduler/test_cli.py, test_leader.py and tests/cluster/test_events.py"
+    "with users of their own in tests/scheduler/test_cli.py, test_leader.py and tests/kube/test_events.py"
 )
 
 

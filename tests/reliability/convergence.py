@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.cluster.kube_client import build_api_client
+from extender.kube.client import build_api_client
 from extender.model.quantities import to_units
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine

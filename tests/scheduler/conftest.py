@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from extender.cluster.kube_binding import KubeBinder
-from extender.cluster.kube_client import build_api_client
 from extender.cluster.state import ClusterState
+from extender.kube.binding import KubeBinder
+from extender.kube.client import build_api_client
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from extender.checks.permissions import can_i_command, required_permissions
 from extender.cli.schedule import _preflight, _shares_devices, default_lease_namespace, schedule
-from extender.cluster.kube_client import build_api_client
+from extender.kube.client import build_api_client
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from extender.cluster import keepalive
-from extender.cluster.kube_client import build_api_client
+from extender.kube import keepalive
+from extender.kube.client import build_api_client
 from extender.scheduler.preemption import PREEMPT_WORKERS
 from extender.scheduler.reporting import REPORT_WORKERS
 from extender.scheduler.scheduler import connections_needed

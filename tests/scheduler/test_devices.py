@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from extender.cluster import deviceledger
-from extender.cluster.deviceledger import Ledger
-from extender.cluster.kube_client import build_api_client
+from extender.kube import deviceledger
+from extender.kube.client import build_api_client
+from extender.kube.deviceledger import Ledger
 from extender.model.devices import ASSIGNMENT_ANNOTATION, INVENTORY_ANNOTATION, Use
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file

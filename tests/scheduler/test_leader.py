@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from extender.cluster.kube_client import build_api_client
+from extender.kube.client import build_api_client
 from extender.scheduler.leader import LeaderElector
 from tests.scheduler.conftest import SCHEDULER_NAME, RecordingBinder
 
@@ -196,8 +196,8 @@ def test_two_candidates_racing_for_an_expired_lease_cannot_both_win(
     time.sleep(1.1)  # now unchanged for a whole lease duration
     # Both candidates read the lease, then both write it: each PUT waits at a barrier until the
     # other candidate has read too, so both carry the same resourceVersion (on either server).
-    from extender.cluster import kube_client
     from extender.errors import ConflictError
+    from extender.kube import client as kube_client
 
     barrier = threading.Barrier(2, timeout=5)
     puts: list[str] = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from extender.cluster import kube_client
 from extender.errors import ClusterError
+from extender.kube import client as kube_client
 from extender.logs import JsonFormatter, TextFormatter, setup_logging
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.sekrit-service-account-token-do-not-log"

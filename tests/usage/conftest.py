@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from extender.cluster.kube_client import build_api_client
+from extender.kube.client import build_api_client
 
 PLUGIN = "tests.fakeapi.fixtures"
 

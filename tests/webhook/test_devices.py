@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from extender.cluster.deviceledger import Ledger
-from extender.cluster.kube_client import build_api_client, request_json
+from extender.kube.client import build_api_client, request_json
+from extender.kube.deviceledger import Ledger
 from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, NodeDeviceUse, Use
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-from extender.cluster.deviceledger import LEDGER_ANNOTATION
+from extender.kube.deviceledger import LEDGER_ANNOTATION
 from tests.devicebuilders import create_ready_node, device_totals, gpu, gpu_limits
 from tests.helpers import ROOT
 from tests.reliability.servers import launch, wait_until

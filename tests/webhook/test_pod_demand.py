@@ -1,4 +1,4 @@
-"""The webhook watches pods only while its policy reads them or it binds (kube_source.py).
+"""The webhook watches pods only while its policy reads them or it binds (extender/kube/source.py).
 
 kube-scheduler sends each call its pod; with a node-only policy and no bind verb, every
 bind on kube-scheduler's path would otherwise be a watch event to apply for nothing.

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from extender.cluster import kube_client
 from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
+from extender.kube import client as kube_client
 from tests.fakeapi.fixtures import fake_only
 
 

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import kube_client
 from extender.errors import ClusterError
+from extender.kube import client as kube_client
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Carrying out VolumeBinding's bind-time actions: against the API server, or in memory.
+"""Carrying out VolumeBinding's bind-time actions against the API server.
 
 Against the API server (kube-scheduler's bindAPIUpdate and checkBindings):
 
@@ -17,7 +17,8 @@ Against the API server (kube-scheduler's bindAPIUpdate and checkBindings):
   failing as soon as the pod is gone or bound elsewhere, the node is gone, a claimRef
   was reset, a provisioner gave up (it removes the selected-node annotation), or a
   volume cannot be reached from the node; at most the action's timeout. The wait ends
-  early when the binder is stopping (`prebinding.wait`).
+  early when the binder is stopping (`prebinding.wait`). The checks shared with the in-memory handlers are in
+`extender.cluster.volume_actions`.
 
 Failures raise `VolumeBindingError`, a plain ClusterError: the bind pool then releases
 the reservations, reports FailedScheduling with the message and retries the pod after
@@ -25,11 +26,6 @@ its backoff. Nothing written is rolled back, as kube-scheduler does not roll bac
 claimRef or a selected-node annotation left behind is what the PV controller, the
 provisioner or the next attempt works from. A pod that is gone or recreated raises
 NotFoundError / ConflictError, which the bind pool treats as final.
-
-In memory (simulate, the snapshot webhook), nobody else will complete a binding, so the
-handlers play the PV controller as well: a static binding is completed at once (the PV
-Bound to the claim, the claim bound to the PV); a claim to provision only gets its
-selected-node annotation, which pins every later pod using it to that node.
 """
 
 from __future__ import annotations
@@ -37,21 +33,25 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
 from extender import metrics
-from extender.cluster import kube_client, prebinding
-from extender.cluster.state import ClusterState
-from extender.cluster.volumes import CLAIMS, VOLUMES
+from extender.cluster import prebinding
+from extender.cluster.volume_actions import (
+    VolumeBindingError,
+    names_claim,
+    provisions_on,
+    reachable,
+    still_bound,
+)
 from extender.errors import ClusterError, ConflictError, InvalidObject, NotFoundError
+from extender.kube import client as kube_client
 from extender.model.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     Claim,
-    ClaimRef,
     StorageClass,
     Volume,
 )
@@ -61,13 +61,6 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # kube-scheduler's PollUntilContextTimeout interval
 _TIMEOUT = (5.0, 30.0)
-
-
-class VolumeBindingError(ClusterError):
-    """A volume could not be bound for the pod: schedule it again (never final)."""
-
-    def __init__(self, message: str, status: int | None = None, reason: str = "volume-binding") -> None:
-        super().__init__(message, status=status, reason=reason)
 
 
 def _pv_path(name: str) -> str:
@@ -107,39 +100,6 @@ def _parse(parse: Any, raw: dict[str, Any], what: str) -> Any:
         raise VolumeBindingError(f"{what} cannot be read: {exc}") from None
 
 
-def _names_claim(volume: Volume, ref: ClaimRef) -> bool:
-    bound = volume.claim_ref
-    return bound is not None and (bound.namespace, bound.name, bound.uid) == (ref.namespace, ref.name, ref.uid)
-
-
-def _provisions_on(cls: StorageClass | None, action: SelectNode, labels: Mapping[str, str]) -> None:
-    """The claim's class must still exist and provision volumes the node can reach."""
-    name = action.storage_class
-    if cls is None:
-        raise VolumeBindingError(f"storageclass {name} of {action.claim.key} no longer exists")
-    if not cls.provisions or not cls.topology_matches(labels):
-        raise VolumeBindingError(f"storageclass {name} no longer provisions volumes for node {action.node}")
-
-
-def _still_bound(claim: Claim | None, volume: Volume | None, volume_name: str, ref: ClaimRef) -> Volume:
-    """The volume of a claim that was bound when its pod's node was chosen, if it still is."""
-    what = f"persistentvolumeclaim {ref.key}"
-    if claim is None:
-        raise VolumeBindingError(f"{what} no longer exists")
-    if ref.uid and claim.uid != ref.uid:
-        raise VolumeBindingError(f"{what} was recreated since the node was chosen")
-    if claim.deleting:
-        raise VolumeBindingError(f"{what} is being deleted")
-    if claim.volume_name != volume_name or not claim.fully_bound:
-        raise VolumeBindingError(f"{what} is no longer bound to persistentvolume {volume_name}")
-    if volume is None:
-        raise VolumeBindingError(f"persistentvolume {volume_name}, bound to {ref.key}, no longer exists")
-    return volume
-
-
-# ---- against the API server --------------------------------------------------------------
-
-
 def check_volumes(api_client: Any, action: CheckVolumes) -> None:
     labels = _node_labels(api_client, action.node)
     for volume_name, ref in action.bound:
@@ -147,7 +107,7 @@ def check_volumes(api_client: Any, action: CheckVolumes) -> None:
         raw_volume = _get(api_client, _pv_path(volume_name), f"persistentvolume {volume_name}")
         claim = None if raw_claim is None else _parse(Claim.from_dict, raw_claim, f"persistentvolumeclaim {ref.key}")
         volume = None if raw_volume is None else _parse(Volume.from_dict, raw_volume, f"persistentvolume {volume_name}")
-        _reachable(_still_bound(claim, volume, volume_name, ref), action.node, labels)
+        reachable(still_bound(claim, volume, volume_name, ref), action.node, labels)
 
 
 def bind_volume(api_client: Any, action: BindVolume) -> None:
@@ -157,7 +117,7 @@ def bind_volume(api_client: Any, action: BindVolume) -> None:
     if raw is None:
         raise VolumeBindingError(f"{what}, chosen for claim {ref.key}, no longer exists")
     volume = _parse(Volume.from_dict, raw, what)
-    if _names_claim(volume, ref):
+    if names_claim(volume, ref):
         return  # done already (an earlier attempt, or kube-scheduler's own PreBind in webhook mode)
     if volume.resource_version != action.volume_version:
         raise VolumeBindingError(f"{what} changed since it was chosen for claim {ref.key} "
@@ -195,7 +155,7 @@ def select_node(api_client: Any, action: SelectNode) -> None:
                          f"storageclass {action.storage_class}")
         cls = None if raw_class is None else _parse(StorageClass.from_dict, raw_class,
                                                     f"storageclass {action.storage_class}")
-        _provisions_on(cls, action, _node_labels(api_client, action.node))
+        provisions_on(cls, action, _node_labels(api_client, action.node))
     body = copy.deepcopy(raw)
     body.setdefault("metadata", {}).setdefault("annotations", {})[ANN_SELECTED_NODE] = action.node
     _put(api_client, _pvc_path(ref.namespace, ref.name), body, what, "persistentvolumeclaim")
@@ -224,12 +184,6 @@ def _node_labels(api_client: Any, node: str) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
-def _reachable(volume: Volume, node: str, labels: dict[str, str]) -> None:
-    if not volume.affinity_matches(labels):
-        affinity = volume.node_affinity.describe() if volume.node_affinity else ""
-        raise VolumeBindingError(f"pv {volume.name!r} node affinity doesn't match node {node!r} ({affinity})")
-
-
 def bindings_done(api_client: Any, action: AwaitVolumes) -> bool:
     """checkBindings: True when every claim is fully bound; raises when the binding cannot happen."""
     _check_pod(api_client, action)
@@ -242,7 +196,7 @@ def bindings_done(api_client: Any, action: AwaitVolumes) -> bool:
         if raw_claim is None:
             raise VolumeBindingError(f"failed to check binding: persistentvolumeclaim {ref.key!r} not found")
         volume = _parse(Volume.from_dict, raw_volume, f"persistentvolume {volume_name}")
-        _reachable(volume, action.node, labels)
+        reachable(volume, action.node, labels)
         if volume.claim_ref is None or not volume.claim_ref.uid:
             raise VolumeBindingError(f"ClaimRef got reset for pv {volume_name!r}")
         if not _parse(Claim.from_dict, raw_claim, f"persistentvolumeclaim {ref.key}").fully_bound:
@@ -260,7 +214,7 @@ def bindings_done(api_client: Any, action: AwaitVolumes) -> bool:
             raw_volume = _get(api_client, _pv_path(claim.volume_name), f"persistentvolume {claim.volume_name}")
             if raw_volume is None:
                 return False  # created a moment ago, or deleted: the claim will say
-            _reachable(_parse(Volume.from_dict, raw_volume, f"persistentvolume {claim.volume_name}"),
+            reachable(_parse(Volume.from_dict, raw_volume, f"persistentvolume {claim.volume_name}"),
                        action.node, labels)
         if not claim.fully_bound:
             return False
@@ -289,64 +243,7 @@ def await_volumes(api_client: Any, action: AwaitVolumes) -> None:
         metrics.VOLUME_WAIT_SECONDS.labels(outcome=outcome).observe(time.monotonic() - started)
 
 
-# ---- in memory ------------------------------------------------------------------------------
-
-
-def check_volumes_in_memory(state: ClusterState, action: CheckVolumes) -> None:
-    info = state.node_info(action.node)
-    if info is None:
-        raise VolumeBindingError(f"node {action.node} no longer exists")
-    store = state.volumes
-    for volume_name, ref in action.bound:
-        claim = store.stored_claim(ref.namespace, ref.name)
-        volume = _still_bound(claim, store.stored_volume(volume_name), volume_name, ref)
-        _reachable(volume, action.node, info.node.labels)
-
-
-def _stored_claim(state: ClusterState, ref: ClaimRef) -> Claim:
-    claim = state.volumes.stored_claim(ref.namespace, ref.name)
-    if claim is None:
-        raise ClusterError(f"persistentvolumeclaim {ref.key} no longer exists")
-    if ref.uid and claim.uid != ref.uid:
-        raise ClusterError(f"persistentvolumeclaim {ref.key} was recreated since it was chosen")
-    return claim
-
-
-def bind_volume_in_memory(state: ClusterState, action: BindVolume) -> None:
-    store = state.volumes
-    volume = store.stored_volume(action.volume)
-    if volume is None:
-        raise ClusterError(f"persistentvolume {action.volume} no longer exists")
-    claim = _stored_claim(state, action.claim)
-    if volume.claim_ref is not None and not volume.bound_to(claim):
-        raise ClusterError(f"persistentvolume {action.volume} is already bound to claim {volume.claim_ref.key}")
-    if volume.resource_version != action.volume_version and not volume.bound_to(claim):
-        raise ClusterError(f"persistentvolume {action.volume} changed since it was chosen")
-    store.write(VOLUMES, replace(volume, claim_ref=claim.ref(), phase="Bound",
-                                 bound_by_controller=volume.bound_by_controller or volume.claim_ref is None))
-    store.write(CLAIMS, replace(claim, volume_name=volume.name, bind_completed=True, phase="Bound"))
-
-
-def select_node_in_memory(state: ClusterState, action: SelectNode) -> None:
-    claim = _stored_claim(state, action.claim)
-    if claim.fully_bound or claim.selected_node == action.node:
-        return
-    if action.storage_class:
-        info = state.node_info(action.node)
-        _provisions_on(state.volumes.storage_class(action.storage_class), action,
-                       info.node.labels if info is not None else {})
-    state.volumes.write(CLAIMS, replace(claim, selected_node=action.node))
-
-
-def await_volumes_in_memory(state: ClusterState, action: AwaitVolumes) -> None:
-    """Nothing provisions in memory: check the claims are still there, and go on."""
-    for _, ref in action.bindings:
-        _stored_claim(state, ref)
-    for ref in action.provisions:
-        _stored_claim(state, ref)
-
-
-prebinding.register(CheckVolumes, kube=check_volumes, memory=check_volumes_in_memory)
-prebinding.register(BindVolume, kube=bind_volume, memory=bind_volume_in_memory)
-prebinding.register(SelectNode, kube=select_node, memory=select_node_in_memory)
-prebinding.register(AwaitVolumes, kube=await_volumes, memory=await_volumes_in_memory)
+def api_server_handlers(api_client: Any) -> dict[type, prebinding.Handler]:
+    """The volume actions carried out against the API server through `api_client`."""
+    return {CheckVolumes: partial(check_volumes, api_client), BindVolume: partial(bind_volume, api_client),
+            SelectNode: partial(select_node, api_client), AwaitVolumes: partial(await_volumes, api_client)}

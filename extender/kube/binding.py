@@ -16,14 +16,12 @@ from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import (
-    deviceledger,  # noqa: F401 - registers the device ledger's PreBind handlers
-    kube_client,
-    prebinding,
-    volume_prebinding,  # noqa: F401 - registers the volume actions' handlers
-)
+from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube import client as kube_client
+from extender.kube import deviceledger, volume_binding
+from extender.model.devices import LedgerClaim
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +71,24 @@ def _translate(error: ClusterError, key: str, node: str) -> ClusterError:
                        status=status, reason=reason)
 
 
+def api_server_actions(api_client: Any) -> dict[type, prebinding.Handler]:
+    """Every bind-time action carried out against the API server: the volume actions, and the
+    device ledger's record of a GPU share (the arbiter between processes), in the ledger
+    configured for `api_client` when the action runs (`deviceledger.configure` may come later)."""
+    return {**volume_binding.api_server_handlers(api_client),
+            LedgerClaim: lambda claim: deviceledger.ledger_for(api_client).record(claim)}
+
+
 class KubeBinder:
     """The Binder for a live cluster: POST the Binding, then assume the pod until the watch confirms it."""
 
     kind = "kube"
 
-    def __init__(self, api_client: k8s_client.ApiClient, state: ClusterState) -> None:
+    def __init__(self, api_client: k8s_client.ApiClient, state: ClusterState,
+                 actions: prebinding.Handlers | None = None) -> None:
         self.api_client = api_client
         self.state = state
+        self.actions = api_server_actions(api_client) if actions is None else actions
 
     def bind(self, namespace: str, name: str, uid: str, node: str, *,
              annotations: Mapping[str, str] | None = None) -> None:
@@ -100,4 +108,4 @@ class KubeBinder:
         log.debug("bound %s to %s", key, node)
 
     def prebind(self, actions: Sequence[Any]) -> None:
-        prebinding.run(actions, kind=prebinding.KUBE, target=self.api_client)
+        prebinding.run(actions, self.actions, where="API server")

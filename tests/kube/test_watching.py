@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.cluster.kube_client import api_client_for
-from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
-from extender.cluster.watching import LineReader, Reflector, TruncatedStream, iter_lines
-from tests.cluster.scripted import ScriptedServer, event_line
+from extender.kube.client import api_client_for
+from extender.kube.source import KubeSource
+from extender.kube.watching import LineReader, Reflector, TruncatedStream, iter_lines
 from tests.helpers import wait_for
+from tests.kube.scripted import ScriptedServer, event_line
 
 FAST = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 

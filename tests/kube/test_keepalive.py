@@ -21,9 +21,10 @@ import pytest
 from kubernetes import client as k8s_client
 
 from extender import metrics
-from extender.cluster import keepalive, kube_client
-from extender.cluster.keepalive import KeepAlivePool, TransportError
 from extender.errors import ClusterError, ConflictError
+from extender.kube import client as kube_client
+from extender.kube import keepalive
+from extender.kube.keepalive import KeepAlivePool, TransportError
 from tests.fakeapi.pki import CertificateAuthority
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from extender.cluster.kube_client import build_api_client
-from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
+from extender.kube.client import build_api_client
+from extender.kube.source import KubeSource
 
 PLUGIN = "tests.fakeapi.fixtures"
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from extender.cluster.kube_client import build_api_client
-from extender.cluster.kube_source import KubeSource
 from extender.cluster.state import ClusterState
-from tests.cluster.conftest import FAST
+from extender.kube.client import build_api_client
+from extender.kube.source import KubeSource
+from tests.kube.conftest import FAST
 from tests.fakeapi.fixtures import fake_only
 from tests.helpers import wait_for
 

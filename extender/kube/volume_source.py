@@ -27,7 +27,7 @@ from extender.cluster.volumes import (
     VOLUMES,
     VolumeStore,
 )
-from extender.cluster.watching import Reflector
+from extender.kube.watching import Reflector
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from extender.cluster.kube_binding import KubeBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube.binding import KubeBinder
 from tests.fakeapi.fixtures import fake_only
 from tests.helpers import wait_for
 
@@ -111,7 +111,7 @@ def test_server_errors_are_retryable(apiserver, synced, status: int) -> None:
 
 
 def test_unreachable_server_is_retryable() -> None:
-    from extender.cluster.kube_client import api_client_for
+    from extender.kube.client import api_client_for
     from tests.helpers import free_port
 
     binder = KubeBinder(api_client_for(f"http://127.0.0.1:{free_port()}"), ClusterState())

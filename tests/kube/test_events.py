@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from extender.cluster import events
+from extender.kube import events
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def refuse_events(apiserver, api_client):
     kube-apiserver started with --runtime-config=events.k8s.io/v1=false (it answers the
     plain text "404 page not found"); "403" a user of its own whose RBAC allows core events
     only; "500" becomes a user with no events permission at all."""
-    from extender.cluster.kube_client import build_api_client
+    from extender.kube.client import build_api_client
     from tests.fakeapi.envtest import EnvtestControlPlane
     from tests.fakeapi.fixtures import start_envtest_handle
     from tests.fakeapi.rbac import create_user, rule

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 from kubernetes import client as k8s_client
 
-from extender.cluster import kube_client
-from extender.cluster.events import rfc3339
 from extender.errors import ClusterError, NotFoundError
+from extender.kube import client as kube_client
+from extender.kube.events import rfc3339
 from extender.model.records import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 
 log = logging.getLogger(__name__)

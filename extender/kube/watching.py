@@ -22,9 +22,9 @@ import urllib3
 from kubernetes import client as k8s_client
 
 from extender import metrics
-from extender.cluster import kube_client
 from extender.cluster.gate import ServingGate
 from extender.errors import ClusterError, GoneError
+from extender.kube import client as kube_client
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,12 @@ from typing import Any
 from kubernetes import client as k8s_client
 
 from extender import metrics
-from extender.cluster import devicemetrics, kube_client
 from extender.cluster.state import ClusterState
-from extender.cluster.volume_source import publish_counts, storage_reflectors
-from extender.cluster.watching import Reflector
 from extender.errors import ClusterError, InvalidObject, NotFoundError
+from extender.kube import client as kube_client
+from extender.kube import devicemetrics
+from extender.kube.volume_source import publish_counts, storage_reflectors
+from extender.kube.watching import Reflector
 from extender.model.pods import TERMINAL_PHASES
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 
 from extender import metrics
-from extender.cluster import deviceledger, prebinding
-from extender.cluster.deviceledger import LEDGER_ANNOTATION, Ledger, lease_name, read_entries
+from extender.cluster.binding import MemoryBinder
+from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube import deviceledger
+from extender.kube.binding import KubeBinder
+from extender.kube.deviceledger import LEDGER_ANNOTATION, Ledger, lease_name, read_entries
 from extender.model.devices import LedgerClaim, NodeDeviceUse, Use
 from tests.fakeapi import skip_unless_fake
 
@@ -157,10 +160,10 @@ def test_concurrent_processes_never_over_allocate(api_client: Any, kube: Any, na
 def test_the_kube_prebind_handler_uses_the_configured_ledger(api_client: Any, kube: Any, namespace: str) -> None:
     deviceledger.configure(api_client, namespace=namespace)
     before = metrics.DEVICE_LEDGER_WRITES.labels(result="written")._value.get()
-    prebinding.run([claim("a", (("GPU-0", 1000, 0),), node="gpu-2")], kind=prebinding.KUBE, target=api_client)
+    KubeBinder(api_client, ClusterState()).prebind([claim("a", (("GPU-0", 1000, 0),), node="gpu-2")])
     assert set(entries(kube, "gpu-2")) == {"uid-a"}
     assert metrics.DEVICE_LEDGER_WRITES.labels(result="written")._value.get() == before + 1
-    prebinding.run([claim("b", (("GPU-0", 1000, 0),))], kind=prebinding.MEMORY, target=None)  # nothing to do
+    MemoryBinder(ClusterState()).prebind([claim("b", (("GPU-0", 1000, 0),))])  # nothing to do in memory
 
 
 def test_a_missing_namespace_is_a_plain_error_naming_it(api_client: Any) -> None:

@@ -43,7 +43,6 @@ from urllib.parse import quote
 import orjson
 
 from extender import metrics
-from extender.cluster import prebinding
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.model.devices import (
     LEDGER_TTL_SECONDS,
@@ -258,7 +257,7 @@ class Ledger:
     # ---- API calls ------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        from extender.cluster.kube_client import request_json
+        from extender.kube.client import request_json
 
         try:
             return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
@@ -321,14 +320,3 @@ def ledger_for(api_client: Any) -> Ledger:
         if ledger is None:
             ledger = _ledgers[api_client] = Ledger(api_client)
         return ledger
-
-
-def _record_in_api_server(api_client: Any, claim: LedgerClaim) -> None:
-    ledger_for(api_client).record(claim)
-
-
-def _record_in_memory(state: Any, claim: LedgerClaim) -> None:
-    """One in-memory cluster, one process: the claim in the state already arbitrates."""
-
-
-prebinding.register(LedgerClaim, kube=_record_in_api_server, memory=_record_in_memory)

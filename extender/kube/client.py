@@ -29,8 +29,8 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from extender import metrics
-from extender.cluster import keepalive
 from extender.errors import ClusterError, ConflictError, GoneError, NotFoundError
+from extender.kube import keepalive
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
     Raises NotFoundError (404), ConflictError (409), GoneError (410) or ClusterError
     (anything else, `status` None for transport failures). `timeout` is total seconds
     or a (connect, read) pair. The request goes over the client's kept-alive connections
-    (extender/cluster/keepalive.py), or through urllib3 when the client needs a proxy.
+    (extender/kube/keepalive.py), or through urllib3 when the client needs a proxy.
     """
     pool = keepalive.for_client(api_client)
     started = time.perf_counter()

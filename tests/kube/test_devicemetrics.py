@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from extender.cluster.devicemetrics import DeviceGauges
 from extender.cluster.state import ClusterState
+from extender.kube.devicemetrics import DeviceGauges
 from tests.devicebuilders import gpu, gpu_node_dict, gpu_pod_dict
 from tests.policy.builders import node_dict
 
