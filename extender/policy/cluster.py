@@ -4,11 +4,12 @@ Most filters look at one node at a time. Some cannot: inter-pod affinity, topolo
 volumes and preemption need the pods on other nodes, namespaces' labels, claims (the
 storage objects come through `storage()`, see policy/storage.py).
 kube-scheduler gives its plugins a snapshot lister; here the engine passes a
-`ClusterView` (the live `ClusterState` in every mode, or `EMPTY_CLUSTER`) to the
-plugins that declare `needs_cluster = True`:
+`ClusterView` (the live `ClusterState` in every mode, or `EMPTY_CLUSTER`) to every
+plugin's per-pod steps (policy/plugins.py):
 
     prefilter(pod, cluster)          -> NodeCheck | Status | None
     prescore(pod, cluster, nodes)    -> NodeScore | None    (nodes: the ones to be scored)
+    reserve(pod, node, cluster)      -> Reservation | Status | None
 
 The view is an interface, not the state itself, so the policy layer stays free of the
 cluster adapters, and tests can hand a plugin any object with these methods.

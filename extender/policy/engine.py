@@ -22,7 +22,17 @@ from extender.model.records import PodRecord
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.decisions import Decision
 from extender.policy.names import NODE_UNUSABLE
-from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
+from extender.policy.plugins import (
+    ExtensionPoints,
+    FilterResult,
+    NodeCheck,
+    NodeScore,
+    extension_points,
+    memo_key,
+    own_normalize,
+    passes_clear_nodes,
+    updated_check,
+)
 from extender.policy.reservations import Reservation, release_all
 from extender.policy.status import Code, Status, unresolvable
 
@@ -47,17 +57,32 @@ class WeightedScorer:
 
 @dataclass(frozen=True)
 class Policy:
-    """A loaded, validated policy: which filters run, which scorers with which weights."""
+    """A loaded, validated policy: which filters run, which scorers with which weights.
+
+    Each plugin's extension points are found once, here (plugins.extension_points): the
+    engine dispatches on these tables, never on what a plugin object happens to have."""
 
     filters: tuple[object, ...] = ()
     scorers: tuple[WeightedScorer, ...] = ()
     source: str = "<built-in>"
     digest: str = ""
     settings: dict[str, object] = field(default_factory=dict)
+    filter_points: tuple[ExtensionPoints, ...] = field(init=False, repr=False, compare=False)
+    scorer_points: tuple[tuple[ExtensionPoints, int], ...] = field(init=False, repr=False, compare=False)
+    reservers: tuple[ExtensionPoints, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        found: dict[int, ExtensionPoints] = {}
+        for plugin in (*self.filters, *(scorer.plugin for scorer in self.scorers)):
+            if id(plugin) not in found:
+                found[id(plugin)] = extension_points(plugin)
+        object.__setattr__(self, "filter_points", tuple(found[id(p)] for p in self.filters))
+        object.__setattr__(self, "scorer_points", tuple((found[id(s.plugin)], s.weight) for s in self.scorers))
+        object.__setattr__(self, "reservers", tuple(p for p in found.values() if p.reserve is not None))
 
     @property
     def filter_names(self) -> list[str]:
-        return [f.name for f in self.filters]  # type: ignore[attr-defined]
+        return [points.name for points in self.filter_points]
 
     @property
     def needs_pods(self) -> bool:
@@ -65,8 +90,7 @@ class Policy:
         volumes): then the webhook must watch every pod. A plugin that reads only the node
         and the pod being placed says `needs_pods = False`; one that says nothing is
         assumed to read them, so a third-party plugin is never starved of pods."""
-        plugins = (*self.filters, *(scorer.plugin for scorer in self.scorers))
-        return any(getattr(plugin, "needs_pods", True) for plugin in plugins)
+        return any(points.needs_pods for points in (*self.filter_points, *(p for p, _ in self.scorer_points)))
 
 
 def _as_status(result: FilterResult, plugin: str) -> Status:
@@ -120,16 +144,13 @@ class FilterCycle:
         refused the pod and no nominated pod counts. The webhook's default policy, for every
         pod: the caller may then look only at the other nodes (ClusterState.screen)."""
         return self.refuse_all is None and not self.nominations and all(
-            getattr(check, "passes_clear_nodes", False) for _, check in self.checks)
+            passes_clear_nodes(check) for _, check in self.checks)
 
     def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
         """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
         if not changes:
             return self
-        checks = []
-        for name, check in self.checks:
-            update = getattr(check, "updated", None)
-            checks.append((name, update(changes) if update is not None else check))
+        checks = [(name, updated_check(check, changes)) for name, check in self.checks]
         return FilterCycle(self.pod, checks, self.refuse_all, self.nominations)
 
     def refusal(self, info: NodeInfo) -> Status | None:
@@ -211,8 +232,8 @@ class FilterCycle:
 class Engine:
     """Stateless apart from its policy; safe to share between threads.
 
-    `cluster` is what plugins that declare `needs_cluster` read about other nodes and pods
-    (the cluster state in every mode); without one they see an empty cluster.
+    `cluster` is what plugins read about other nodes and pods in `prefilter`, `prescore`
+    and `reserve` (the cluster state in every mode); without one they see an empty cluster.
     """
 
     def __init__(self, policy: Policy) -> None:
@@ -224,14 +245,13 @@ class Engine:
         """Run every filter's per-pod step once; the result filters any number of nodes."""
         view = cluster if cluster is not None else EMPTY_CLUSTER
         checks: list[tuple[str, NodeCheck]] = []
-        for plugin in self.policy.filters:
-            name = plugin.name  # type: ignore[attr-defined]
-            prefilter = getattr(plugin, "prefilter", None)
-            if prefilter is None:
-                checks.append((name, partial(plugin.filter, pod)))  # type: ignore[attr-defined]
+        for points in self.policy.filter_points:
+            name = points.name
+            if points.prefilter is None:
+                checks.append((name, partial(points.filter, pod)))
                 continue
             try:
-                check = prefilter(pod, view) if getattr(plugin, "needs_cluster", False) else prefilter(pod)
+                check = points.prefilter(pod, view)
             except ExtenderError:
                 raise
             except Exception as exc:
@@ -259,9 +279,9 @@ class Engine:
         count = len(nodes)
         totals = [0.0] * count
         weight_sum = 0
-        for entry in self.policy.scorers:
-            name, plugin, weight = entry.name, entry.plugin, entry.weight
-            scored = self._raw_scores(name, plugin, pod, nodes, view)
+        for points, weight in self.policy.scorer_points:
+            name = points.name
+            scored = self._raw_scores(points, pod, nodes, view)
             if scored is None:
                 continue
             raw, normalize = scored
@@ -314,19 +334,19 @@ class Engine:
                 raw.append(score)
         return raw
 
-    def _raw_scores(self, name: str, plugin: object, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
+    def _raw_scores(self, points: ExtensionPoints, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
                     ) -> tuple[list[float], Callable[[Sequence[float]], list[float]]] | None:
         """Raw scores and the function that normalises them: the per-pod function's own
         `normalize(scores, nodes)` when it has one, else the plugin's, else the default."""
+        name = points.name
         try:
-            prescore = getattr(plugin, "prescore", None)
-            if prescore is None:
-                fn = partial(plugin.score, pod)  # type: ignore[attr-defined]
+            if points.prescore is None:
+                fn = partial(points.score, pod)
             else:
-                fn = prescore(pod, cluster, nodes) if getattr(plugin, "needs_cluster", False) else prescore(pod)
+                fn = points.prescore(pod, cluster, nodes)
                 if fn is None:
                     return None
-            key = getattr(fn, "memo_key", None)
+            key = memo_key(fn)
             raw = [fn(info) for info in nodes] if key is None else self._remembered(name, key, fn, nodes)
         except ExtenderError:
             raise
@@ -338,10 +358,10 @@ class Engine:
             finite = False
         if not finite:
             raise PluginError(f"scorer {name} returned {next(v for v in raw if not _finite(v))!r}")
-        own = getattr(fn, "normalize", None)
+        own = own_normalize(fn)
         if own is not None:
             return raw, partial(own, nodes=nodes)
-        return raw, getattr(plugin, "normalize_scores", default_normalize)
+        return raw, points.normalize_scores or default_normalize
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None
                 ) -> list[Reservation] | Status:
@@ -350,17 +370,11 @@ class Engine:
         A refusal releases what the plugins before it reserved and is returned, stamped.
         """
         view = cluster if cluster is not None else EMPTY_CLUSTER
-        plugins = [*self.policy.filters, *(entry.plugin for entry in self.policy.scorers)]
         reservations: list[Reservation] = []
-        seen: set[int] = set()
-        for plugin in plugins:
-            reserve = getattr(plugin, "reserve", None)
-            if reserve is None or id(plugin) in seen:
-                continue
-            seen.add(id(plugin))
-            name = plugin.name  # type: ignore[attr-defined]
+        for points in self.policy.reservers:
+            name = points.name
             try:
-                result = reserve(pod, node, view)
+                result = points.reserve(pod, node, view)
             except ExtenderError:
                 release_all(reservations)
                 raise

@@ -29,7 +29,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from extender.errors import ExtenderError, PolicyError
 from extender.policy.engine import Policy, WeightedScorer
-from extender.policy.plugins import FilterPlugin, ScorePlugin
+from extender.policy.plugins import extension_points
 from extender.policy.registry import Registry, default_registry
 from extender.policy.usage_settings import parse_usage_settings
 
@@ -159,9 +159,9 @@ def _build(
     except Exception as exc:  # a third-party factory's bug must not hide which entry failed
         errors.append(f"{section}[{index}]: plugin {name} could not be built: {type(exc).__name__}: {exc}")
         return None
-    protocol = FilterPlugin if section == "filters" else ScorePlugin
-    method = "filter" if section == "filters" else "score"
-    if not isinstance(plugin, protocol) and not hasattr(plugin, "pre" + method):
+    points = extension_points(plugin)
+    if not (points.filters if section == "filters" else points.scores):
+        method = "filter" if section == "filters" else "score"
         errors.append(f"{section}[{index}]: plugin {name} has no {method}() method")
         return None
     return plugin

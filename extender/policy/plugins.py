@@ -1,36 +1,57 @@
-"""The plugin interfaces: small Protocols, as kube-scheduler's framework has one per extension point.
+"""The plugin author's contract: one Protocol per extension point, as kube-scheduler's framework has.
 
-A filter answers, for one pod and one node, None (the node passes), a reason
-string (unschedulable), or a `Status` (to say unresolvable or give a detail).
-A scorer returns a number; the engine normalises each scorer's numbers to 0..100.
+A plugin is an object with a `name` that implements one or more of these:
 
-Both may define `prefilter(pod)` / `prescore(pod)`: called once per pod and per
-request, it returns the per-node function with everything about the pod already
-computed, or None when the plugin has nothing to say about this pod (the engine
-then skips it for every node). Plugins without it get `filter(pod, node)` called
-directly, which is all a third-party plugin needs to write.
+    FilterPlugin     filter(pod, node) -> None | reason | Status           one node at a time
+    PreFilterPlugin  prefilter(pod, cluster) -> NodeCheck | Status | None  once per pod
+    ScorePlugin      score(pod, node) -> float                             one node at a time
+    PreScorePlugin   prescore(pod, cluster, nodes) -> NodeScore | None     once per pod
+    NormalizeScores  normalize_scores(scores) -> list[float]               0..100, else scaled
+    ReservePlugin    reserve(pod, node, cluster) -> Reservation | Status | None
+                     (PreBind: the Reservation's `actions`, carried out by the binder;
+                      Unreserve: its `release`; see policy/reservations.py)
 
-A per-node check that passes every node whose `NodeView.all_clear` is set, whatever
-the pod, may say so with a `passes_clear_nodes = True` attribute: when every check of a
-pod does, the webhook looks only at the nodes that are not all clear.
+A filter answers None (the node passes), a reason string (unschedulable), or a `Status`
+(to say unresolvable or give a detail). A scorer returns a number. `prefilter`/`prescore`
+do the per-pod work once and return the per-node function, or None when the plugin has
+nothing to say about this pod (the engine then skips it for every node); a Status from
+`prefilter` refuses every node for the same reason. `cluster` is a read-only ClusterView
+(policy/cluster.py) for the plugins that look beyond one node; the others ignore it.
+When a plugin has both `prefilter` and `filter`, the engine calls `prefilter`: `filter`
+is then the same answer one node at a time (tests, third-party callers).
 
-A per-node score function (what `prescore` returns) may carry a `memo_key` attribute (a
-hashable naming everything it reads of the pod, when it reads nothing of the cluster but
-the node's NodeInfo): the engine then scores a node again only when its NodeInfo changed
-since a pod with the same key was scored (NodeInfos are immutable, rebuilt on every change).
+A plugin may implement these by subclassing the Protocols (the built-ins do, so their
+type says which points they serve) or just by having the methods: the engine classifies
+each plugin once, when its policy is built (`extension_points`), and dispatches on that.
 
-A plugin that reads only the node and the pod being placed (never the pods already
-on nodes) may say `needs_pods = False`: a webhook whose whole policy says so, and
-that does not bind, watches no pods at all (engine.Policy.needs_pods).
+Marks, read once per pod, never per node:
+* a per-node check may be an `UpdatableCheck` (PreFilterExtensions' AddPod/RemovePod:
+  `updated(changes)` gives the check as if pods were added or removed on other nodes; only
+  checks that count pods elsewhere need it) and may set `passes_clear_nodes = True` when
+  it passes every node whose `NodeView.all_clear` is set, whatever the pod: when every check
+  of a pod does, the webhook looks only at the nodes that are not all clear;
+* a per-node score function may carry `memo_key` (a hashable naming everything it reads of
+  the pod, when it reads nothing but the node's NodeInfo): the engine then scores a node
+  again only when its NodeInfo changed since a pod with the same key was scored; and its
+  own `normalize(scores, nodes)`, which takes precedence over the plugin's.
+
+Plugin declarations (class attributes, read when the policy loads):
+* `needs_pods = False`: the plugin reads only the node and the pod being placed, never the
+  pods already on nodes; a webhook whose whole policy says so, and that does not bind,
+  watches no pods at all (engine.Policy.needs_pods). Without it pods are assumed read.
+* `needs_usage = True`: the plugin reads measured node usage (policy/usage_settings.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.cluster import ClusterView, PodChange
+from extender.policy.reservations import Reservation
 from extender.policy.status import Status
 
 FilterResult = Status | str | None
@@ -46,24 +67,112 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
+        """Per-pod setup: the per-node check, a Status refusing every node, or None (skip)."""
+
+
+@runtime_checkable
 class ScorePlugin(Protocol):
     name: str
 
     def score(self, pod: PodView, node: NodeInfo) -> float: ...
 
 
-class Prefilter(Protocol):
-    def prefilter(self, pod: PodView) -> NodeCheck | Status | None:
-        """Per-pod setup. A Status here refuses every node for the same reason."""
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
+        """Per-pod setup over the nodes to be scored: the per-node score function, or None (skip)."""
 
 
-class Prescore(Protocol):
-    def prescore(self, pod: PodView) -> NodeScore | None: ...
-
-
+@runtime_checkable
 class NormalizeScores(Protocol):
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         """Map raw scores onto 0..100. Without it the engine scales by the highest score."""
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
+        """Claim what the pod will use on its chosen node, before the next pod is considered."""
+
+
+@runtime_checkable
+class UpdatableCheck(Protocol):
+    """A per-node check that depends on pods on other nodes (kube-scheduler's AddPod/RemovePod)."""
+
+    def __call__(self, node: NodeInfo) -> FilterResult: ...
+
+    def updated(self, changes: Sequence[PodChange]) -> NodeCheck: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionPoints:
+    """What one plugin implements, found once when its policy is built: the engine's dispatch table."""
+
+    name: str
+    plugin: Any
+    prefilter: Callable[[PodView, ClusterView], NodeCheck | Status | None] | None = None
+    filter: Callable[[PodView, NodeInfo], FilterResult] | None = None
+    prescore: Callable[[PodView, ClusterView, Sequence[NodeInfo]], NodeScore | None] | None = None
+    score: Callable[[PodView, NodeInfo], float] | None = None
+    normalize_scores: Callable[[Sequence[float]], list[float]] | None = None
+    reserve: Callable[[PodView, NodeInfo, ClusterView], Reservation | Status | None] | None = None
+    needs_pods: bool = True
+    needs_usage: bool = False
+
+    @property
+    def filters(self) -> bool:
+        return self.prefilter is not None or self.filter is not None
+
+    @property
+    def scores(self) -> bool:
+        return self.prescore is not None or self.score is not None
+
+
+def extension_points(plugin: Any) -> ExtensionPoints:
+    """Classify `plugin` by the Protocols it implements."""
+    return ExtensionPoints(
+        name=plugin.name,
+        plugin=plugin,
+        prefilter=plugin.prefilter if isinstance(plugin, PreFilterPlugin) else None,
+        filter=plugin.filter if isinstance(plugin, FilterPlugin) else None,
+        prescore=plugin.prescore if isinstance(plugin, PreScorePlugin) else None,
+        score=plugin.score if isinstance(plugin, ScorePlugin) else None,
+        normalize_scores=plugin.normalize_scores if isinstance(plugin, NormalizeScores) else None,
+        reserve=plugin.reserve if isinstance(plugin, ReservePlugin) else None,
+        needs_pods=bool(getattr(plugin, "needs_pods", True)),
+        needs_usage=bool(getattr(plugin, "needs_usage", False)),
+    )
+
+
+def memo_key(fn: NodeScore) -> Hashable | None:
+    """A per-node score function's `memo_key` mark (see the module docstring), or None."""
+    return getattr(fn, "memo_key", None)
+
+
+def own_normalize(fn: NodeScore) -> Callable[..., list[float]] | None:
+    """A per-node score function's own `normalize(scores, nodes)` (see the module docstring), or None."""
+    return getattr(fn, "normalize", None)
+
+
+def passes_clear_nodes(check: NodeCheck) -> bool:
+    """A per-node check's `passes_clear_nodes` mark (see the module docstring)."""
+    return getattr(check, "passes_clear_nodes", False) is True
+
+
+def updated_check(check: NodeCheck, changes: Sequence[PodChange]) -> NodeCheck:
+    """`check` as if `changes` had happened: its own `updated` when it is an UpdatableCheck,
+    else itself (it reads only its NodeInfo, which the caller changes). An attribute read, not
+    an isinstance() on the Protocol: preemption asks this for every check on every candidate."""
+    update = getattr(check, "updated", None)
+    return update(changes) if update is not None else check
 
 
 # A plugin factory takes the `args` mapping from the policy file and returns a plugin.

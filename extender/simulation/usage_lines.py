@@ -25,17 +25,14 @@ def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster
                 ) -> dict[str, dict[str, str]]:
     """node -> plugin -> text, from the per-node score functions that can explain themselves."""
     parts: dict[str, dict[str, str]] = {}
-    for entry in engine.policy.scorers:
-        plugin = entry.plugin
-        prescore = getattr(plugin, "prescore", None)
-        if prescore is None:
+    for points, _ in engine.policy.scorer_points:
+        if points.prescore is None:
             continue
-        fn = prescore(pod, cluster, nodes) if getattr(plugin, "needs_cluster", False) else prescore(pod)
-        explain = getattr(fn, "explain", None)
+        explain = getattr(points.prescore(pod, cluster, nodes), "explain", None)
         if explain is None:
             continue
         for info in nodes:
-            parts.setdefault(info.name, {})[entry.name] = explain(info)
+            parts.setdefault(info.name, {})[points.name] = explain(info)
     return parts
 
 

@@ -9,9 +9,9 @@ import pytest
 from extender.cluster.state import ClusterState
 from extender.kube.client import build_api_client
 from extender.kube.source import KubeSource
-from tests.kube.conftest import FAST
 from tests.fakeapi.fixtures import fake_only
 from tests.helpers import wait_for
+from tests.kube.conftest import FAST
 
 NODE_LIST = r"^/api/v1/nodes\?(?!.*watch=true)"
 POD_LIST = r"^/api/v1/pods\?(?!.*watch=true)"

@@ -7,6 +7,7 @@ from typing import Any
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.resources import add_into
+from extender.policy.cluster import EMPTY_CLUSTER
 
 
 def pod_dict(
@@ -106,7 +107,7 @@ def toleration(key: str = "", value: str = "", effect: str = "", operator: str =
 
 def run_filter(plugin: Any, pod: PodView, info: NodeInfo) -> Any:
     """The plugin's answer for one node, checked to be the same by the engine path and filter()."""
-    check = plugin.prefilter(pod)
+    check = plugin.prefilter(pod, EMPTY_CLUSTER)
     fast = check if check is None or not callable(check) else check(info)
     slow = plugin.filter(pod, info)
     assert fast == slow
@@ -124,7 +125,7 @@ def reasons(result: Any) -> tuple[str, ...]:
 
 def run_scores(plugin: Any, pod: PodView, infos: list[NodeInfo]) -> list[float]:
     """Raw scores through prescore (None = plugin skipped), checked against score()."""
-    fn = plugin.prescore(pod)
+    fn = plugin.prescore(pod, EMPTY_CLUSTER, infos)
     if fn is None:
         return []
     raw = [fn(info) for info in infos]

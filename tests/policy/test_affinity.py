@@ -6,6 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import NodeAffinity, PreferredNodeAffinity
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import make_node, make_pod, reasons, run_filter, run_scores
@@ -75,14 +76,14 @@ def test_node_affinity(pod, expected):
 
 
 def test_nothing_to_check_skips_the_plugin():
-    assert NodeAffinity().prefilter(make_pod()) is None
+    assert NodeAffinity().prefilter(make_pod(), EMPTY_CLUSTER) is None
 
 
 def test_added_affinity_applies_to_every_pod():
     plugin = NodeAffinity.from_args(
         {"addedAffinity": required({"matchExpressions": [expr("pool", "In", "batch")]})}
     )
-    assert plugin.prefilter(make_pod()) is not None
+    assert plugin.prefilter(make_pod(), EMPTY_CLUSTER) is not None
     result = run_filter(plugin, make_pod(), make_node(labels={"pool": "web"}))
     assert reasons(result) == ("node(s) didn't match scheduler-enforced node affinity",)
     assert run_filter(plugin, make_pod(), make_node(labels={"pool": "batch"})) is None
@@ -126,7 +127,7 @@ def test_preferred_affinity_sums_weights_and_normalizes_like_kube_scheduler():
 
 
 def test_preferred_affinity_skips_pods_without_preferences():
-    assert PreferredNodeAffinity().prescore(make_pod()) is None
+    assert PreferredNodeAffinity().prescore(make_pod(), EMPTY_CLUSTER, []) is None
 
 
 def test_preferred_added_affinity():

@@ -6,6 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import BalancedAllocation, LeastAllocated, MostAllocated
+from extender.policy.cluster import EMPTY_CLUSTER
 
 from .builders import make_node, make_pod, run_scores
 
@@ -76,7 +77,7 @@ def test_balanced_allocation_three_resources():
 
 
 def test_balanced_allocation_skips_best_effort_pods():
-    assert BalancedAllocation().prescore(make_pod()) is None
+    assert BalancedAllocation().prescore(make_pod(), EMPTY_CLUSTER, []) is None
 
 
 @pytest.mark.parametrize(

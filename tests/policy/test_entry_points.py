@@ -90,3 +90,21 @@ def test_installed_plugin_is_found_by_name(installed_example, tmp_path):
         "extender_example_plugin.plugins",
         "extender_example_plugin.plugins",
     ]
+
+
+def test_the_example_plugins_implement_the_documented_protocols(example_registry) -> None:
+    """docs/plugins.md points plugin authors at the example: it must pass through the contract unchanged."""
+    from extender.policy.plugins import (
+        FilterPlugin,
+        NormalizeScores,
+        PreFilterPlugin,
+        ScorePlugin,
+        extension_points,
+    )
+
+    limit = example_registry.build_filter("MaxPodsPerNode", {"max": 2})
+    fewest = example_registry.build_scorer("FewestPods", {})
+    assert isinstance(limit, FilterPlugin) and not isinstance(limit, PreFilterPlugin)
+    assert isinstance(fewest, ScorePlugin) and isinstance(fewest, NormalizeScores)
+    points = extension_points(fewest)
+    assert (points.score, points.normalize_scores, points.prescore) == (fewest.score, fewest.normalize_scores, None)

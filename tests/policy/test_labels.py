@@ -6,6 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import LabelPreference, NodeLabels
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import make_node, make_pod, reasons, run_filter, run_scores
@@ -49,8 +50,8 @@ def test_node_labels(pod, labels, expected):
 
 def test_rules_that_select_nothing_skip_the_plugin():
     only_team_a = NodeLabels.from_args({"rules": [{"namespaces": ["team-a"], "require": [{"label": "x"}]}]})
-    assert only_team_a.prefilter(make_pod(namespace="other")) is None
-    assert NodeLabels().prefilter(make_pod()) is None
+    assert only_team_a.prefilter(make_pod(namespace="other"), EMPTY_CLUSTER) is None
+    assert NodeLabels().prefilter(make_pod(), EMPTY_CLUSTER) is None
 
 
 def test_multiple_values_are_described_sorted():

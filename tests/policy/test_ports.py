@@ -9,6 +9,7 @@ import pytest
 from extender.model.ports import HostPort, host_ports
 from extender.policy.builtin import NodePorts
 from extender.policy.builtin.ports import REASON
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import cluster_state, incoming, node_dict, placed
@@ -33,7 +34,7 @@ def ports(*items: dict[str, Any]) -> dict[str, Any]:
 ])
 def test_conflicts_follow_host_port_info(used, wanted, clash) -> None:
     state = cluster_state([node_dict("n")], [placed("holder", "n", spec=ports(used))])
-    check = PLUGIN.prefilter(incoming(spec=ports(wanted)))
+    check = PLUGIN.prefilter(incoming(spec=ports(wanted)), EMPTY_CLUSTER)
     status = check(state.node_info("n"))
     assert (status is not None) == clash
     if clash:
@@ -42,7 +43,7 @@ def test_conflicts_follow_host_port_info(used, wanted, clash) -> None:
 
 
 def test_pods_without_host_ports_skip_the_plugin() -> None:
-    assert PLUGIN.prefilter(incoming(spec=ports({}))) is None
+    assert PLUGIN.prefilter(incoming(spec=ports({})), EMPTY_CLUSTER) is None
 
 
 def test_sidecar_init_containers_count_and_plain_init_containers_do_not() -> None:
@@ -56,12 +57,12 @@ def test_assumed_pods_hold_their_ports_at_once() -> None:
     state = cluster_state([node_dict("n")])
     first = incoming("first", spec=ports({"hostPort": 8080}))
     state.assume(first.key, "n", uid=first.uid, view=first)
-    assert PLUGIN.prefilter(incoming("second", spec=ports({"hostPort": 8080})))(state.node_info("n")).reason == REASON
+    assert PLUGIN.prefilter(incoming("second", spec=ports({"hostPort": 8080})), EMPTY_CLUSTER)(state.node_info("n")).reason == REASON
     state.forget(first.key)
-    assert PLUGIN.prefilter(incoming("second", spec=ports({"hostPort": 8080})))(state.node_info("n")) is None
+    assert PLUGIN.prefilter(incoming("second", spec=ports({"hostPort": 8080})), EMPTY_CLUSTER)(state.node_info("n")) is None
 
 
 def test_a_removed_pod_frees_its_port() -> None:
     state = cluster_state([node_dict("n")], [placed("holder", "n", spec=ports({"hostPort": 8080}))])
-    check = PLUGIN.prefilter(incoming(spec=ports({"hostPort": 8080})))
+    check = PLUGIN.prefilter(incoming(spec=ports({"hostPort": 8080})), EMPTY_CLUSTER)
     assert check(state.node_info("n").without({"default/holder"})) is None

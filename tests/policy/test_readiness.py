@@ -6,6 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import NodeReady, SchedulingGates
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import make_node, make_pod, reasons, run_filter, toleration
@@ -88,8 +89,8 @@ def test_node_ready_bad_args(args, message):
 
 def test_scheduling_gates_refuse_every_node_at_prefilter():
     plugin = SchedulingGates.from_args({})
-    assert plugin.prefilter(make_pod()) is None
-    status = plugin.prefilter(make_pod(gates=["example.com/quota", "other"]))
+    assert plugin.prefilter(make_pod(), EMPTY_CLUSTER) is None
+    status = plugin.prefilter(make_pod(gates=["example.com/quota", "other"]), EMPTY_CLUSTER)
     assert status.reasons == ("waiting for scheduling gates: [example.com/quota other]",)
     assert status.code == Code.UNRESOLVABLE
     assert plugin.filter(make_pod(gates=["g"]), make_node()) is not None

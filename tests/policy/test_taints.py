@@ -6,6 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import TaintPreferNoSchedule, TaintToleration
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import make_node, make_pod, reasons, run_filter, run_scores, taint, toleration
@@ -47,7 +48,7 @@ def test_detail_names_the_first_untolerated_taint():
 
 
 def test_tolerate_everything_skips_the_plugin():
-    assert TaintToleration().prefilter(make_pod(tolerations=[toleration(operator="Exists")])) is None
+    assert TaintToleration().prefilter(make_pod(tolerations=[toleration(operator="Exists")]), EMPTY_CLUSTER) is None
 
 
 def test_no_args():

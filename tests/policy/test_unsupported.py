@@ -10,6 +10,7 @@ from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.policy.builtin.unsupported import UnsupportedConstraints
+from extender.policy.cluster import EMPTY_CLUSTER
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.status import Code
@@ -41,11 +42,11 @@ def test_dynamic_resource_claims_refuse_every_node() -> None:
     {"resourceClaims": []},
 ])
 def test_constraints_with_plugins_of_their_own_pass(spec: dict[str, Any]) -> None:
-    assert UnsupportedConstraints().prefilter(pod(**spec)) is None
+    assert UnsupportedConstraints().prefilter(pod(**spec), EMPTY_CLUSTER) is None
 
 
 def test_checks_can_be_emptied() -> None:
-    assert UnsupportedConstraints.from_args({"checks": []}).prefilter(pod(**CLAIMS)) is None
+    assert UnsupportedConstraints.from_args({"checks": []}).prefilter(pod(**CLAIMS), EMPTY_CLUSTER) is None
 
 
 def test_unknown_check_names_its_path() -> None:

@@ -21,7 +21,8 @@ from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
-from extender.policy.plugins import NodeCheck, NodeScore
+from extender.policy.cluster import ClusterView
+from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
 from extender.policy.status import Code, Status
 
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -93,7 +94,7 @@ class NodeAffinity(PrefilteredFilter):
             return cls()
         return cls(_required_terms(added[REQUIRED], f"addedAffinity.{REQUIRED}"))
 
-    def prefilter(self, pod: PodView) -> NodeCheck | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         selector = tuple(pod.node_selector.items())
         required = pod.required_terms
         added = self.added_terms
@@ -116,7 +117,7 @@ class NodeAffinity(PrefilteredFilter):
 
 
 @dataclass(frozen=True)
-class PreferredNodeAffinity(PrescoredScorer):
+class PreferredNodeAffinity(PrescoredScorer, NormalizeScores):
     """Args: `addedAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight, preference}]}`."""
 
     name: ClassVar[str] = names.PREFERRED_NODE_AFFINITY
@@ -133,7 +134,7 @@ class PreferredNodeAffinity(PrescoredScorer):
             return cls()
         return cls(_preferred_terms(added[PREFERRED], f"addedAffinity.{PREFERRED}"))
 
-    def prescore(self, pod: PodView) -> NodeScore | None:
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         terms = tuple((p.weight, p.term) for p in (*pod.preferred_terms, *self.added_terms) if p.weight)
         if not terms:
             return None  # kube-scheduler skips the plugin: every node would score 0

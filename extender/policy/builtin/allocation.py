@@ -26,7 +26,8 @@ from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrescoredScorer, identity
-from extender.policy.plugins import NodeScore
+from extender.policy.cluster import ClusterView
+from extender.policy.plugins import NodeScore, NormalizeScores
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 NONZERO_RESOURCES = frozenset({"cpu", "memory"})
@@ -65,7 +66,7 @@ def _terms(resources: tuple[tuple[str, int], ...], pod: PodView, nonzero: bool) 
 
 
 @dataclass(frozen=True)
-class _AllocationScorer(PrescoredScorer):
+class _AllocationScorer(PrescoredScorer, NormalizeScores):
     resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
     most: ClassVar[bool] = False
 
@@ -76,7 +77,7 @@ class _AllocationScorer(PrescoredScorer):
         arguments.only_keys(args, ("resources",))
         return cls(_weights(args.get("resources")))
 
-    def prescore(self, pod: PodView) -> NodeScore:
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         terms = _terms(self.resources, pod, nonzero=True)
         # Split by which node total they read, so the per-node loop has no branch for it.
         nonzero = tuple((name, weight, amount) for name, weight, amount, use in terms if use)
@@ -132,7 +133,7 @@ class MostAllocated(_AllocationScorer):
 
 
 @dataclass(frozen=True)
-class BalancedAllocation(PrescoredScorer):
+class BalancedAllocation(PrescoredScorer, NormalizeScores):
     """Args: `resources: [cpu, memory]` (weights do not apply to this formula)."""
 
     name: ClassVar[str] = names.BALANCED_ALLOCATION
@@ -149,7 +150,7 @@ class BalancedAllocation(PrescoredScorer):
             raise PolicyError("resources: must name at least one resource")
         return cls(resources)
 
-    def prescore(self, pod: PodView) -> NodeScore | None:
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         terms = _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)
         if not any(amount for _, _, amount, _ in terms):
             return None  # best-effort pod: kube-scheduler skips this scorer (issue 129138)

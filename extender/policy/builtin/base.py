@@ -7,34 +7,45 @@ also be used the simple way (tests, explain, third-party code) with the same ans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.plugins import (
+    FilterPlugin,
+    FilterResult,
+    NodeCheck,
+    NodeScore,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from extender.policy.status import Status
 
 
-class PrefilteredFilter:
+class PrefilteredFilter(PreFilterPlugin, FilterPlugin):
     """A filter whose whole logic lives in `prefilter(pod)`."""
 
-    def prefilter(self, pod: PodView) -> NodeCheck | Status | None:  # pragma: no cover - abstract
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def filter(self, pod: PodView, node: NodeInfo) -> FilterResult:
         """One node at a time: slower than the engine's path, same answer."""
-        check = self.prefilter(pod)
+        check = self.prefilter(pod, EMPTY_CLUSTER)
         if check is None or isinstance(check, Status):
             return check
         return check(node)
 
 
-class PrescoredScorer:
+class PrescoredScorer(PreScorePlugin, ScorePlugin):
     """A scorer whose whole logic lives in `prescore(pod)`."""
 
-    def prescore(self, pod: PodView) -> NodeScore | None:  # pragma: no cover - abstract
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def score(self, pod: PodView, node: NodeInfo) -> float:
-        fn = self.prescore(pod)
+        fn = self.prescore(pod, EMPTY_CLUSTER, [node])
         return 0 if fn is None else fn(node)
 
 

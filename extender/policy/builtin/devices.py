@@ -57,7 +57,15 @@ from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
-from extender.policy.plugins import NodeScore
+from extender.policy.plugins import (
+    FilterPlugin,
+    NodeScore,
+    NormalizeScores,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 
@@ -126,11 +134,10 @@ class _DeviceCheck:
 
 
 @dataclass(frozen=True)
-class DeviceFit:
+class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin):
     """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets."""
 
     name: ClassVar[str] = names.DEVICE_FIT
-    needs_cluster: ClassVar[bool] = True
     strategy: str = BINPACK
 
     @classmethod
@@ -241,11 +248,10 @@ class _HeldAssignment(Mapping[str, str]):
 
 
 @dataclass(frozen=True)
-class DeviceAllocation:
+class DeviceAllocation(PreScorePlugin, ScorePlugin, NormalizeScores):
     """Args: `strategy: binpack|spread` (default binpack): fuller or emptier nodes and devices first."""
 
     name: ClassVar[str] = names.DEVICE_ALLOCATION
-    needs_cluster: ClassVar[bool] = True
     strategy: str = BINPACK
 
     @classmethod

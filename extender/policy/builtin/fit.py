@@ -22,6 +22,7 @@ from extender.model.quantities import format_units
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 
@@ -65,7 +66,7 @@ class ResourceFit(PrefilteredFilter):
             return False
         return resource in self.ignored_resources or resource.split("/", 1)[0] in self.ignored_resource_groups
 
-    def prefilter(self, pod: PodView) -> NodeCheck:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck:
         wanted = tuple(
             (resource, amount)
             for resource, amount in sorted(pod.requests.items(), key=lambda item: _order(item[0]))

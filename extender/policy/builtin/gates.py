@@ -16,13 +16,15 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
 
 NAME = names.SCHEDULING_GATES
 
 
 @dataclass(frozen=True)
-class SchedulingGates:
+class SchedulingGates(PreFilterPlugin, FilterPlugin):
     """Refuse every node for a gated pod, with kube-scheduler's wording."""
 
     name: ClassVar[str] = NAME
@@ -33,7 +35,7 @@ class SchedulingGates:
         arguments.only_keys(arguments.mapping(args, ""), ())
         return cls()
 
-    def prefilter(self, pod: PodView) -> Status | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
         if not pod.scheduling_gates:
             return None
         gates = " ".join(pod.scheduling_gates)
@@ -41,4 +43,4 @@ class SchedulingGates:
         return Status(Code.UNRESOLVABLE, (f"waiting for scheduling gates: [{gates}]",), "", NAME)
 
     def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
-        return self.prefilter(pod)
+        return self.prefilter(pod, EMPTY_CLUSTER)

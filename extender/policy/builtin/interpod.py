@@ -33,6 +33,7 @@ from extender.model.records import PodRecord
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -236,11 +237,10 @@ def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTer
 
 
 @dataclass(frozen=True)
-class InterPodAffinity:
+class InterPodAffinity(PreFilterPlugin, FilterPlugin):
     """Filter. No args."""
 
     name: ClassVar[str] = names.INTER_POD_AFFINITY
-    needs_cluster: ClassVar[bool] = True
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> InterPodAffinity:
@@ -299,12 +299,11 @@ def _add_term(scores: dict[str, dict[str, int]], term: AffinityTerm, labels: Map
 
 
 @dataclass(frozen=True)
-class PreferredInterPodAffinity:
+class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
     """Scorer. Args `hardPodAffinityWeight` (0..100, default 1) and
     `ignorePreferredTermsOfExistingPods` (default false), as kube-scheduler's InterPodAffinityArgs."""
 
     name: ClassVar[str] = names.INTER_POD_AFFINITY
-    needs_cluster: ClassVar[bool] = True
     hard_pod_affinity_weight: int = 1
     ignore_preferred_terms_of_existing_pods: bool = False
 

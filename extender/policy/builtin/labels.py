@@ -19,7 +19,7 @@ LabelPreference scores a node from a table keyed by one label's value
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,6 +30,7 @@ from extender.model.selectors import LabelSelector
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer
+from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck, NodeScore
 from extender.policy.status import Code, Status
 
@@ -145,7 +146,7 @@ class NodeLabels(PrefilteredFilter):
             raise PolicyError("rules: expected a list of rules")
         return cls(tuple(_rule(item, f"rules[{i}]") for i, item in enumerate(raw)))
 
-    def prefilter(self, pod: PodView) -> NodeCheck | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         checks = tuple(check for rule in self.rules if rule.applies_to(pod) for check in rule.checks)
         if not checks:
             return None
@@ -188,7 +189,7 @@ class LabelPreference(PrescoredScorer):
         default = float(arguments.number(args.get("default", 0), "default", minimum=0))
         return cls(label, values, default)
 
-    def prescore(self, pod: PodView) -> NodeScore:
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         label, table, default = self.label, dict(self.values), self.default
 
         def score(info: NodeInfo) -> float:

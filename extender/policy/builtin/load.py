@@ -52,7 +52,16 @@ from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.plugins import FilterResult, NodeCheck, NodeScore
+from extender.policy.plugins import (
+    FilterPlugin,
+    FilterResult,
+    NodeCheck,
+    NodeScore,
+    NormalizeScores,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from extender.policy.status import Code, Status
 
 CPU_OVER = "node(s) had cpu usage above the load threshold"
@@ -91,7 +100,7 @@ def _memory(amount: float) -> str:
 
 
 @dataclass(frozen=True)
-class NodeLoad:
+class NodeLoad(PreFilterPlugin, FilterPlugin):
     """Refuse nodes whose measured usage (plus recent placements) is above a threshold.
 
     Args: `cpu` and/or `memory`, percentages of the node's capacity. Refusals are
@@ -99,7 +108,6 @@ class NodeLoad:
     """
 
     name: ClassVar[str] = names.NODE_LOAD
-    needs_cluster: ClassVar[bool] = True
     needs_usage: ClassVar[bool] = True
     cpu: float | None = None
     memory: float | None = None
@@ -207,7 +215,7 @@ def target_load_score(predicted: float, target: float) -> int:
 
 
 @dataclass(frozen=True)
-class TargetLoadPacking:
+class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
     """Pack cpu up to `targetUtilization` percent, then spread (Trimaran's best-fit packing).
 
     Args: `targetUtilization` (1..100, default 40), `defaultRequests: {cpu: 1}` for
@@ -216,7 +224,6 @@ class TargetLoadPacking:
     """
 
     name: ClassVar[str] = names.TARGET_LOAD_PACKING
-    needs_cluster: ClassVar[bool] = True
     needs_usage: ClassVar[bool] = True
     target: int = DEFAULT_TARGET
     default_cpu: int = DEFAULT_REQUEST_MILLICORES
@@ -325,7 +332,7 @@ def _risk_total(cpu: tuple[float, float, float] | None, memory: tuple[float, flo
 
 
 @dataclass(frozen=True)
-class LoadVariationRiskBalancing:
+class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
     """Prefer nodes with low and steady usage: risk = (mean + margin x stdev) / 2 per resource.
 
     Args: `safeVarianceMargin` (>= 0, default 1), `safeVarianceSensitivity` (>= 0, default 1;
@@ -333,7 +340,6 @@ class LoadVariationRiskBalancing:
     """
 
     name: ClassVar[str] = names.LOAD_VARIATION_RISK_BALANCING
-    needs_cluster: ClassVar[bool] = True
     needs_usage: ClassVar[bool] = True
     margin: float = 1.0
     sensitivity: float = 1.0

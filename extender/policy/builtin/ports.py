@@ -19,6 +19,7 @@ from extender.model.ports import HostPort, conflict
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 
@@ -41,7 +42,7 @@ class NodePorts(PrefilteredFilter):
         arguments.only_keys(arguments.mapping(args, ""), ())
         return cls()
 
-    def prefilter(self, pod: PodView) -> NodeCheck | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         wanted = pod.host_ports
         if not wanted:
             return None

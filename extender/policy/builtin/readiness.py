@@ -22,6 +22,7 @@ from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 
@@ -87,7 +88,7 @@ class NodeReady(PrefilteredFilter):
                 raise PolicyError(f"pressureConditions[{index}]: Ready is always checked")
         return cls(conditions)
 
-    def prefilter(self, pod: PodView) -> NodeCheck:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck:
         cordon_ok = _tolerates(pod, UNSCHEDULABLE_TAINT)
         # Conditions whose taint the pod tolerates are not refusals for this pod.
         refusals = tuple(

@@ -51,6 +51,7 @@ from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.taints import untolerated_taint
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 
 REASON_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
@@ -240,7 +241,6 @@ class _SpreadPlugin:
     """The args the filter and the scorer share (kube-scheduler's PodTopologySpreadArgs)."""
 
     name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
-    needs_cluster: ClassVar[bool] = True
     defaults: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULTS
     system_defaulted: bool = True
 
@@ -250,7 +250,7 @@ class _SpreadPlugin:
 
 
 @dataclass(frozen=True)
-class PodTopologySpread(_SpreadPlugin):
+class PodTopologySpread(_SpreadPlugin, PreFilterPlugin, FilterPlugin):
     """Filter for `DoNotSchedule` constraints. Args: `defaultingType`, `defaultConstraints`."""
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> SpreadCheck | None:
@@ -319,7 +319,7 @@ class SpreadScore:
 
 
 @dataclass(frozen=True)
-class PreferredPodTopologySpread(_SpreadPlugin):
+class PreferredPodTopologySpread(_SpreadPlugin, PreScorePlugin, ScorePlugin):
     """Scorer for `ScheduleAnyway` constraints (and the default ones). Same args as the filter."""
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> SpreadScore | None:

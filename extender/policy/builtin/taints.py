@@ -20,7 +20,8 @@ from extender.model.pods import PodView, Toleration
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
-from extender.policy.plugins import NodeCheck, NodeScore
+from extender.policy.cluster import ClusterView
+from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
 from extender.policy.status import Code, Status
 
 REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -57,7 +58,7 @@ class TaintToleration(PrefilteredFilter):
         arguments.only_keys(arguments.mapping(args, ""), ())
         return cls()
 
-    def prefilter(self, pod: PodView) -> NodeCheck | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         tolerations = tuple(t for t in pod.tolerations if t.effect in ("", *_FILTER_EFFECTS))
         if any(not t.key and t.operator == "Exists" and not t.effect for t in tolerations):
             return None  # tolerates every taint: nothing to check on any node
@@ -82,7 +83,7 @@ class TaintToleration(PrefilteredFilter):
 
 
 @dataclass(frozen=True)
-class TaintPreferNoSchedule(PrescoredScorer):
+class TaintPreferNoSchedule(PrescoredScorer, NormalizeScores):
     """No args. Raw score: the number of intolerable PreferNoSchedule taints."""
 
     name: ClassVar[str] = names.TAINT_PREFER_NO_SCHEDULE
@@ -93,7 +94,7 @@ class TaintPreferNoSchedule(PrescoredScorer):
         arguments.only_keys(arguments.mapping(args, ""), ())
         return cls()
 
-    def prescore(self, pod: PodView) -> NodeScore:
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         tolerations = tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
 
         def score(info: NodeInfo) -> float:

@@ -20,6 +20,8 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
 
 NAME = names.UNSUPPORTED_CONSTRAINTS
@@ -42,7 +44,7 @@ _FINDERS = {
 
 
 @dataclass(frozen=True)
-class UnsupportedConstraints:
+class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
     """Refuse every node, unresolvably, for a pod with a constraint listed in `checks`."""
 
     name: ClassVar[str] = NAME
@@ -62,7 +64,7 @@ class UnsupportedConstraints:
                 raise PolicyError(f"checks[{index}]: {check!r} is not one of {', '.join(CHECKS)}")
         return cls(checks)
 
-    def prefilter(self, pod: PodView) -> Status | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
         spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
         if not isinstance(spec, Mapping):
             return None
@@ -73,4 +75,4 @@ class UnsupportedConstraints:
         return None
 
     def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
-        return self.prefilter(pod)
+        return self.prefilter(pod, EMPTY_CLUSTER)

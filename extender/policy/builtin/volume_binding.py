@@ -46,7 +46,13 @@ from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_matching import VolumeCandidates
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.engine import PluginError
-from extender.policy.plugins import FilterResult, NodeCheck
+from extender.policy.plugins import (
+    FilterPlugin,
+    FilterResult,
+    NodeCheck,
+    PreFilterPlugin,
+    ReservePlugin,
+)
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView
@@ -393,12 +399,11 @@ def _reserve(pod: PodView, node: NodeView, storage: StorageView, timeout: float)
 
 
 @dataclass(frozen=True)
-class VolumeBinding:
+class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
     """Args: `bindTimeoutSeconds` (default 600, as kube-scheduler's VolumeBindingArgs): how long
     the bind step waits for the claims to be bound before giving up and retrying the pod."""
 
     name: ClassVar[str] = NAME
-    needs_cluster: ClassVar[bool] = True
     bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT
 
     @classmethod

@@ -39,7 +39,7 @@ from extender.model.volumes import (
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.plugins import FilterResult, NodeCheck
+from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView
 
@@ -106,11 +106,10 @@ def _limit_refusal(csi_node: CSINode, counts: Mapping[str, int], new: Mapping[st
 
 
 @dataclass(frozen=True)
-class NodeVolumeLimits:
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-    needs_cluster: ClassVar[bool] = True
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeVolumeLimits:

@@ -29,7 +29,7 @@ from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
-from extender.policy.plugins import FilterResult
+from extender.policy.plugins import FilterPlugin, FilterResult, PreFilterPlugin
 from extender.policy.status import Code, Status
 
 NAME = names.VOLUME_RESTRICTIONS
@@ -83,11 +83,10 @@ class RestrictionsCheck:
 
 
 @dataclass(frozen=True)
-class VolumeRestrictions:
+class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-    needs_cluster: ClassVar[bool] = True
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeRestrictions:

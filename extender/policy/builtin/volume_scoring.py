@@ -24,7 +24,7 @@ from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
 from extender.policy.builtin.volume_binding import NodeVolumes, find_pod_volumes, pod_claims
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.plugins import NodeScore
+from extender.policy.plugins import NodeScore, PreScorePlugin, ScorePlugin
 from extender.policy.status import Status
 
 NAME = names.VOLUME_BINDING
@@ -100,12 +100,11 @@ def _class_resources(found: NodeVolumes) -> dict[str, tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class VolumeBindingScore:
+class VolumeBindingScore(PreScorePlugin, ScorePlugin):
     """Opt-in scorer `VolumeBinding`: how full the chosen volumes (or the reachable storage
     capacity) would be on each node, mapped through `shape` (default: emptier is better)."""
 
     name: ClassVar[str] = NAME
-    needs_cluster: ClassVar[bool] = True
     shape: tuple[tuple[int, int], ...] = DEFAULT_SHAPE
 
     @classmethod

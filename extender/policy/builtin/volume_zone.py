@@ -23,7 +23,7 @@ from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.plugins import FilterResult, NodeCheck
+from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 
 NAME = names.VOLUME_ZONE
@@ -91,11 +91,10 @@ def _detail(topology: VolumeTopology, labels: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class VolumeZone:
+class VolumeZone(PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-    needs_cluster: ClassVar[bool] = True
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeZone:
