@@ -122,8 +122,8 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
-    state.replace_namespaces(snapshot.namespaces)
-    state.replace_budgets(snapshot.budgets)
+    state.namespaces.replace(snapshot.namespaces)
+    state.budgets.replace(snapshot.budgets)
     for resource, objects in snapshot.storage.items():
         state.volumes.replace(resource, objects)
     state.replace_pods(snapshot.pods)

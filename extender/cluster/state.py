@@ -9,6 +9,26 @@ or after an update, never in between.
 Assumed pods are ours: a bind we issued that the watch has not confirmed yet.
 They count on their node so that the next pod does not land on the same free
 space; they expire after `assume_ttl` seconds if the watch never confirms them.
+
+`ClusterState` is kube-scheduler's cache (nodes, pods, assumed pods, and the indexes the
+plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
+
+    state.nominator    preemption's nominated pods           (cluster/nominator.py)
+    state.namespaces   namespaces' labels                    (cluster/objectstore.py)
+    state.budgets      PodDisruptionBudgets                  (cluster/objectstore.py)
+    state.volumes      claims, volumes, classes, CSI objects (cluster/volumes.py)
+    state.devices      shared-device use and claims          (cluster/deviceusage.py)
+    state.listeners    who hears of each change              (cluster/listeners.py)
+
+Its public surface, in one place:
+* the engine reads it only as a `ClusterView` (policy/cluster.py): node infos, the
+  pod indexes, `memo`, node usage, device use and claims, and the read side of the
+  parts above (`namespace_labels`, `nominations`, `disruption_budgets`, `storage`);
+* reflectors and snapshots write it: `replace_/upsert_/delete_` nodes and pods, and
+  `state.namespaces`/`state.budgets`/`state.volumes` of their own kinds;
+* binders: `assume`, `forget`, `confirm`, `expire_assumed`; the standalone scheduler:
+  `state.nominator`, `state.listeners`; the usage loop: `set_usage_provider`, pod hooks;
+* everyone: `ready`, `pod`, `pods_on`, `node_info(s)`, counts.
 """
 
 from __future__ import annotations
@@ -23,15 +43,26 @@ from typing import Any
 
 from extender.cluster.deviceusage import DeviceUsage
 from extender.cluster.gate import ServingGate
+from extender.cluster.listeners import (
+    NAMESPACE_CHANGED,
+    NODE_ADDED,
+    NODE_DELETED,
+    NODE_UPDATED,
+    POD_ADDED,
+    POD_DELETED,
+    POD_UPDATED,
+    Listeners,
+)
+from extender.cluster.nominator import Nominator
+from extender.cluster.objectstore import ObjectStore, namespace_labels
 from extender.cluster.podindex import PodIndex
 from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
 from extender.model.devices import NodeDeviceUse, Shares
-from extender.model.fields import as_object, as_string_map, object_name
 from extender.model.nodes import NodeInfo, NodeView
-from extender.model.pods import TERMINAL_PHASES, PodView
+from extender.model.pods import PodView
 from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
@@ -39,11 +70,6 @@ from extender.model.usage import EMPTY_USAGE, UsageTable
 
 log = logging.getLogger(__name__)
 
-# Listener events, for the standalone queue's "retry sooner" hints.
-NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-deleted"
-POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
-NAMESPACE_CHANGED = "namespace-changed"
-Listener = Callable[[str, Any], None]
 # Called under the state's lock with a pod's record before and after a change (None: absent),
 # so a hook sees exactly when a pod starts or stops counting on a node. Keep it short.
 PodHook = Callable[[PodRecord | None, PodRecord | None], None]
@@ -74,19 +100,17 @@ class ClusterState:
         self._pods: dict[str, PodRecord] = {}
         self._assumed: dict[str, float] = {}  # pod key -> expiry (monotonic seconds)
         self._index = PodIndex()
-        self._namespaces: dict[str, dict[str, str]] = {}
-        self._budgets: dict[str, DisruptionBudget] = {}
-        # Preemption's nominations (standalone scheduler and simulate only: the webhook leaves
-        # them to kube-scheduler): node -> the pods waiting for room there, as placed records.
-        self.track_nominations = False
-        self._nominated: dict[str, tuple[PodRecord, ...]] = {}
-        self._nomination_of: dict[str, str] = {}  # pod key -> node
-        self._listeners: list[Listener] = []
+        self.listeners = Listeners()
+        self.nominator = Nominator()
+        self.namespaces: ObjectStore[dict[str, str]] = ObjectStore(
+            "namespace", namespace_labels, on_change=self._namespace_changed)
+        self.budgets: ObjectStore[DisruptionBudget] = ObjectStore(
+            "PodDisruptionBudget", _budget, on_change=lambda key: self._touch())
         # Device use follows every pod change (see extender.cluster.deviceusage).
         self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
         self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
-        self.volumes = VolumeStore(self._notify)  # claims, volumes, classes, CSI objects
+        self.volumes = VolumeStore(self.listeners.notify)  # claims, volumes, classes, CSI objects
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -94,17 +118,20 @@ class ClusterState:
         self._memo_generation = -1
         self.nodes_synced = False
         self.pods_synced = False
-        self.namespaces_synced = True  # a source that watches namespaces clears it until its first list
-        self.budgets_synced = True  # likewise for PodDisruptionBudgets
         self.last_event = clock()
-        self.rejected_objects = 0
+        self._rejected = 0
 
     # ---- reads (lock-free) -------------------------------------------------
 
     @property
     def ready(self) -> bool:
-        return (self.nodes_synced and self.pods_synced and self.namespaces_synced and self.budgets_synced
+        return (self.nodes_synced and self.pods_synced and self.namespaces.synced and self.budgets.synced
                 and self.volumes.synced)
+
+    @property
+    def rejected_objects(self) -> int:
+        """Objects skipped as unreadable, of every kind the state stores."""
+        return self._rejected + self.namespaces.rejected + self.budgets.rejected
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._infos.get(name)
@@ -178,23 +205,23 @@ class ClusterState:
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace `name`, or None when the state does not know it."""
-        return self._namespaces.get(name)
+        return self.namespaces.get(name)
 
     def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]:
         """Names of the namespaces whose labels match. Namespaces only known through their
         pods (a snapshot without Namespace objects) count with no labels."""
-        names = set(self._namespaces) | set(self._index.namespaces())
-        return frozenset(n for n in names if selector.matches(self._namespaces.get(n) or {}))
+        labels = self.namespaces.items
+        names = set(labels) | set(self._index.namespaces())
+        return frozenset(n for n in names if selector.matches(labels.get(n) or {}))
 
     def nominations(self) -> dict[str, tuple[PodRecord, ...]]:
-        """Node -> pods nominated there by preemption, as records placed on it."""
-        return self._nominated
+        return self.nominator.nominations()
 
     def nominated_node(self, key: str) -> str:
-        return self._nomination_of.get(key, "")
+        return self.nominator.nominated_node(key)
 
     def disruption_budgets(self) -> list[DisruptionBudget]:
-        return list(self._budgets.values())
+        return self.budgets.values()
     def storage(self) -> VolumeStore:
         """Claims, volumes, classes and CSI objects, for the volume plugins."""
         return self.volumes
@@ -255,9 +282,6 @@ class ClusterState:
     def assumed_keys(self) -> list[str]:
         return list(self._assumed)
 
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
     # ---- nodes -----------------------------------------------------------
 
     def upsert_node(self, raw: Mapping[str, Any]) -> NodeView:
@@ -273,7 +297,7 @@ class ClusterState:
             self._rebuild(view.name)
             self._unclear = self._unclear - {view.name} if _clear(view) else self._unclear | {view.name}
             self.last_event = self._clock()
-        self._notify(NODE_UPDATED if before is not None else NODE_ADDED, view)
+        self.listeners.notify(NODE_UPDATED if before is not None else NODE_ADDED, view)
         return view
 
     def delete_node(self, name: str) -> None:
@@ -281,12 +305,11 @@ class ClusterState:
             view = self._views.pop(name, None)
             self._infos.pop(name, None)
             self._unclear = self._unclear - {name}
-            for record in self._nominated.get(name, ()):
-                self._drop_nomination(record.key)
+            self.nominator.node_deleted(name)
             self.node_generation += 1
             self.last_event = self._clock()
         if view is not None:
-            self._notify(NODE_DELETED, view)
+            self.listeners.notify(NODE_DELETED, view)
 
     def replace_nodes(self, raws: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full node list (initial list or re-list after 410)."""
@@ -295,7 +318,7 @@ class ClusterState:
             try:
                 view = NodeView.from_dict(raw)
             except InvalidObject as exc:
-                self.rejected_objects += 1
+                self._rejected += 1
                 log.warning("skipping node from list: %s", exc)
                 continue
             views[view.name] = view
@@ -313,111 +336,18 @@ class ClusterState:
         for name, view in views.items():
             before = previous.get(name)
             if before is None:
-                self._notify(NODE_ADDED, view)
+                self.listeners.notify(NODE_ADDED, view)
             elif before != view:  # a re-list may carry changes the broken watch missed (an uncordon)
-                self._notify(NODE_UPDATED, view)
+                self.listeners.notify(NODE_UPDATED, view)
         for name in previous.keys() - views.keys():
-            self._notify(NODE_DELETED, previous[name])
+            self.listeners.notify(NODE_DELETED, previous[name])
 
-    # ---- namespaces (their labels, for affinity terms' namespaceSelector) ----------------
+    def _namespace_changed(self, name: str) -> None:
+        self._touch()
+        self.listeners.notify(NAMESPACE_CHANGED, name)
 
-    @staticmethod
-    def _namespace(raw: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-        meta = as_object(raw.get("metadata"), "metadata")
-        return object_name(meta), as_string_map(meta.get("labels"), "metadata.labels")
-
-    def _readable(self, raws: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, Any]], Any],
-                  kind: str) -> list[Any]:
-        """`parse` of every object that can be read; the others are counted and logged."""
-        parsed = []
-        for raw in raws:
-            try:
-                parsed.append(parse(raw))
-            except InvalidObject as exc:
-                self.rejected_objects += 1
-                log.warning("skipping %s: %s", kind, exc)
-        return parsed
-
-    def upsert_namespace(self, raw: Mapping[str, Any]) -> None:
-        for name, labels in self._readable([raw], self._namespace, "namespace"):
-            with self._lock:
-                self._namespaces[name] = labels
-                self.last_event = self._clock()
-            self._notify(NAMESPACE_CHANGED, name)
-
-    def delete_namespace(self, name: str) -> None:
-        with self._lock:
-            self._namespaces.pop(name, None)
-            self.last_event = self._clock()
-
-    def replace_namespaces(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        namespaces = dict(self._readable(raws, self._namespace, "namespace"))
-        with self._lock:
-            self._namespaces = namespaces
-            self.namespaces_synced = True
-            self.last_event = self._clock()
-        self._notify(NAMESPACE_CHANGED, "")
-
-    # ---- PodDisruptionBudgets (preemption prefers victims whose budget allows it) ----------
-
-    def upsert_budget(self, raw: Mapping[str, Any]) -> None:
-        for budget in self._readable([raw], budget_from_dict, "PodDisruptionBudget"):
-            with self._lock:
-                self._budgets[budget.key] = budget
-                self.last_event = self._clock()
-
-    def delete_budget(self, key: str) -> None:
-        with self._lock:
-            self._budgets.pop(key, None)
-            self.last_event = self._clock()
-
-    def replace_budgets(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        budgets = {b.key: b for b in self._readable(raws, budget_from_dict, "PodDisruptionBudget")}
-        with self._lock:
-            self._budgets = budgets
-            self.budgets_synced = True
-            self.last_event = self._clock()
-
-    # ---- nominations ------------------------------------------------------------------
-
-    def nominate(self, view: PodView, node: str) -> None:
-        """Hold room on `node` for a pending pod whose preemption is under way."""
-        with self._lock:
-            self._drop_nomination(view.key)
-            if not node:
-                return
-            record = record_from_view(view, node_name=node)
-            self._nomination_of[view.key] = node
-            self._nominated[node] = (*self._nominated.get(node, ()), record)
-
-    def clear_nomination(self, key: str) -> str:
-        """Give up a pod's nomination; returns the node it was nominated to ("" if none)."""
-        with self._lock:
-            return self._drop_nomination(key)
-
-    def _drop_nomination(self, key: str) -> str:
-        node = self._nomination_of.pop(key, "")
-        if node:
-            left = tuple(r for r in self._nominated.get(node, ()) if r.key != key)
-            if left:
-                self._nominated[node] = left
-            else:
-                self._nominated.pop(node, None)
-        return node
-
-    def _follow_nomination(self, record: PodRecord) -> None:
-        """Keep nominations in step with a pod event: adopt one the API server shows (after a
-        restart or a fail-over), drop one whose pod was bound or finished."""
-        if not self.track_nominations:
-            return
-        if record.node_name or record.phase in TERMINAL_PHASES:
-            self._drop_nomination(record.key)
-        elif record.nominated_node and record.view is not None \
-                and self._nomination_of.get(record.key) != record.nominated_node:
-            self._drop_nomination(record.key)
-            self._nomination_of[record.key] = record.nominated_node
-            placed = replace(record, node_name=record.nominated_node, view=None)
-            self._nominated[record.nominated_node] = (*self._nominated.get(record.nominated_node, ()), placed)
+    def _touch(self) -> None:
+        self.last_event = self._clock()
 
     # ---- pods ------------------------------------------------------------
 
@@ -426,7 +356,7 @@ class ClusterState:
         try:
             record = record_from_dict(raw)
         except InvalidObject as exc:
-            self.rejected_objects += 1
+            self._rejected += 1
             log.warning("skipping pod: %s", exc)
             return None
         with self._lock:
@@ -437,9 +367,9 @@ class ClusterState:
                 elif old is not None and old.assumed and record.uid == old.uid:
                     record = replace(record, node_name=old.node_name, assumed=True)
             self._put(record)
-            self._follow_nomination(record)
+            self.nominator.follow(record)
             self.last_event = self._clock()
-        self._notify(POD_UPDATED if old else POD_ADDED, record)
+        self.listeners.notify(POD_UPDATED if old else POD_ADDED, record)
         return record
 
     def delete_pod(self, key: str) -> None:
@@ -447,10 +377,10 @@ class ClusterState:
             old = self._pods.get(key)
             self._assumed.pop(key, None)
             self._remove(key)
-            self._drop_nomination(key)
+            self.nominator.placed(key)
             self.last_event = self._clock()
         if old is not None:
-            self._notify(POD_DELETED, old)
+            self.listeners.notify(POD_DELETED, old)
 
     def replace_pods(self, raws: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full pod list, keeping assumptions the new list does not contradict."""
@@ -459,7 +389,7 @@ class ClusterState:
             try:
                 record = record_from_dict(raw)
             except InvalidObject as exc:
-                self.rejected_objects += 1
+                self._rejected += 1
                 log.warning("skipping pod from list: %s", exc)
                 continue
             records[record.key] = record
@@ -476,10 +406,7 @@ class ClusterState:
             self._usage = {}
             self._index = PodIndex()
             self.devices.reset(records.values())
-            for key in [k for k in self._nomination_of if k not in records]:
-                self._drop_nomination(key)
-            for record in records.values():
-                self._follow_nomination(record)
+            self.nominator.follow_all(records.values(), records)
             for record in records.values():
                 if record.counts:
                     usage = self._usage.setdefault(record.node_name, _Usage())
@@ -496,7 +423,7 @@ class ClusterState:
                 self._hook(record, None)
         _settle_heap()
         for record in gone:
-            self._notify(POD_DELETED, record)
+            self.listeners.notify(POD_DELETED, record)
 
     # ---- assumptions -------------------------------------------------------
 
@@ -522,7 +449,7 @@ class ClusterState:
                 record = PodRecord(key, uid, node_name, scheduler_name or "default-scheduler", "Pending", False,
                                    False, {}, {}, True, namespace=key.partition("/")[0])
             self._put(record)
-            self._drop_nomination(key)  # placed: it no longer waits for room anywhere
+            self.nominator.placed(key)  # it no longer waits for room anywhere
             self._assumed[key] = self._clock() + self.assume_ttl
         return record
 
@@ -614,13 +541,6 @@ class ClusterState:
             self._infos[name] = NodeInfo(view, dict(usage.requested), dict(usage.score_requested), len(pods),
                                          pods, ports)
 
-    def _notify(self, event: str, obj: Any) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event, obj)
-            except Exception:  # a listener must never break the watch that feeds the state
-                log.exception("cluster state listener failed on %s", event)
-
 
 class PodGroup:
     """Placed pods sharing one set of affinity terms (see ClusterState.affinity_groups)."""
@@ -645,6 +565,11 @@ def _settle_heap() -> None:
     They are freed by reference counting as usual when replaced.
     """
     gc.freeze()
+
+
+def _budget(raw: Mapping[str, Any]) -> tuple[str, DisruptionBudget]:
+    budget = budget_from_dict(raw)
+    return budget.key, budget
 
 
 def _clear(view: NodeView) -> bool:

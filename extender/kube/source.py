@@ -113,18 +113,18 @@ class KubeSource:
         )
         self.namespaces = Reflector(
             api_client, NAMESPACES_PATH, resource="namespaces",
-            on_list=self.state.replace_namespaces, on_event=self._namespace_event, **reflector_options,
+            on_list=self.state.namespaces.replace, on_event=self._namespace_event, **reflector_options,
         )
         self.budgets = Reflector(
             api_client, BUDGETS_PATH, resource="poddisruptionbudgets",
-            on_list=self.state.replace_budgets, on_event=self._budget_event, **reflector_options,
+            on_list=self.state.budgets.replace, on_event=self._budget_event, **reflector_options,
         ) if watch_budgets else None
-        state.namespaces_synced = False
+        state.namespaces.synced = False
         self._pods_watched = watch_pods
         self._pod_watch_lock = threading.Lock()
         if not watch_pods:
             state.pods_synced = True  # nothing to wait for: the policy reads no pods
-        state.budgets_synced = not watch_budgets
+        state.budgets.synced = not watch_budgets
         self.storage = storage_reflectors(state, api_client, **reflector_options)
         self._stop = threading.Event()
         self._started = False
@@ -197,9 +197,9 @@ class KubeSource:
             self._count_rejected("namespace", 1)
             return
         if kind == "DELETED":
-            self.state.delete_namespace(name)
+            self.state.namespaces.delete(name)
         else:
-            self.state.upsert_namespace(obj)
+            self.state.namespaces.upsert(obj)
 
     def _prepare_node(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         return slim_node(raw) if self.slim_nodes else raw
@@ -222,9 +222,9 @@ class KubeSource:
             self._count_rejected("poddisruptionbudget", 1)
             return
         if kind == "DELETED":
-            self.state.delete_budget(key)
+            self.state.budgets.delete(key)
         else:
-            self.state.upsert_budget(obj)
+            self.state.budgets.upsert(obj)
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = _node_name(obj)

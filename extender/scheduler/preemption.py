@@ -70,7 +70,7 @@ class Preemptor:
                 "pod": pod.key, "profile": entry.profile, "message": outcome.message}})
             if result == "no-candidate" and nominated:
                 # kube-scheduler nominates "" then: the old node can no longer be freed for it.
-                self.state.clear_nomination(pod.key)
+                self.state.nominator.clear(pod.key)
                 return outcome, ""
             return outcome, None
         metrics.PREEMPTION_ATTEMPTS.labels(result="nominated").inc()
@@ -92,10 +92,10 @@ class Preemptor:
         pod = entry.pod
         for other in self.state.nominations().get(node, ()):
             if other.key != pod.key and other.priority < pod.priority:
-                self.state.clear_nomination(other.key)
+                self.state.nominator.clear(other.key)
                 namespace, _, name = other.key.partition("/")
                 self._submit(evicting.clear_nominated_node, self.api_client, namespace, name)
-        self.state.nominate(pod, node)
+        self.state.nominator.nominate(pod, node)
 
     def _submit(self, fn: Any, *args: Any) -> None:
         if self._pool is None:

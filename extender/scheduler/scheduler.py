@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from extender import metrics
-from extender.cluster import state as cluster_state
+from extender.cluster import listeners
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.kube.volume_source import STORAGE_PATHS
@@ -104,7 +104,7 @@ class Scheduler:
         if not self.profiles:
             raise ValueError("a scheduler needs at least one profile")
         self.state = state if state is not None else ClusterState()
-        self.state.track_nominations = preemption
+        self.state.nominator.tracking = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
             from extender.kube.source import KubeSource
@@ -147,7 +147,7 @@ class Scheduler:
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("scheduler already started")
-        self.state.add_listener(self._on_cluster_event)
+        self.state.listeners.add(self._on_cluster_event)
         for profile in self.profiles.values():
             profile.policy.start_watching()
         if self.source is not None:
@@ -327,25 +327,25 @@ class Scheduler:
 
     def _on_cluster_event(self, event: str, obj: Any) -> None:
         """Runs on the watch threads: move unschedulable pods when the cluster got roomier."""
-        if event == cluster_state.NODE_ADDED:
+        if event == listeners.NODE_ADDED:
             self._node_signatures[obj.name] = _node_signature(obj)
             self.queue.move_all(event)
-        elif event == cluster_state.NODE_UPDATED:
+        elif event == listeners.NODE_UPDATED:
             signature = _node_signature(obj)
             if self._node_signatures.get(obj.name) != signature:
                 self._node_signatures[obj.name] = signature
                 self.queue.move_all(event)
-        elif event == cluster_state.NODE_DELETED:
+        elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
-        elif event == cluster_state.POD_DELETED:
+        elif event == listeners.POD_DELETED:
             if obj.node_name:
                 self.queue.move_all(event)
-        elif event == cluster_state.POD_UPDATED and obj.node_name and obj.phase in ("Succeeded", "Failed"):
+        elif event == listeners.POD_UPDATED and obj.node_name and obj.phase in ("Succeeded", "Failed"):
             self.queue.move_all(event)
-        elif event in (cluster_state.POD_ADDED, cluster_state.POD_UPDATED) and obj.node_name:
+        elif event in (listeners.POD_ADDED, listeners.POD_UPDATED) and obj.node_name:
             # A placed pod can satisfy a waiting pod's affinity or even out a spread.
             self.queue.move_all(event, rejected_by=_INTER_POD)
-        elif event == cluster_state.NAMESPACE_CHANGED:
+        elif event == listeners.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
         elif event == STORAGE_CHANGED:
             self.queue.move_all(event)

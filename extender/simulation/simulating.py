@@ -219,13 +219,13 @@ def _preempt(engine: Engine, state: ClusterState, view: PodView, result: CycleRe
     candidate = outcome.candidate
     if candidate is None:
         return result, (), f"{decision.summary()} preemption: {outcome.message}"
-    state.nominate(view, candidate.node)
+    state.nominator.nominate(view, candidate.node)
     for victim in candidate.victims:
         state.delete_pod(victim.key)
     retried = schedule_one(engine, state, view, rng=rng, percentage_of_nodes_to_score=percentage, start_index=start)
     victims = tuple(v.key for v in candidate.victims)
     if retried.node is None:
-        state.clear_nomination(view.key)
+        state.nominator.clear(view.key)
         return retried, victims, f"{retried.decision.summary()} (after preempting {', '.join(victims)})"
     return retried, victims, ""
 
@@ -235,7 +235,7 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
     """Place the snapshot's pending pods and `extra_pods` one by one; the snapshot itself is not changed."""
     _check_extra(snapshot, extra_pods)
     state = ClusterState(assume_ttl=float("inf"))
-    state.track_nominations = True
+    state.nominator.tracking = True
     load_into(state, snapshot)
     for pod in extra_pods:
         state.upsert_pod(pod)

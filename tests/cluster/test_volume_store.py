@@ -86,7 +86,7 @@ def test_in_memory_writes_get_new_versions_and_void_assumptions(state):
 
 def test_changes_that_may_help_waiting_pods_are_announced(state):
     events = []
-    state.add_listener(lambda event, obj: events.append((event, obj)))
+    state.listeners.add(lambda event, obj: events.append((event, obj)))
     store = state.storage()
     store.upsert(CLASSES, storage_class("fast"))
     store.upsert(CLASSES, storage_class("fast"))  # no change: no event

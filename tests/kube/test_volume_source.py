@@ -32,7 +32,7 @@ def test_every_kind_is_listed_then_followed(kube, make_source) -> None:
                    storage_capacity("cap", "local-storage"), volume_attachment("va", "n1", "pv"))
     state = ClusterState()
     events: list[Any] = []
-    state.add_listener(lambda event, obj: events.append(obj) if event == STORAGE_CHANGED else None)
+    state.listeners.add(lambda event, obj: events.append(obj) if event == STORAGE_CHANGED else None)
     source = make_source(state)
     assert source.wait_synced(10) and state.ready
     store = state.volumes

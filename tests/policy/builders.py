@@ -206,7 +206,7 @@ def cluster_state(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (),
 
     state = ClusterState()
     state.replace_nodes(nodes)
-    state.replace_namespaces([{"metadata": {"name": n, "labels": labels}}
+    state.namespaces.replace([{"metadata": {"name": n, "labels": labels}}
                               for n, labels in (namespaces or {}).items()])
     state.replace_pods(list(pods))
     return state

@@ -77,7 +77,7 @@ def test_fewest_budget_violations_win() -> None:
     pods = [placed("guarded", "n1", cpu="1500m", priority=1, labels={"app": "db"}),
             placed("free", "n2", cpu="1500m", priority=50, labels={"app": "web"})]
     state = cluster_state([node_dict("n1", cpu="2"), node_dict("n2", cpu="2")], pods)
-    state.replace_budgets([{"metadata": {"name": "db", "namespace": "default"},
+    state.budgets.replace([{"metadata": {"name": "db", "namespace": "default"},
                             "spec": {"selector": {"matchLabels": {"app": "db"}}},
                             "status": {"disruptionsAllowed": 0}}])
     outcome = run(state, incoming(cpu="1500m", priority=100))
@@ -90,7 +90,7 @@ def test_budget_violating_victims_are_reprieved_first() -> None:
     pods = [placed("guarded", "n", cpu="1", priority=1, labels={"app": "db"}),
             placed("other", "n", cpu="1", priority=5, labels={"app": "web"})]
     state = cluster_state([node_dict("n", cpu="2")], pods)
-    state.replace_budgets([{"metadata": {"name": "db", "namespace": "default"},
+    state.budgets.replace([{"metadata": {"name": "db", "namespace": "default"},
                             "spec": {"selector": {"matchLabels": {"app": "db"}}},
                             "status": {"disruptionsAllowed": 0}}])
     # Either one's eviction makes room; the PDB-protected one is tried first, so it stays.
@@ -100,7 +100,7 @@ def test_budget_violating_victims_are_reprieved_first() -> None:
 def test_pods_already_disrupted_do_not_count_against_their_budget() -> None:
     pods = [placed("guarded", "n", cpu="1500m", priority=1, labels={"app": "db"})]
     state = cluster_state([node_dict("n", cpu="2")], pods)
-    state.replace_budgets([{"metadata": {"name": "db", "namespace": "default"},
+    state.budgets.replace([{"metadata": {"name": "db", "namespace": "default"},
                             "spec": {"selector": {"matchLabels": {"app": "db"}}},
                             "status": {"disruptionsAllowed": 0, "disruptedPods": {"guarded": "2026-01-01T00:00:00Z"}}}])
     assert run(state, incoming(cpu="1500m", priority=100)).candidates[0].pdb_violations == 0
@@ -152,11 +152,11 @@ def test_a_terminating_victim_on_the_nominated_node_means_wait() -> None:
 
 def test_nominated_pods_hold_their_room_against_lower_priority_pods() -> None:
     state = cluster_state([node_dict("n", cpu="2")])
-    state.track_nominations = True
-    state.nominate(incoming("waiting", cpu="1500m", priority=100), "n")
+    state.nominator.tracking = True
+    state.nominator.nominate(incoming("waiting", cpu="1500m", priority=100), "n")
     lower, higher = incoming("lower", cpu="1", priority=10), incoming("higher", cpu="1", priority=1000)
     node = state.node_info("n")
     assert ENGINE.prepare(lower, state).status(node).reasons == ("Insufficient cpu",)
     assert ENGINE.prepare(higher, state).status(node) is None
-    state.clear_nomination("default/waiting")
+    state.nominator.clear("default/waiting")
     assert ENGINE.prepare(lower, state).status(node) is None

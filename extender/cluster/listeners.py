@@ -1,0 +1,38 @@
+"""Who hears of a change in the cluster state: the standalone queue's "retry sooner" hints.
+
+kube-scheduler moves unschedulable pods back to its active queue when a cluster event
+could make them fit (a node added, a pod deleted, a namespace relabelled). The state
+tells its listeners of each change after it is applied, outside its lock, so a listener
+may read the state; a listener that raises is logged and never breaks the watch that
+fed the change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-deleted"
+POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
+NAMESPACE_CHANGED = "namespace-changed"
+Listener = Callable[[str, Any], None]
+
+
+class Listeners:
+    """An append-only list of listeners; notified in the order they were added."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    def add(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def notify(self, event: str, obj: Any) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event, obj)
+            except Exception:  # a listener must never break the watch that feeds the state
+                log.exception("cluster state listener failed on %s", event)
