@@ -1,4 +1,4 @@
-"""The built-in default policies, one per mode (DESIGN.md "Default policies").
+"""The built-in default policies, one per mode (docs/architecture.md; kube-scheduler v1.36's default profile).
 
 standalone: this scheduler replaces kube-scheduler for its pods, so it runs every
     built-in filter, the volume ones in kube-scheduler's order after ResourceFit
