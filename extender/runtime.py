@@ -143,7 +143,9 @@ def build_runtime(settings: Settings) -> Runtime:
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
-        source = KubeSource(state, api_client, watch_pods=settings.enable_bind or policy.policy.needs_pods)
+        # Pods are watched when the policy reads them; a webhook that binds starts the watch at
+        # its first /bind (webhook/verbs.py), so one registered without bindVerb never pays for it.
+        source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods)
         policy.add_preparer(lambda new: _watch_pods_for(new, source))
         return Runtime(state, source, KubeBinder(api_client, state), policy, api_client,
                        usage=UsageService(state, api_client, [policy]))

@@ -148,8 +148,14 @@ class SnapshotSource:
     def pods_watched(self) -> bool:
         return True  # the snapshot's pods are all loaded
 
-    def start_pod_watch(self) -> bool:
+    def start_pod_watch(self, why: str = "") -> bool:
         """The snapshot's pods are loaded with it: nothing to start."""
+        return True
+
+    def begin_pod_watch(self, why: str) -> bool:
+        return True
+
+    def pods_listed(self, timeout: float) -> bool:
         return True
 
     def refresh_pod(self, namespace: str, name: str) -> bool:

@@ -37,7 +37,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -313,15 +313,7 @@ class ClusterState:
 
     def replace_nodes(self, raws: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full node list (initial list or re-list after 410)."""
-        views: dict[str, NodeView] = {}
-        for raw in raws:
-            try:
-                view = NodeView.from_dict(raw)
-            except InvalidObject as exc:
-                self._rejected += 1
-                log.warning("skipping node from list: %s", exc)
-                continue
-            views[view.name] = view
+        views = {view.name: view for view in self._listed(raws, NodeView.from_dict, "node")}
         with self._lock:
             previous = self._views
             self._views = views
@@ -384,15 +376,7 @@ class ClusterState:
 
     def replace_pods(self, raws: Iterable[Mapping[str, Any]]) -> None:
         """Swap in a full pod list, keeping assumptions the new list does not contradict."""
-        records: dict[str, PodRecord] = {}
-        for raw in raws:
-            try:
-                record = record_from_dict(raw)
-            except InvalidObject as exc:
-                self._rejected += 1
-                log.warning("skipping pod from list: %s", exc)
-                continue
-            records[record.key] = record
+        records = {record.key: record for record in self._listed(raws, record_from_dict, "pod")}
         with self._lock:
             gone = [self._pods[k] for k in self._pods.keys() - records.keys()]
             for key in list(self._assumed):
@@ -484,6 +468,18 @@ class ClusterState:
             for key in self.devices.expire():
                 log.warning("device claim of pod %s expired without its bind showing up", key)
         return expired
+
+    # ---- internals ---------------------------------------------------------------
+
+    def _listed(self, raws: Iterable[Mapping[str, Any]], parse: Callable[[Mapping[str, Any]], Any],
+                kind: str) -> Iterator[Any]:
+        """The objects of a full list that can be read; the others are counted and logged."""
+        for raw in raws:
+            try:
+                yield parse(raw)
+            except InvalidObject as exc:
+                self._rejected += 1
+                log.warning("skipping %s from list: %s", kind, exc)
 
     # ---- internals (caller holds the lock) ----------------------------------
 

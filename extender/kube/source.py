@@ -140,7 +140,7 @@ class KubeSource:
             for reflector in self.reflectors:
                 reflector.start()
             if not self._pods_watched:
-                log.info("pods are not watched: the policy reads no pods on nodes and nothing is bound here")
+                log.info("pods are not watched: the policy reads no pods on nodes; the first /bind starts the watch")
         self._housekeeper = threading.Thread(target=self._housekeeping, name="cluster-housekeeping",
                                              daemon=True)
         self._housekeeper.start()
@@ -171,23 +171,32 @@ class KubeSource:
     def pods_watched(self) -> bool:
         return self._pods_watched
 
-    def start_pod_watch(self) -> bool:
+    def start_pod_watch(self, why: str = "the policy now reads the pods on nodes") -> bool:
         """Watch pods from now on, and wait until they are listed; whether they are (False:
         stopped first). The state stays ready meanwhile: whatever does not read pods goes
         on being answered, and whatever does waits for this to return."""
-        with self._pod_watch_lock:
-            if not self._pods_watched:
-                log.info("starting the pod watch: the policy now reads the pods on nodes")
-                self._pods_watched = True
-                if self._started:
-                    self.pods.start()
-                else:  # start() starts it with the rest, and the state waits for its list
-                    self.state.pods_synced = False
-                    return True
+        if not self.begin_pod_watch(why):
+            return True  # start() starts it with the rest, and the state waits for its list
         while not self.pods.wait_synced(0.5):
             if self._stop.is_set():
                 return False
         return True
+
+    def begin_pod_watch(self, why: str) -> bool:
+        """Start watching pods without waiting for their list; False when start() will (not started yet)."""
+        with self._pod_watch_lock:
+            if not self._pods_watched:
+                log.info("starting the pod watch: %s", why)
+                self._pods_watched = True
+                if not self._started:
+                    self.state.pods_synced = False
+                    return False
+                self.pods.start()
+        return True
+
+    def pods_listed(self, timeout: float) -> bool:
+        """Whether the pod watch runs and has listed every pod, waiting up to `timeout` seconds."""
+        return self._pods_watched and self.pods.wait_synced(timeout)
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 

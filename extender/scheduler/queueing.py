@@ -82,6 +82,8 @@ class QueuedPod:
     # The plugins that refused nodes in its last unschedulable attempt: which cluster events
     # may help it (kube-scheduler's queueing hints, coarsely).
     rejected_by: frozenset[str] = frozenset()
+    # A background step for it failed while it was in flight (an eviction): retry, not wait.
+    retry_requested: bool = False
 
     @property
     def key(self) -> str:
@@ -245,6 +247,8 @@ class SchedulingQueue:
         again after its backoff, without waiting for a cluster event."""
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None and entry.where == IN_FLIGHT:
+                entry.retry_requested = True  # the attempt still runs: its requeue sends it to backoff
             if entry is None or entry.where != UNSCHEDULABLE:
                 return
             entry.backoff_until = max(entry.backoff_until, self._clock() + self._backoff_for(entry))
@@ -300,9 +304,10 @@ class SchedulingQueue:
                 return
             now = self._clock()
             entry.backoff_until = now + self._backoff_for(entry)
+            retry, entry.retry_requested = entry.retry_requested, False
             if entry.pod.scheduling_gates:
                 self._place(entry, GATED)
-            elif self._move_seq != entry.move_seq_at_pop or (
+            elif retry or self._move_seq != entry.move_seq_at_pop or (
                     self._hinted_seq != entry.hinted_seq_at_pop and entry.rejected_by & self._hinted_plugins):
                 self._place(entry, BACKOFF)
             else:

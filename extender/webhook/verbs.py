@@ -189,11 +189,28 @@ def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *,
 
 # Refusals that a fresh read of the pod may lift: it is newer than our watch has delivered.
 _STALE_POD = frozenset({"pod-unknown", "uid-mismatch"})
+# How long the first /bind waits for the pod list it starts (kube-scheduler's httpTimeout is 5 s).
+FIRST_BIND_LIST_WAIT = 2.0
+
+
+def _pods_listed(runtime: Runtime) -> bool:
+    """Binding checks the node's pods (ResourceFit, ports, devices): a webhook whose policy reads
+    no pods watches none until the first /bind asks for them, and refuses binds, as retryable,
+    until they are listed. kube-scheduler retries the pod after its backoff."""
+    source = runtime.source
+    if not source.pods_watched:
+        source.begin_pod_watch("the first /bind arrived")
+    return source.pods_listed(FIRST_BIND_LIST_WAIT)
 
 
 def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
     args = wire.load_binding_args(body)
     key = f"{args.pod_namespace}/{args.pod_name}"
+    if settings.enable_bind and not _pods_listed(runtime):
+        message = "the extender is listing the cluster's pods for its first bind; retry shortly"
+        metrics.BIND_OUTCOMES.labels(result="not-ready").inc()
+        log.warning("refused bind of %s to %s: %s", key, args.node, message)
+        return Outcome(wire.error_result(message), "refused", key, 1, message)
     refusal = refuse_bind(runtime, settings, args)  # includes --disable-bind
     if refusal is not None and refusal.code in _STALE_POD and runtime.source.refresh_pod(args.pod_namespace,
                                                                                           args.pod_name):

@@ -131,6 +131,20 @@ def test_event_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clo
     assert queue.where(entry.key) == BACKOFF  # retried after its backoff, no new event needed
 
 
+def test_a_retry_asked_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clock) -> None:
+    """An eviction fails in the background before the cycle that started it has requeued the pod."""
+    queue.add(pod("a"), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.retry(entry.key)  # the pod is still in flight
+    queue.requeue_unschedulable(entry)
+    assert queue.where(entry.key) == BACKOFF
+    clock.now += 1.01
+    assert queue.pop(timeout=0) is entry
+    queue.requeue_unschedulable(entry)  # the request was for one attempt, not for ever
+    assert queue.where(entry.key) == UNSCHEDULABLE
+
+
 def test_hinted_moves_only_wake_pods_the_named_plugins_refused(queue: SchedulingQueue, clock: Clock) -> None:
     queue.add(pod("affine"), PROFILE)
     queue.add(pod("big"), PROFILE)

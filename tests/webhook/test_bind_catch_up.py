@@ -27,6 +27,7 @@ def runtime(apiserver: Any, kube: Any) -> Iterator[Runtime]:
     rt = build_runtime(Settings(source="kube", kubeconfig=str(apiserver.kubeconfig)))
     rt.start()
     assert rt.source.wait_synced(10)
+    assert rt.source.start_pod_watch()  # as the first /bind would
     rt.source.pods.stop()  # from here on the watch delivers nothing: the state lags the API server
     yield rt
     rt.stop()

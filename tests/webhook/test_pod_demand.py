@@ -1,7 +1,9 @@
-"""The webhook watches pods only while its policy reads them or it binds (extender/kube/source.py).
+"""The webhook watches pods only while its policy reads them, or from its first /bind on (extender/kube/source.py).
 
 kube-scheduler sends each call its pod; with a node-only policy and no bind verb, every
-bind on kube-scheduler's path would otherwise be a watch event to apply for nothing.
+bind on kube-scheduler's path would otherwise be a watch event to apply for nothing. A
+webhook that may bind but is registered without bindVerb never gets a /bind: it must not
+pay for the pod watch either.
 """
 
 from __future__ import annotations
@@ -59,9 +61,32 @@ def test_a_webhook_that_does_not_bind_with_the_default_policy_holds_no_pods(star
     assert ready.get_json()["podsWatched"] is False and ready.get_json()["pods"] == 0
 
 
-def test_binding_needs_the_pods(started: Any) -> None:
-    runtime = started()  # bind is on by default: its checks read the pod and the node's pods
-    assert runtime.source.pods_watched and runtime.state.pod_count() == 1
+def _bind(runtime: Runtime, pod: dict[str, Any], node: str = "node-1") -> dict[str, Any]:
+    body = {"PodName": pod["metadata"]["name"], "PodNamespace": "default", "PodUID": pod["metadata"]["uid"],
+            "Node": node}
+    reply = create_app(Settings(), runtime=runtime, start=False).test_client().post("/bind", json=body)
+    assert reply.status_code == 200
+    return reply.get_json()
+
+
+def test_a_webhook_that_may_bind_watches_no_pods_until_the_first_bind(started: Any, kube: Any) -> None:
+    runtime = started()  # bind is on by default, but kube-scheduler may be registered without bindVerb
+    assert not runtime.source.pods_watched and runtime.state.pod_count() == 0
+    pending = kube.create_pod("pending", cpu="100m")
+    assert _bind(runtime, pending) == {"Error": ""}  # its checks read the node's pods: listed first
+    assert runtime.source.pods_watched
+    assert runtime.state.pod("default/placed") is not None
+    assert kube.wait_for(lambda: (kube.get_pod("pending") or {}).get("spec", {}).get("nodeName"),
+                         message="pending bound") == "node-1"
+
+
+def test_the_first_bind_counts_the_pods_already_on_the_node(started: Any, kube: Any) -> None:
+    runtime = started()
+    kube.create_pod("big", cpu="31900m", node_name="node-1")  # node-1 has 32 CPUs; "placed" holds 100m
+    pending = kube.create_pod("pending", cpu="500m")
+    reply = _bind(runtime, pending)
+    assert "Insufficient cpu" in reply["Error"], reply
+    assert (kube.get_pod("pending") or {}).get("spec", {}).get("nodeName") is None
 
 
 def test_a_policy_that_reads_pods_has_them(started: Any, tmp_path: Path) -> None:
