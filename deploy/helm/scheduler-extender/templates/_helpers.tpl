@@ -100,12 +100,15 @@ extender-kube-scheduler-client
 {{ .Values.policy.existingConfigMap | default "extender-policy" }}
 {{- end }}
 
-{{/* The restricted security contexts of deploy/. */}}
+{{/* The restricted security contexts of deploy/; fsGroup where the pod mounts writable volumes
+(pass true). */}}
 {{- define "se.podSecurityContext" -}}
 runAsNonRoot: true
 runAsUser: 65532
 runAsGroup: 65532
+{{- if . }}
 fsGroup: 65532
+{{- end }}
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
