@@ -290,6 +290,17 @@ def test_webhook_for_the_control_plane_scheduler() -> None:
     ]
 
 
+def test_host_network_and_extra_volumes() -> None:
+    volume = {"name": "prometheus-ca", "configMap": {"name": "prometheus-ca"}}
+    mount = {"name": "prometheus-ca", "mountPath": "/etc/prometheus-ca", "readOnly": True}
+    docs = template({"webhook": {"hostNetwork": True}, "extraVolumes": [volume], "extraVolumeMounts": [mount]})
+    pod = one(docs, "Deployment", "extender-webhook")["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    for name in ("extender-webhook", "extender-scheduler"):
+        spec = one(docs, "Deployment", name)["spec"]["template"]["spec"]
+        assert volume in spec["volumes"] and mount in spec["containers"][0]["volumeMounts"]
+
+
 def test_standalone_options() -> None:
     docs = template({"standalone": {"leaderElect": False, "disablePreemption": True, "parallelBinds": 4,
                                     "schedulerName": "batch"}})  # fmt: skip
