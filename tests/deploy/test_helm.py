@@ -220,6 +220,34 @@ def test_chart_policy_copies_equal_config(name: str) -> None:
     )
 
 
+VARIANTS = {
+    **{mode: values for mode, (values, _) in MODES.items()},
+    "mtls": MTLS,
+    "existing-secret": {"webhook": {"tls": {"enabled": True, "existingSecret": "webhook-cert"}}},
+    "node-port": {"webhook": {"service": {"type": "NodePort", "nodePort": 30888}, "bind": False}},
+    "devices": {"policy": {"preset": "devices"}},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_objects_match_the_kubernetes_schema(variant: str) -> None:
+    """The kubernetes client's models (extra fields forbidden) as an offline schema, as for
+    deploy/ in test_kustomize.py; tests/e2e/test_helm_install.py has the API server's word."""
+    from kubernetes import client
+
+    if "extra" not in getattr(client.V1Deployment, "model_config", {}):
+        pytest.skip("this kubernetes client's models do not validate strictly")
+    models = {
+        "ServiceAccount": client.V1ServiceAccount, "ConfigMap": client.V1ConfigMap, "Secret": client.V1Secret,
+        "Service": client.V1Service, "Deployment": client.V1Deployment, "Pod": client.V1Pod,
+        "PodDisruptionBudget": client.V1PodDisruptionBudget, "NetworkPolicy": client.V1NetworkPolicy,
+        "ClusterRole": client.V1ClusterRole, "ClusterRoleBinding": client.V1ClusterRoleBinding,
+        "Role": client.V1Role, "RoleBinding": client.V1RoleBinding,
+    }  # fmt: skip
+    for doc in template(VARIANTS[variant], tests=True):
+        models[doc["kind"]].from_dict(doc)  # raises on unknown fields and wrong types
+
+
 # --- options -----------------------------------------------------------------------------
 
 
@@ -238,6 +266,8 @@ def test_policy_presets(preset: str, webhook: str, standalone: str, tmp_path: Pa
     for key, text in data.items():
         (tmp_path / key).write_text(text)
         assert check_policy(tmp_path / key) == []
+    text = one(docs, "ConfigMap", "extender-kube-scheduler-config")["data"]["kube-scheduler-config.yaml"]
+    assert check_scheduler_config_text(text) == []
     profile = _kube_scheduler_config(docs)["profiles"][0]
     if preset == "devices":  # docs/devices.md: a scheduler sending every pod leaves the GPUs to us
         assert profile["pluginConfig"] == [
