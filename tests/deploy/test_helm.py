@@ -245,7 +245,7 @@ def test_objects_match_the_kubernetes_schema(variant: str) -> None:
         "Role": client.V1Role, "RoleBinding": client.V1RoleBinding,
     }  # fmt: skip
     for doc in template(VARIANTS[variant], tests=True):
-        models[doc["kind"]].from_dict(doc)  # raises on unknown fields and wrong types
+        models[doc["kind"]].model_validate(doc)  # raises on unknown fields and wrong types
 
 
 # --- options -----------------------------------------------------------------------------
