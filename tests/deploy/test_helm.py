@@ -331,6 +331,20 @@ def test_host_network_and_extra_volumes() -> None:
         assert volume in spec["volumes"] and mount in spec["containers"][0]["volumeMounts"]
 
 
+def test_second_scheduler_for_a_webhook_elsewhere() -> None:
+    url = "https://extender.example.internal:8888"
+    docs = template({"webhook": {"enabled": False, "tls": {"enabled": True, "existingSecret": "their-ca"}},
+                     "standalone": {"enabled": False},
+                     "kubeScheduler": {"extender": {"urlPrefix": url, "serverName": "extender.example.internal"}}})  # fmt: skip
+    assert {d["metadata"]["name"] for d in find(docs, "Deployment")} == {"extender-kube-scheduler"}
+    (extender,) = _kube_scheduler_config(docs)["extenders"]
+    assert extender["urlPrefix"] == url and extender["tlsConfig"]["caFile"].endswith("/ca.crt")
+    assert extender["tlsConfig"]["serverName"] == "extender.example.internal"
+    volumes = one(docs, "Deployment", "extender-kube-scheduler")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "extender-tls", "secret": {"secretName": "their-ca"}} in volumes
+    assert not find(docs, "Secret") and not find(docs, "ConfigMap", "extender-policy")
+
+
 def test_standalone_options() -> None:
     docs = template({"standalone": {"leaderElect": False, "disablePreemption": True, "parallelBinds": 4,
                                     "schedulerName": "batch"}})  # fmt: skip
