@@ -320,12 +320,20 @@ def test_webhook_for_the_control_plane_scheduler() -> None:
     ]
 
 
-def test_host_network_and_extra_volumes() -> None:
+def test_placement_host_network_and_extra_volumes() -> None:
     volume = {"name": "prometheus-ca", "configMap": {"name": "prometheus-ca"}}
     mount = {"name": "prometheus-ca", "mountPath": "/etc/prometheus-ca", "readOnly": True}
-    docs = template({"webhook": {"hostNetwork": True}, "extraVolumes": [volume], "extraVolumeMounts": [mount]})
+    placement = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+                 "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+                 "priorityClassName": "system-cluster-critical"}  # fmt: skip
+    docs = template({"webhook": {"hostNetwork": True, **placement}, "kubeScheduler": placement,
+                     "extraVolumes": [volume], "extraVolumeMounts": [mount]})  # fmt: skip
     pod = one(docs, "Deployment", "extender-webhook")["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    for name in ("extender-webhook", "extender-kube-scheduler"):
+        spec = one(docs, "Deployment", name)["spec"]["template"]["spec"]
+        assert placement.items() <= spec.items()
+    assert "nodeSelector" not in one(docs, "Deployment", "extender-scheduler")["spec"]["template"]["spec"]
     for name in ("extender-webhook", "extender-scheduler"):
         spec = one(docs, "Deployment", name)["spec"]["template"]["spec"]
         assert volume in spec["volumes"] and mount in spec["containers"][0]["volumeMounts"]
