@@ -11,7 +11,7 @@ ARGS ?=
 K8S_VERSION ?= 1.36.3
 K8S_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/k8s-test-binaries/$(K8S_VERSION)
 
-.PHONY: install run test e2e bench lint clean
+.PHONY: install run test e2e bench lint helm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ e2e: install
 ## Run every benchmark and print the table (not part of `make test`).
 bench: install
 	$(PY) -m bench
+
+## Build helm (v3.22.0, from its Go module; needs go) into the test-binaries cache, once: the
+## chart's tests (tests/deploy/test_helm.py) find it there, and skip without it.
+helm:
+	bash deploy/helm/install-helm.sh
 
 lint: install
 	$(VENV)/bin/ruff check extender tests bench

@@ -122,7 +122,7 @@ def test_objects_match_the_kubernetes_schema(relative: str) -> None:
     }
     for doc in render(relative):
         model = models[(doc["apiVersion"], doc["kind"])]
-        model.from_dict(doc)  # raises on unknown fields and wrong types
+        model.model_validate(doc)  # raises on unknown fields and wrong types (from_dict drops unknown ones)
 
 
 # --- Deployments -------------------------------------------------------------------

@@ -185,3 +185,36 @@ def test_standalone_without_leader_election_needs_leases_only_for_the_device_led
     assert not [p for p in without if p.resource == "leases"]
     with_devices = required_permissions("standalone", leader_elect=False)
     assert {p for p in with_devices if p.resource == "leases"} == LEDGER
+
+
+# --- the Helm chart: the same check for each of its modes and switches ---------------------
+
+CHART_CASES = [
+    pytest.param({}, {"webhook": {}, "standalone": {}}, id="all"),
+    pytest.param({"standalone": {"enabled": False}}, {"webhook": {}}, id="webhook"),
+    pytest.param({"webhook": {"enabled": False}, "kubeScheduler": {"enabled": False}},
+                 {"standalone": {}}, id="standalone"),
+    pytest.param({"webhook": {"bind": False}, "standalone": {"enabled": False}},
+                 {"webhook": {"bind": False}}, id="webhook-without-bind"),
+    pytest.param({"webhook": {"enabled": False}, "kubeScheduler": {"enabled": False},
+                  "standalone": {"leaderElect": False}},
+                 {"standalone": {"leader_elect": False}}, id="standalone-without-leader-election"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("namespace", [DEFAULT_NAMESPACE, "sched"])
+@pytest.mark.parametrize(("values", "expected"), CHART_CASES)
+def test_chart_grants_exactly_the_required_permissions(
+    values: dict[str, Any], expected: dict[str, dict[str, bool]], namespace: str
+) -> None:
+    """The chart, in any namespace, grants each mode it installs exactly what the code needs
+    (with /bind off, less), and the modes it leaves out nothing."""
+    from .charts import template
+
+    docs = template(values, namespace=namespace)
+    for mode in ALL_MODES:
+        granted = granted_permissions(docs, namespace, SERVICE_ACCOUNTS[mode])
+        if mode in expected:
+            _assert_same(granted, required_permissions(mode, **expected[mode]), f"chart {mode}")
+        else:
+            assert not granted, f"the chart grants {SERVICE_ACCOUNTS[mode]} permissions it never uses"
