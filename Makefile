@@ -13,16 +13,22 @@ K8S_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/k8s-test-binaries/$(K8S_VERS
 
 .PHONY: install run test e2e bench lint helm clean
 
-$(VENV)/.installed: pyproject.toml
+# Two stamps: `make run` needs the runtime dependencies only (pip install -e .);
+# `make test`, `make bench` and `make lint` add the test and benchmark extras.
+$(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-run
 	$(PY) -m pip install -q -e '.[test,bench]'
 	touch $@
 
 install: $(VENV)/.installed
 
 ## Run the webhook on 127.0.0.1:8888 with the embedded default cluster (config/snapshot.yaml).
-run: install
+run: $(VENV)/.installed-run
 	$(VENV)/bin/extender serve --bind $(BIND) --source $(SOURCE) $(ARGS)
 
 ## Run the test suite: against the fake API server, or against a real control plane when
