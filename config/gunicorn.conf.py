@@ -86,6 +86,8 @@ keepalive = 120
 # The app logs one structured line per verb call; gunicorn's access log would duplicate it.
 accesslog = None
 errorlog = "-"
+# gunicorn's own lines in the extender's format: JSON lines stay JSON with --log-format json.
+logger_class = "extender.webhook.gunicorn_logs.GunicornLogger"
 loglevel = os.environ.get("EXTENDER_LOG_LEVEL", "info").lower()
 # No preload: the app (and its watch threads) must be created inside each worker.
 preload_app = False
@@ -104,12 +106,13 @@ ca_certs = os.environ.get("EXTENDER_CLIENT_CA") or None
 if ca_certs:
     cert_reqs = ssl.CERT_REQUIRED
 if certfile:
-    from extender.tls import TLSConfigError, check_files
+    from extender.errors import ExtenderError
+    from extender.startup import check_tls
 
     try:
-        check_files(certfile, keyfile or certfile, ca_certs)
-    except TLSConfigError as _exc:
-        raise SystemExit(f"extender: {_exc}") from None
+        check_tls(certfile, keyfile, ca_certs)
+    except ExtenderError as _exc:
+        raise SystemExit(f"Error: {_exc}") from None
 
 
 def ssl_context(config, default_ssl_context_factory):

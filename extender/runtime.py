@@ -133,6 +133,11 @@ def build_runtime(settings: Settings) -> Runtime:
     kind = choose_source(settings)
     if kind == "snapshot":
         path = Path(settings.snapshot) if settings.snapshot else default_snapshot()
+        if settings.source == "auto" and not settings.snapshot:
+            from extender.startup import auto_fallback_reason
+
+            log.warning("--source auto: %s; serving the demo snapshot %s instead (--source kube to "
+                        "require a cluster)", auto_fallback_reason(), path)
         return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy,
                        usage=UsageService(state, None, [policy]))
     if kind == "kube":

@@ -186,6 +186,7 @@ def _check_cluster(
     from extender.checks.preflight import check_permissions, format_missing
     from extender.errors import ClusterError
     from extender.kube.client import build_api_client
+    from extender.startup import reach_api_server
 
     user = service_account_user(namespace, name)
     who = user if impersonate else "this pod's service account"
@@ -193,6 +194,7 @@ def _check_cluster(
     permissions = required_permissions(mode, bind=bind, leader_elect=leader_elect)
     try:
         api_client = build_api_client(kubeconfig, context)
+        reach_api_server(api_client)
         if impersonate:
             api_client.set_default_header("Impersonate-User", user)
         missing = check_permissions(api_client, permissions, namespace=lease_namespace)

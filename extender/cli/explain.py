@@ -60,8 +60,10 @@ def _key(raw: dict[str, Any]) -> str:
 
 def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Snapshot]:
     from extender.kube.client import build_api_client, request_json
+    from extender.startup import reach_api_server
 
     api_client = build_api_client(kubeconfig, context)
+    reach_api_server(api_client)
     nodes = request_json(api_client, "GET", "/api/v1/nodes").get("items") or []
     pods = request_json(api_client, "GET", "/api/v1/pods",
                         query={"fieldSelector": _LIVE_PODS_SELECTOR}).get("items") or []

@@ -157,6 +157,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.scheduler.leader import LeaderElector
     from extender.scheduler.profiles import build_profiles
     from extender.scheduler.scheduler import Scheduler, connections_needed
+    from extender.startup import fail, reach_api_server
 
     setup_logging(log_format, log_level)
     tune_gc()
@@ -165,6 +166,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
         built = build_profiles(scheduler_name, policy, profiles)
         api_client = build_api_client(kubeconfig, context,
                                       pool_size=connections_needed(parallel_binds, len(built)))
+        reach_api_server(api_client)
         deviceledger.configure(api_client, namespace=lease_namespace)
         if not skip_preflight:
             _preflight(api_client, leader_elect, lease_namespace, service_account, _shares_devices(built))
@@ -172,7 +174,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
                                lease_duration=lease_duration, renew_deadline=renew_deadline,
                                retry_period=retry_period) if leader_elect else None
     except (ExtenderError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc), log_format)
     scheduler = Scheduler(api_client, built, leader=leader, parallel_binds=parallel_binds,
                           percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                           preemption=not disable_preemption)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import runpy
 import tempfile
@@ -46,9 +47,18 @@ def run_gunicorn(options: dict[str, Any]) -> None:
 
         def load(self) -> Any:
             # Runs in each worker after fork, so the watches belong to the worker.
+            from gunicorn.arbiter import Arbiter
+
+            from extender.errors import ExtenderError
             from extender.webhook import create_app
 
-            return create_app()
+            try:
+                return create_app()
+            except ExtenderError as exc:
+                # serve checked this before gunicorn started (startup.py): what changed since
+                # is one line, not a traceback; the arbiter stops on the boot error.
+                logging.getLogger("extender.webhook").error("worker cannot start: %s", exc)
+                raise SystemExit(Arbiter.WORKER_BOOT_ERROR) from None
 
     Application().run()
 
@@ -111,10 +121,20 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind
     _prepare_metrics_dir()
-    # extender.runtime imports prometheus_client, so it must come after the line above.
-    from extender.runtime import choose_source
+    from extender.logs import setup_logging
 
-    if workers is None and choose_source(settings) == "snapshot":
+    setup_logging(settings.log_format, settings.log_level)
+    # extender.runtime imports prometheus_client, so it must come after _prepare_metrics_dir.
+    from extender.errors import ExtenderError
+    from extender.runtime import choose_source
+    from extender.startup import check_serving, fail
+
+    try:
+        source = choose_source(settings)
+        check_serving(settings, source, (tls_cert, tls_key, client_ca))  # here, not in each worker
+    except ExtenderError as exc:
+        fail(str(exc), settings.log_format)
+    if workers is None and source == "snapshot":
         # The in-memory cluster lives in each worker: with two, a bind served by one
         # would be invisible to the other. One worker keeps the demo cluster coherent.
         workers = 1
@@ -127,9 +147,6 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
             # kubelet swaps on rotation; the resolved target is deleted after the swap.
             os.environ[f"EXTENDER_{name}"] = os.path.abspath(value) if name.startswith(("TLS", "CLIENT")) \
                 else str(value)
-    from extender.logs import setup_logging
-
-    setup_logging(settings.log_format, settings.log_level)
     run_gunicorn(_load_gunicorn_conf())
 
 

@@ -93,11 +93,17 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
             paths = _kubeconfig_paths(kubeconfig)
             if not any(p.is_file() for p in paths):
                 raise ClusterError(f"no kubeconfig found (looked at {', '.join(map(str, paths))}) "
-                                   "and not running in a cluster")
+                                   "and not running in a cluster: pass --kubeconfig FILE or set KUBECONFIG")
             # Several KUBECONFIG files are merged by the client, as kubectl does.
             config_file = kubeconfig or os.environ.get("KUBECONFIG") or str(paths[0])
-            k8s_config.load_kube_config(config_file=config_file, context=context,
-                                        client_configuration=configuration, persist_config=False)
+            try:
+                k8s_config.load_kube_config(config_file=config_file, context=context,
+                                            client_configuration=configuration, persist_config=False)
+            except ConfigException:
+                raise
+            except Exception as exc:  # the client trips over a file that is not a kubeconfig mapping
+                raise ClusterError(f"cannot read the kubeconfig {config_file}: {type(exc).__name__}: {exc}; "
+                                   f"`kubectl --kubeconfig {config_file} config view` shows what is wrong") from None
             source = f"kubeconfig {config_file}" + (f" context {context}" if context else "")
     except ConfigException as exc:
         raise ClusterError(f"cannot load cluster configuration: {exc}") from None

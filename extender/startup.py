@@ -1,0 +1,103 @@
+"""Start-up checks: what would stop a mode from working, found before it starts and said in one line.
+
+Under gunicorn each worker builds its runtime after fork (extender/webhook/app.py): a policy
+that does not load, a snapshot that does not parse or an API server that cannot be reached
+made every worker print a traceback, and gunicorn give up with "Worker failed to boot".
+`extender serve` runs these checks once in the parent, before gunicorn starts, and
+`extender schedule` before its first watch. Each error says what failed, where, and what
+to do about it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from extender.errors import ClusterError, ExtenderError
+from extender.settings import Settings, default_snapshot
+
+# /version answers any authenticated (and, by default, anonymous) client: a cheap round trip
+# that also proves the credentials, since a bad token gets 401 even where anonymous is allowed.
+PROBE_PATH = "/version"
+PROBE_TIMEOUT = (3.0, 5.0)
+
+
+def auto_fallback_reason() -> str:
+    """Why `--source auto` found no cluster: what it looked for, in the order it looks."""
+    env = os.environ.get("KUBECONFIG")
+    looked = f"KUBECONFIG={env} names no file" if env else f"{Path('~/.kube/config').expanduser()} does not exist"
+    return f"no cluster configured ({looked}, and KUBERNETES_SERVICE_HOST is not set)"
+
+
+def reach_api_server(api_client: Any) -> None:
+    """One GET /version with a short timeout: an unreachable server or refused credentials is
+    a ClusterError naming the server and the kubectl line that shows the same failure."""
+    from extender.kube.client import request_json
+
+    host = api_client.configuration.host
+    try:
+        request_json(api_client, "GET", PROBE_PATH, timeout=PROBE_TIMEOUT)
+    except ClusterError as exc:
+        reason = str(exc).removeprefix(f"GET {PROBE_PATH}: ").removeprefix("cannot reach the API server: ")
+        hint = ("check the credentials of the kubeconfig or the ServiceAccount" if exc.status in (401, 403)
+                else "check that it is up and that the kubeconfig names the right server")
+        raise ClusterError(f"cannot reach the API server {host} ({reason}): {hint}; "
+                           f"`kubectl get --raw {PROBE_PATH}` shows the same", status=exc.status) from None
+
+
+def check_cluster(settings: Settings) -> Any:
+    """The API client the settings describe, once the server has answered."""
+    from extender.kube.client import build_api_client
+
+    api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
+    reach_api_server(api_client)
+    return api_client
+
+
+def check_snapshot(settings: Settings) -> None:
+    from extender.cluster.snapshot import read_snapshot
+
+    read_snapshot(Path(settings.snapshot) if settings.snapshot else default_snapshot())
+
+
+def check_policy(settings: Settings) -> None:
+    if settings.policy:
+        from extender.policy.reloading import PolicyHolder
+
+        PolicyHolder(settings.policy)  # loads and validates; raises PolicyError with the path
+
+
+def check_tls(cert: str | None, key: str | None, client_ca: str | None) -> None:
+    if not cert:
+        return
+    from extender.tls import TLSConfigError, TLSFiles, build_context
+
+    try:
+        build_context(TLSFiles(cert, key or cert, client_ca))  # gunicorn.conf.py logs what it loaded
+    except TLSConfigError as exc:
+        raise ExtenderError(f"{exc}; each must be a readable PEM file, and the key must match the "
+                            "certificate (`openssl x509 -in CERT -noout -subject` reads one)") from None
+
+
+def check_serving(settings: Settings, source: str, tls: tuple[str | None, str | None, str | None]) -> None:
+    """Everything a webhook worker needs at boot, for the `source` choose_source picked;
+    `tls` is (certificate, key, client CA)."""
+    check_tls(*tls)
+    check_policy(settings)
+    if source == "snapshot":
+        check_snapshot(settings)
+    else:
+        check_cluster(settings)
+
+
+def fail(message: str, log_format: str) -> NoReturn:
+    """Stop with one line and exit status 1: a JSON log line when logs are JSON, else click's
+    `Error: ...` (no traceback either way)."""
+    if log_format == "json":
+        logging.getLogger("extender").error(message)
+        raise SystemExit(1)
+    raise click.ClickException(message)
