@@ -5,14 +5,20 @@
 #   standalone scheduler:   extender schedule --scheduler-name extender-scheduler ...
 #   offline tools:          extender check | explain | simulate ...
 #
-# Build:  docker build -t ghcr.io/example/scheduler-extender:0.1.0 .
-# Run:    docker run --rm -p 8888:8888 ghcr.io/example/scheduler-extender:0.1.0 \
+# Build:  make image   (docker, podman or buildah; IMAGE=... PYTHON_IMAGE=... to change either)
+# Run:    docker run --rm -p 8888:8888 -v "$PWD/cluster.yaml:/data/cluster.yaml:ro" \
+#             ghcr.io/example/scheduler-extender:0.1.0 \
 #             serve --bind 0.0.0.0:8888 --source snapshot --snapshot /data/cluster.yaml
+#         (the image name is the one deploy/ pulls; retag it for your registry)
 #
 # Two stages: the builder installs the package and its dependencies into a
 # virtualenv; the final stage copies only that virtualenv and config/, so neither
 # pip nor build caches nor the source tree end up in the image.
 # For reproducible builds pin the base image by digest: python:3.11-slim@sha256:...
+# PYTHON_IMAGE may be any Debian-based image with Python 3.11+ as `python` on PATH and
+# groupadd/useradd (../shared/tools/container-base.sh makes one without a registry): no
+# interpreter path is written here, the virtualenv links to the base's own python
+# (/usr/local/bin on python:3.11-slim, /usr/bin on Debian), the same in both stages.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -86,7 +92,7 @@ EXPOSE 8888
 # Docker's own health check (Kubernetes ignores it and uses the probes in deploy/):
 # the slim image has no curl, so Python asks /healthz. For `extender schedule`, or
 # with TLS, point EXTENDER_HEALTHCHECK_URL at its health endpoint
-# (e.g. http://127.0.0.1:10252/healthz).
+# (e.g. http://127.0.0.1:10251/healthz, `extender schedule --metrics-bind`).
 #
 # Kubernetes probes (deploy/components/webhook/deployment.yaml):
 #   livenessProbe:  GET /healthz on port 8888 -- the process answers

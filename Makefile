@@ -10,8 +10,15 @@ ARGS ?=
 # etcd, kube-apiserver and kube-scheduler into this cache (never built from here).
 K8S_VERSION ?= 1.36.3
 K8S_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/k8s-test-binaries/$(K8S_VERSION)
+# The image: the name deploy/ pulls (retag it for your registry: IMAGE=registry.example/x:tag),
+# and its base. Without registry access, ../shared/tools/container-base.sh makes a local
+# stand-in base and prints the name to pass as PYTHON_IMAGE.
+IMAGE ?= ghcr.io/example/scheduler-extender:0.1.0
+PYTHON_IMAGE ?= python:3.11-slim
+# buildah in a container: vfs storage (no overlay), chroot isolation, the host's network.
+BUILDAH ?= buildah --storage-driver $(or $(STORAGE_DRIVER),vfs)
 
-.PHONY: install run test e2e bench lint helm clean
+.PHONY: install run test e2e bench image lint helm clean
 
 # Two stamps: `make run` needs the runtime dependencies only (pip install -e .);
 # `make test`, `make bench` and `make lint` add the test and benchmark extras.
@@ -53,6 +60,15 @@ bench: install
 ## chart's tests (tests/deploy/test_helm.py) find it there, and skip without it.
 helm:
 	bash deploy/helm/install-helm.sh
+
+## Build the image with docker (when its daemon answers), podman or buildah, the first found.
+image:
+	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then set -- docker build; \
+	elif command -v podman >/dev/null; then set -- podman build --format docker; \
+	elif command -v buildah >/dev/null; then set -- $(BUILDAH) bud --format docker --isolation chroot --network host; \
+	else echo "no container builder: start docker, or install podman or buildah (apt-get install -y buildah)" >&2; exit 2; fi; \
+	echo "$$* -t $(IMAGE) ."; \
+	"$$@" --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t $(IMAGE) .
 
 lint: install
 	$(VENV)/bin/ruff check extender tests bench
