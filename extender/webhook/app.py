@@ -16,7 +16,7 @@ from extender import __version__, metrics
 from extender.runtime import Runtime, build_runtime, tune_gc
 from extender.settings import Settings
 from extender.webhook import verbs
-from extender.webhook.bodies import error_message, json_response
+from extender.webhook.bodies import error_message, explain_off_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
 from extender.webhook.podviews import PodViewCache
 from extender.webhook.verb_routes import Route, VerbRoutes
@@ -91,6 +91,13 @@ def _add_status_routes(app: Flask, runtime: Runtime, settings: Settings) -> None
     @app.get("/openapi.json")
     def openapi() -> Response:
         return json_response(spec)
+
+    if not settings.enable_explain:
+        explain_path = settings.verb_path("explain")
+
+        @app.route(explain_path, methods=["POST"], endpoint="explain_disabled")
+        def explain_disabled() -> Response:
+            return json_response({"Error": explain_off_message(explain_path)}, 404)
 
     @app.get("/version")
     def version() -> Response:

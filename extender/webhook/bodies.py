@@ -87,10 +87,19 @@ def json_response(body: Any, status: int = 200) -> Response:
 
 
 def error_message(exc: HTTPException, *, method: str, path: str, limit: int | None) -> str:
-    """The `Error` of a reply to an HTTP-level refusal, naming what to do about it."""
+    """The `Error` of a reply to an HTTP-level refusal, naming what to do about it.
+
+    Verbs (POST only) are refused in verb_routes.py; a 405 here is a status route
+    (/healthz, /readyz, ...): it names the methods that route takes."""
+    allowed = sorted(set(getattr(exc, "valid_methods", None) or ()) - {"HEAD", "OPTIONS"})
     messages = {
         404: f"unknown path {path}: not an extender verb or status route",
-        405: f"method {method} is not allowed on {path}; verbs take POST",
+        405: f"method {method} is not allowed on {path}; it takes {' or '.join(allowed) or 'no method'}",
         413: f"request body exceeds the limit of {limit} bytes",
     }
     return messages.get(exc.code or 0, exc.description or exc.name)
+
+
+def explain_off_message(path: str) -> str:
+    """The `Error` of a POST to the explain path when it is not served."""
+    return f"{path} is off: start the webhook with --enable-explain (EXTENDER_ENABLE_EXPLAIN=true) to serve it"

@@ -119,3 +119,17 @@ def test_scalar_and_array_bodies(client: FlaskClient) -> None:
     for body in (b"[]", b"1", b'"x"', b"null"):
         resp = client.post("/filter", data=body, content_type="application/json")
         assert resp.status_code == 400, body
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/version", "/openapi.json"])
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_wrong_method_on_a_status_route_names_the_one_it_takes(client: FlaskClient, path: str,
+                                                               method: str) -> None:
+    resp = getattr(client, method)(path)
+    assert_error(resp, 405, f"not allowed on {path}; it takes GET")
+    assert "verbs" not in resp.get_json()["Error"]
+
+
+def test_disabled_explain_says_how_to_enable_it(client: FlaskClient) -> None:
+    resp = client.post("/explain", json=wire_body("filter-request.json"))
+    assert_error(resp, 404, "/explain is off", "--enable-explain")
