@@ -10,6 +10,8 @@ they place differently.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from html import escape
@@ -29,13 +31,12 @@ _CSS = """
 * { box-sizing: border-box; }
 body { margin:0; background:var(--bg); color:var(--ink);
   font:14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
-main { max-width:1240px; margin:0 auto; padding:28px 24px 48px; }
+main { max-width:1680px; margin:0 auto; padding:28px 24px 48px; }
 header h1 { margin:0; font-size:24px; letter-spacing:-.01em; }
 header p { margin:4px 0 0; color:var(--muted); }
 .runs { display:grid; gap:20px; margin-top:20px; }
 .runs.two { grid-template-columns: 1fr 1fr; }
-.runs.one { max-width: 880px; }
-@media (max-width: 1000px) { .runs.two { grid-template-columns: 1fr; } }
+@media (max-width: 1200px) { .runs.two { grid-template-columns: 1fr; } }
 .card { background:var(--card); border:1px solid var(--line); border-radius:14px; padding:18px 20px;
   box-shadow:0 1px 2px rgba(15,23,42,.04); min-width:0; }
 .card h2 { margin:0 0 2px; font-size:17px; display:flex; align-items:center; gap:8px; }
@@ -48,7 +49,7 @@ header p { margin:4px 0 0; color:var(--muted); }
 .kpi span { color:var(--muted); font-size:12px; }
 .kpi.bad b { color:var(--bad); }
 svg { display:block; width:100%; height:auto; }
-svg.usage { max-width:780px; }
+svg.usage { width:auto; max-width:100%; height:auto; }  /* natural size: 1 unit = 1 px, shrunk to fit */
 .legend { display:flex; gap:16px; color:var(--muted); font-size:12px; margin:6px 0 0; }
 .legend i { display:inline-block; width:18px; height:9px; border-radius:3px; margin-right:5px; vertical-align:middle; }
 table { width:100%; border-collapse:collapse; font-size:13px; }
@@ -62,6 +63,7 @@ tr:last-child td { border-bottom:none; }
 .reason { display:inline-block; background:#fef2f2; color:#991b1b; border-radius:6px; padding:1px 7px;
   margin:2px 4px 2px 0; font-size:12px; }
 .headline { color:var(--muted); font-size:12px; }
+.headline + .headline, .reason + .headline { margin-top:6px; }
 .score { display:flex; align-items:center; gap:8px; }
 .score s { display:inline-block; height:6px; border-radius:3px; text-decoration:none; }
 .empty { color:var(--muted); font-style:italic; }
@@ -90,6 +92,11 @@ def _amount(resource: str, units: int) -> str:
 # ---- the chart ----------------------------------------------------------------------------
 
 LABEL_W, BAR_W, GAP, ROW_H, TOP = 124, 112, 18, 46, 26
+# Text columns after the bars: why new pods may not go there, and (load-aware policies) the
+# measured usage after the run. Characters that fit, at 11.5 px, before the text is cut.
+NOTES_W, MEASURED_W, NOTE_CHARS, MEASURED_CHARS = 210, 240, 31, 37
+# Notes that close a node to every new pod; a taint closes it only to pods that do not tolerate it.
+CLOSED_NOTES = ("cordoned", "NotReady", "unreadable")
 
 
 MAX_CHART_NODES = 40
@@ -109,23 +116,38 @@ def usage_chart(result: SimulationResult, accent: str) -> str:
     """An SVG with, per node, one bar per resource: grey = before, accent = added by the simulation."""
     placed = Counter(p.node for p in result.placements)
     nodes = chart_nodes(result)
-    width = LABEL_W + len(RESOURCE_LABELS) * (BAR_W + GAP)
+    notes_x = LABEL_W + len(RESOURCE_LABELS) * (BAR_W + GAP)
+    measured = any(n.measured for n in result.nodes)
+    width = notes_x + NOTES_W + (MEASURED_W if measured else 0)
     height = TOP + ROW_H * len(nodes) + 6
-    out = [f'<svg class="usage" viewBox="0 0 {width} {height}" role="img" '
+    out = [f'<svg class="usage" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="Node utilisation before and after, policy {escape(result.policy)}" '
            'xmlns="http://www.w3.org/2000/svg" font-family="inherit">']
-    for column, (_, label) in enumerate(RESOURCE_LABELS):
-        x = LABEL_W + column * (BAR_W + GAP)
+    headings = [label for _, label in RESOURCE_LABELS] + ["Notes"] + (["Measured usage after"] if measured else [])
+    xs = [LABEL_W + column * (BAR_W + GAP) for column in range(len(RESOURCE_LABELS))]
+    xs += [notes_x, notes_x + NOTES_W]
+    for x, label in zip(xs, headings, strict=False):
         out.append(f'<text x="{x}" y="14" font-size="13" font-weight="600" fill="#64748b">{label}</text>')
     for row, usage in enumerate(nodes):
         y = TOP + row * ROW_H
+        added = placed.get(usage.node, 0)
         out.append(f'<g class="node" data-node="{escape(usage.node)}">')
-        out.append(_node_label(usage, placed.get(usage.node, 0), y))
+        out.append(_node_label(usage, added, y))
         for column, (resource, label) in enumerate(RESOURCE_LABELS):
             out.append(_bar(usage, resource, label, LABEL_W + column * (BAR_W + GAP), y, accent))
+        out.append(_node_notes(usage, notes_x, y))
+        if measured:
+            out.append(_cells([(usage.measured or "no sample", "#334155", "measured")], notes_x + NOTES_W, y,
+                              MEASURED_CHARS))
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)
+
+
+def closed(usage: NodeUsage) -> bool:
+    """Cordoned, NotReady or unreadable: no new pod may go there (a taint only keeps out the
+    pods that do not tolerate it)."""
+    return any(note in CLOSED_NOTES for note in usage.notes)
 
 
 def _hidden(result: SimulationResult) -> str:
@@ -137,19 +159,38 @@ def _hidden(result: SimulationResult) -> str:
 
 
 def _node_label(usage: NodeUsage, added: int, y: int) -> str:
-    blocked = bool(usage.notes)
-    name_colour = "#94a3b8" if blocked else "#0f172a"
+    """The node's name, greyed when no new pod could go there; +n for the pods placed on it."""
+    name_colour = "#94a3b8" if closed(usage) and not added else "#0f172a"
     parts = [f'<text x="0" y="{y + 13}" font-size="14" font-weight="600" fill="{name_colour}">'
              f'{escape(usage.node)}</text>']
     if added:
         parts.append(f'<text x="{LABEL_W - 10}" y="{y + 13}" font-size="12.5" font-weight="700" '
                      f'text-anchor="end" fill="#16a34a">+{added}</text>')
-    if blocked:
-        note = ", ".join(usage.notes)
-        short = note if len(note) <= 20 else note[:19] + "\u2026"
-        parts.append(f'<text x="0" y="{y + 30}" font-size="11.5" fill="#dc2626"><title>{escape(note)}</title>'
-                     f'{escape(short)}</text>')
     return "".join(parts)
+
+
+def _cells(texts: list[tuple[str, str, str]], x: int, y: int, chars: int) -> str:
+    """A text column's cell: each (text, colour, class) wrapped at `chars`, two lines at most;
+    a cut shows as an ellipsis, and the tooltip holds the whole text."""
+    lines = [(line, text, colour, kind) for text, colour, kind in texts
+             for line in textwrap.wrap(text, chars, break_on_hyphens=False)]
+    if len(lines) > 2:
+        whole = "; ".join(text for text, _, _ in texts)
+        line, _, colour, kind = lines[1]
+        lines[1:] = [(line[: chars - 1].rstrip() + "\u2026", whole, colour, kind)]
+    return "".join(f'<text class="{kind}" x="{x}" y="{y + 13 + 17 * i}" font-size="11.5" fill="{colour}">'
+                   f"<title>{escape(text)}</title>{escape(line)}</text>"
+                   for i, (line, text, colour, kind) in enumerate(lines))
+
+
+def _node_notes(usage: NodeUsage, x: int, y: int) -> str:
+    """What closes the node (red) first, then its taints (amber: only pods that tolerate
+    them may go there)."""
+    shut = ", ".join(n for n in usage.notes if n in CLOSED_NOTES)
+    taints = ", ".join(n for n in usage.notes if n not in CLOSED_NOTES)
+    texts = [(text, colour, kind) for text, colour, kind in
+             ((shut, "#dc2626", "note closed"), (taints, "#b45309", "note taint")) if text]
+    return _cells(texts or [("-", "#94a3b8", "note")], x, y, NOTE_CHARS)
 
 
 def _bar(usage: NodeUsage, resource: str, label: str, x: int, y: int, accent: str) -> str:
@@ -192,13 +233,28 @@ def _placements(result: SimulationResult, colours: dict[str, str], accent: str) 
             + "".join(rows) + "</table>")
 
 
+_SUMMARY = re.compile(r"(?P<head>\d+/\d+ nodes are available): (?P<reasons>.*?)(?:\.(?= |$)|$)")
+
+
 def _reason_html(unplaced: Unplaced) -> str:
-    """'0/6 nodes are available: 3 Insufficient cpu, 1 ...' as a headline and one tag per reason."""
-    head, sep, rest = unplaced.reason.partition(": ")
-    if not sep or "nodes are available" not in head:
-        return f'<span class="reason">{escape(unplaced.reason)}</span>'
-    tags = "".join(f'<span class="reason">{escape(r.strip())}</span>' for r in rest.rstrip(".").split(", "))
-    return f'<div class="headline">{escape(head)}</div>{tags}'
+    """kube-scheduler's summary as a headline and one tag per reason, for each part of it:
+    "0/6 nodes are available: 3 Insufficient cpu, 1 .... preemption: 0/6 nodes are
+    available: 6 Preemption is not helpful for scheduling." gives two headlines."""
+    text = unplaced.reason
+    parts = []
+    position = 0
+    for match in _SUMMARY.finditer(text):
+        lead = text[position:match.start()].strip()
+        head = f"{lead} {match['head']}" if lead else match["head"]
+        # Each reason starts with its count: a comma inside a reason does not split it.
+        reasons = [r.strip() for r in re.split(r", (?=\d+ )", match["reasons"]) if r.strip()]
+        parts.append(f'<div class="headline">{escape(head)}</div>'
+                     + "".join(f'<span class="reason">{escape(r)}</span>' for r in reasons))
+        position = match.end()
+    rest = text[position:].strip()
+    if rest or not parts:
+        parts.append(f'<span class="reason">{escape(rest or text)}</span>')
+    return "".join(parts)
 
 
 def _unschedulable(result: SimulationResult) -> str:
@@ -222,17 +278,26 @@ def _kpis(result: SimulationResult) -> str:
     )
 
 
+def _run_notes(result: SimulationResult) -> str:
+    """Where the measured usage of load-aware policies came from, and what was dropped."""
+    return "".join(f'<p class="source run-note">{escape(note)}</p>' for note in result.notes)
+
+
 def _run_card(result: SimulationResult, index: int, colours: dict[str, str], label: str) -> str:
     accent = ACCENTS[index % len(ACCENTS)]
     legend = (f'<div class="legend"><span><i style="background:#94a3b8"></i>before</span>'
               f'<span><i style="background:{accent}"></i>added by the simulation</span>'
-              f'<span><b style="color:#16a34a">+n</b> pods placed</span></div>')
+              f'<span><b style="color:#16a34a">+n</b> pods placed</span>'
+              + ('<span style="color:#b45309">taint: only pods that tolerate it</span>'
+                 if any(n not in CLOSED_NOTES for u in result.nodes for n in u.notes) else "")
+              + "</div>")
     return (
         f'<section class="card run" data-policy="{escape(result.policy)}">'
         f'<h2><span class="dot" style="background:{accent}"></span>{escape(label)}</h2>'
         f'<div class="source">policy <code>{escape(result.policy)}</code> \u00b7 seed {result.seed}</div>'
         f"{_kpis(result)}"
         f"<h3>Requested share of allocatable, per node</h3>{usage_chart(result, accent)}{legend}{_hidden(result)}"
+        f"{_run_notes(result)}"
         f"<h3>Placements</h3>{_placements(result, colours, accent)}"
         f"<h3>Unschedulable</h3>{_unschedulable(result)}"
         "</section>"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from html import escape
 from html.parser import HTMLParser
+from pathlib import Path
 
-from extender.cluster.snapshot import Snapshot
+from extender.cluster.snapshot import Snapshot, read_snapshot
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy_file
 from extender.simulation.report import render_report, write_report
@@ -99,3 +102,74 @@ def test_a_large_cluster_charts_only_the_nodes_that_changed() -> None:
     page = Page(render_report(result))
     assert sorted(page.bars[1]["cpu"]) == sorted({p.node for p in result.placements})
     assert "3 of 50 nodes shown" in " ".join(page.text)
+
+
+# ---- what the tryout found: greying, reasons, measured usage, width ---------------------------
+
+
+def _name_fill(html: str, node: str) -> str:
+    group = html[html.index(f'<g class="node" data-node="{node}">'):]
+    return re.search(r'<text x="0" [^>]*fill="(#[0-9a-f]+)">', group)[1]
+
+
+def test_a_tainted_node_that_took_tolerating_pods_is_not_greyed(shipped: Snapshot) -> None:
+    result = simulate(shipped, default_policy("standalone"))
+    assert "gpu-1" in {p.node for p in result.placements}  # trainer-1 tolerates dedicated=gpu
+    html = render_report(result)
+    assert _name_fill(html, "gpu-1") == "#0f172a"
+    assert _name_fill(html, "node-4") == "#94a3b8"  # cordoned: no new pod may go there
+    assert _name_fill(html, "node-5") == "#94a3b8"  # NotReady
+    gpu = html[html.index('data-node="gpu-1"'):html.index('data-node="node-4"')]
+    assert 'class="note taint"' in gpu and "dedicated=gpu:NoSchedule" in gpu
+    assert 'class="note closed"' not in gpu
+    assert "taint: only pods that tolerate it" in html
+
+
+def test_each_reason_has_a_tag_of_its_own_and_preemption_a_headline(shipped: Snapshot) -> None:
+    result = simulate(shipped, default_policy("standalone"))
+    huge = next(u for u in result.unschedulable if u.pod == "default/huge")
+    assert ". preemption: " in huge.reason  # the two summaries kube-scheduler joins
+    html = render_report(result)
+    tags = re.findall(r'<span class="reason">([^<]*)</span>', html)
+    assert "3 Insufficient cpu" in tags and "6 Preemption is not helpful for scheduling" in tags
+    assert not [tag for tag in tags if "preemption" in tag or ". " in tag], tags
+    headlines = re.findall(r'<div class="headline">([^<]*)</div>', html)
+    assert headlines == ["0/6 nodes are available", "preemption: 0/6 nodes are available"]
+
+
+def test_a_reason_with_commas_of_its_own_stays_one_tag() -> None:
+    from extender.simulation.report import _reason_html
+    from extender.simulation.simulating import Unplaced
+
+    html = _reason_html(Unplaced("p", "0/3 nodes are available: 2 node(s) had untolerated taint {a: b, c: d}, "
+                                      "1 Insufficient cpu."))
+    assert re.findall(r'class="reason">([^<]*)<', html) == ["2 node(s) had untolerated taint {a: b, c: d}",
+                                                            "1 Insufficient cpu"]
+
+
+def test_load_aware_policies_show_the_measured_usage() -> None:
+    fixtures = Path(__file__).parent / "fixtures"
+    result = simulate(read_snapshot(fixtures / "load.yaml"), load_policy_file(fixtures / "load-policy.yaml"))
+    assert all(n.measured for n in result.nodes)
+    html = render_report(result)
+    assert "Measured usage after" in html
+    for usage in result.nodes:
+        group = html[html.index(f'<g class="node" data-node="{usage.node}">'):]
+        group = group[:group.index("</g><g class=\"node\"") if "</g><g class=\"node\"" in group else None]
+        assert f"<title>{escape(usage.measured)}</title>" in group
+    assert result.notes
+    for note in result.notes:
+        assert f'<p class="source run-note">{escape(note)}</p>' in html
+    # Without a usage source there is no such column.
+    assert "Measured usage after" not in render_report(simulate(read_snapshot(fixtures / "load.yaml"),
+                                                                load_policy_file(LEAST)))
+
+
+def test_the_page_uses_a_wide_window_and_the_chart_is_not_scaled_up(small: Snapshot) -> None:
+    html = render_report(simulate(small, load_policy_file(LEAST)))
+    width = int(re.search(r"main \{ max-width:(\d+)px", html)[1])
+    assert width >= 1600
+    assert ".runs.one" not in html  # one run fills the page
+    svg = re.search(r'<svg class="usage" width="(\d+)" height="(\d+)" viewBox="0 0 (\d+) (\d+)"', html)
+    assert svg[1] == svg[3] and svg[2] == svg[4]  # drawn at its own size, shrunk only to fit
+    assert "svg.usage { width:auto; max-width:100%; height:auto; }" in html
