@@ -43,10 +43,15 @@ def reach_api_server(api_client: Any) -> None:
         request_json(api_client, "GET", PROBE_PATH, timeout=PROBE_TIMEOUT)
     except ClusterError as exc:
         reason = str(exc).removeprefix(f"GET {PROBE_PATH}: ").removeprefix("cannot reach the API server: ")
-        hint = ("check the credentials of the kubeconfig or the ServiceAccount" if exc.status in (401, 403)
-                else "check that it is up and that the kubeconfig names the right server")
-        raise ClusterError(f"cannot reach the API server {host} ({reason}): {hint}; "
-                           f"`kubectl get --raw {PROBE_PATH}` shows the same", status=exc.status) from None
+        if exc.status is None:
+            what = (f"cannot reach the API server {host} ({reason}): check that it is up and that the "
+                    "kubeconfig names the right server")
+        elif exc.status in (401, 403):
+            what = (f"the API server {host} refused GET {PROBE_PATH} ({reason}): check the credentials of the "
+                    "kubeconfig or the ServiceAccount (and the impersonate permission when impersonating)")
+        else:
+            what = f"the API server {host} failed GET {PROBE_PATH} ({reason}): check its health"
+        raise ClusterError(f"{what}; `kubectl get --raw {PROBE_PATH}` shows the same", status=exc.status) from None
 
 
 def check_cluster(settings: Settings) -> Any:

@@ -194,9 +194,10 @@ def _check_cluster(
     permissions = required_permissions(mode, bind=bind, leader_elect=leader_elect)
     try:
         api_client = build_api_client(kubeconfig, context)
-        reach_api_server(api_client)
         if impersonate:
+            # Before the first request: the kept-alive connections take the default headers once.
             api_client.set_default_header("Impersonate-User", user)
+        reach_api_server(api_client)
         missing = check_permissions(api_client, permissions, namespace=lease_namespace)
     except ClusterError as exc:
         return _report(title, [f"cannot check: {exc}"])
