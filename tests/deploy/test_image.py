@@ -51,11 +51,15 @@ def builder() -> str | None:
     return None
 
 
-def _base(tool: str) -> str:
+def _base(tool: str) -> str | None:
+    """$PYTHON_IMAGE, else the local stand-in, else (docker only) the public base, which docker pulls;
+    None when none is at hand: buildah and podman are used here on machines that reach no registry."""
     if os.environ.get("PYTHON_IMAGE"):
         return os.environ["PYTHON_IMAGE"]
     inspect = [*BUILDAH, "inspect", "--type", "image"] if tool == "buildah" else [tool, "image", "inspect"]
-    return STAND_IN if _works([*inspect, STAND_IN]) else "python:3.11-slim"
+    if _works([*inspect, STAND_IN]):
+        return STAND_IN
+    return "python:3.11-slim" if tool == "docker" else None
 
 
 def _free_port() -> int:
@@ -127,6 +131,9 @@ def image() -> Iterator[Any]:
     if not shutil.which("make"):
         pytest.skip("the image is built with `make image`, and make is not installed")
     base = _base(tool)
+    if base is None:
+        pytest.skip(f"no base image for {tool}: set PYTHON_IMAGE, or run ../shared/tools/container-base.sh once "
+                    f"to make the local stand-in {STAND_IN}")
     started = time.monotonic()
     build = subprocess.run(["make", "-s", "image", f"IMAGE={TAG}", f"PYTHON_IMAGE={base}"], cwd=ROOT,
                            capture_output=True, text=True, timeout=1800, check=False)
