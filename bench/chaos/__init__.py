@@ -1,0 +1,1 @@
+"""Chaos under load on a real control plane (python -m bench chaos); see bench/bench_chaos.py."""

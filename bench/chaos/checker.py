@@ -1,0 +1,484 @@
+"""The chaos run's verdict: the invariants a scheduler promises, checked over a whole history.
+
+The checker reads what the run recorded (:class:`Run`): its own watch of every pod from
+the start (each event stamped on arrival), the cluster as it is at the end (nodes, pods,
+claims, volumes, Events), the faults with their times, the pods the workload deleted
+itself, and the processes that did not come back. It judges no process's word: only
+what the API server holds and held.
+
+Each check is a function ``Run -> list[Violation]`` in :data:`CHECKS`, so a new invariant
+is one more entry (gangs: :func:`partly_bound_gangs` reads pods that name a pod group;
+no workload creates gangs yet, see the module docstring of ``bench.chaos``). The checks
+that need the history replay it event by event (:func:`replay`) and judge each bind
+against the pods bound at that moment, so a transient overcommit that a later deletion
+hides is still found.
+
+Where a scheduler may legitimately have seen a slightly older cluster than the replay
+(a pod deleted between its decision and its bind), the check gives it the benefit of the
+doubt: spread counts pods deleted within ``Run.spread_slack`` seconds before the bind
+as still there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from extender.errors import InvalidObject, QuantityError
+from extender.model.devices import assigned_shares, node_inventory
+from extender.model.resources import parse_resource_list, pod_requests
+from extender.model.selectors import parse_label_selector, parse_node_selector_term
+
+Pod = Mapping[str, Any]
+# Resources a scheduler is told to leave alone (ignoredResourceGroups / ignoredByScheduler):
+# shares of devices, checked per device instead.
+IGNORED_PREFIXES = ("extender.example/",)
+PREEMPTED_BY = re.compile(r"Preempted by pod (\S+) on node (\S+)")
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    subject: str  # a pod (namespace/name), a node, a process
+    detail: str
+    at: float | None = None  # seconds into the run, when known
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One event of the checker's pod watch (or of a re-list after a gap), stamped on arrival."""
+
+    at: float
+    type: str  # ADDED, MODIFIED, DELETED
+    pod: Pod
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    kind: str
+    started: float
+    ended: float  # when the fault itself was over (a process continued, a server back up)
+    recovered: float | None  # when every probe was bound and every process back; None: never
+    detail: str = ""
+
+    @property
+    def recovery_s(self) -> float | None:
+        return None if self.recovered is None else max(0.0, self.recovered - self.ended)
+
+
+@dataclass
+class Run:
+    events: Sequence[PodEvent]
+    nodes: Sequence[Mapping[str, Any]]
+    pods: Sequence[Pod]  # at the end
+    claims: Sequence[Mapping[str, Any]] = ()
+    volumes: Sequence[Mapping[str, Any]] = ()
+    kube_events: Sequence[Mapping[str, Any]] = ()  # core/v1 Events at the end
+    pod_groups: Mapping[str, int] = field(default_factory=dict)  # "namespace/group" -> minCount
+    faults: Sequence[FaultRecord] = ()
+    workload_deleted: frozenset[str] = frozenset()  # uids the workload deleted itself
+    processes_down: Sequence[str] = ()  # "name: why" of processes that did not come back
+    final_at: float = 0.0
+    pending_grace: float = 30.0
+    fits: Callable[[Pod], str] | None = None  # the node a pending pod fits on now, or ""
+    spread_slack: float = 5.0
+
+
+Check = Callable[[Run], list[Violation]]
+
+
+def key(pod: Pod) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def uid(pod: Pod) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or key(pod))
+
+
+def node_of(pod: Pod) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def terminal(pod: Pod) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+# ---- the replay ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Moment:
+    """The cluster right after one event: the pods bound then (uid -> pod), and who just bound."""
+
+    event: PodEvent
+    bound: dict[str, Pod]
+    newly_bound: Pod | None  # the pod this event bound, if it did
+    deleted: list[tuple[float, Pod]]  # (when, pod) of bound pods deleted so far, oldest first
+
+
+def replay(events: Sequence[PodEvent]) -> Iterator[Moment]:
+    bound: dict[str, Pod] = {}
+    deleted: list[tuple[float, Pod]] = []
+    for event in events:
+        pod_uid, node = uid(event.pod), node_of(event.pod)
+        was = bound.get(pod_uid)
+        newly = None
+        if event.type == "DELETED" or terminal(event.pod) or not node:
+            if was is not None:
+                del bound[pod_uid]
+                deleted.append((event.at, was))
+        else:
+            bound[pod_uid] = event.pod
+            if was is None:
+                newly = event.pod
+        yield Moment(event, bound, newly, deleted)
+
+
+# ---- checks over the history ----------------------------------------------------------------------
+
+
+def moved_pods(run: Run) -> list[Violation]:
+    """A pod (one uid) whose nodeName changed once set: bound twice, to two nodes."""
+    first: dict[str, str] = {}
+    found = []
+    for event in run.events:
+        node = node_of(event.pod)
+        if not node:
+            continue
+        was = first.setdefault(uid(event.pod), node)
+        if was != node:
+            found.append(Violation("moved", key(event.pod), f"bound to {was}, then to {node}", event.at))
+            first[uid(event.pod)] = node
+    return found
+
+
+def bound_twice(run: Run) -> list[Violation]:
+    """More than one Scheduled Event for one pod: two schedulers (or two leaders) each
+    believed they bound it. Aggregated Events count their repeats."""
+    counts: Counter[tuple[str, str]] = Counter()
+    messages: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for event in run.kube_events:
+        if event.get("reason") != "Scheduled":
+            continue
+        involved = event.get("involvedObject") or {}
+        pod = (f"{involved.get('namespace', '')}/{involved.get('name', '')}", str(involved.get("uid") or ""))
+        counts[pod] += max(1, int(event.get("count") or 1))
+        messages[pod].append(str(event.get("message") or ""))
+    return [Violation("bound-twice", pod, f"{count} Scheduled events: {'; '.join(messages[(pod, pod_uid)])}")
+            for (pod, pod_uid), count in counts.items() if count > 1]
+
+
+def _allocatable(node: Mapping[str, Any]) -> dict[str, int]:
+    return parse_resource_list((node.get("status") or {}).get("allocatable"), "status.allocatable")
+
+
+def _requests(pod: Pod) -> dict[str, int]:
+    try:
+        requests = pod_requests(pod.get("spec") or {})
+    except (InvalidObject, QuantityError):
+        return {}
+    return {name: amount for name, amount in requests.items() if not name.startswith(IGNORED_PREFIXES)}
+
+
+def over_allocatable(run: Run) -> list[Violation]:
+    """A node whose bound pods requested more than its allocatable at some moment (cpu,
+    memory, pods, extended resources; a resource the node does not advertise has 0)."""
+    allocatable = {n["metadata"]["name"]: _allocatable(n) for n in run.nodes}
+    reported: set[tuple[str, str]] = set()
+    found = []
+    for moment in replay(run.events):
+        pod = moment.newly_bound
+        if pod is None:
+            continue
+        node = node_of(pod)
+        if node not in allocatable:
+            continue
+        used: Counter[str] = Counter()
+        names = []
+        for other in moment.bound.values():
+            if node_of(other) == node:
+                used.update(_requests(other))
+                used["pods"] += 1
+                names.append(key(other))
+        for resource, amount in used.items():
+            limit = allocatable[node].get(resource, 0)
+            if amount > limit and (node, resource) not in reported:
+                reported.add((node, resource))
+                found.append(Violation("over-allocatable", node,
+                                       f"{resource}: {amount} requested > {limit} allocatable after binding "
+                                       f"{key(pod)} ({len(names)} pods: {', '.join(sorted(names))})",
+                                       moment.event.at))
+    return found
+
+
+def gpu_over_shares(run: Run) -> list[Violation]:
+    """A device whose bound pods' assignments add up to more memory or compute than it has."""
+    inventories = {n["metadata"]["name"]: node_inventory((n.get("metadata") or {}).get("annotations"))
+                   for n in run.nodes}
+    reported: set[tuple[str, str]] = set()
+    found = []
+    for moment in replay(run.events):
+        pod = moment.newly_bound
+        if pod is None:
+            continue
+        node = node_of(pod)
+        inventory = inventories.get(node)
+        if inventory is None:
+            continue
+        totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for other in moment.bound.values():
+            if node_of(other) != node:
+                continue
+            try:
+                shares = assigned_shares((other.get("metadata") or {}).get("annotations"), node) or ()
+            except InvalidObject:
+                shares = ()
+            for device, memory, cores in shares:
+                totals[device][0] += memory
+                totals[device][1] += cores
+        for device, (memory, cores) in totals.items():
+            capacity = inventory.capacity(device)
+            if (memory > capacity[0] or cores > capacity[1]) and (node, device) not in reported:
+                reported.add((node, device))
+                found.append(Violation("gpu-over-shares", f"{node}/{device}",
+                                       f"{memory} MiB, {cores}% assigned > {capacity[0]} MiB, {capacity[1]}% "
+                                       f"after binding {key(pod)}", moment.event.at))
+    return found
+
+
+def _anti_affinity_terms(pod: Pod) -> list[Mapping[str, Any]]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+    return list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+def _term_matches(term: Mapping[str, Any], owner: Pod, other: Pod) -> bool:
+    """Does `owner`'s affinity term select `other` (namespaces: the term's, else the owner's)?"""
+    namespaces = term.get("namespaces") or [(owner.get("metadata") or {}).get("namespace")]
+    if (other.get("metadata") or {}).get("namespace") not in namespaces:
+        return False
+    selector = parse_label_selector(term.get("labelSelector"), "labelSelector", nil_matches_nothing=True)
+    return selector.matches(labels_of(other))
+
+
+def broken_anti_affinity(run: Run) -> list[Violation]:
+    """A pod bound into the topology domain of a pod it (or that pod) must keep away from."""
+    node_labels = {n["metadata"]["name"]: labels_of(n) for n in run.nodes}
+    found = []
+    for moment in replay(run.events):
+        pod = moment.newly_bound
+        if pod is None:
+            continue
+        mine = node_labels.get(node_of(pod), {})
+        for other in moment.bound.values():
+            if uid(other) == uid(pod):
+                continue
+            theirs = node_labels.get(node_of(other), {})
+            pairs = [(t, pod, other) for t in _anti_affinity_terms(pod)]
+            pairs += [(t, other, pod) for t in _anti_affinity_terms(other)]
+            for term, owner, target in pairs:
+                topology = term.get("topologyKey") or HOSTNAME
+                if (topology in mine and mine.get(topology) == theirs.get(topology)
+                        and _term_matches(term, owner, target)):
+                    found.append(Violation("anti-affinity", key(pod),
+                                           f"bound to {node_of(pod)} with {key(other)} on {node_of(other)} "
+                                           f"({topology}={mine[topology]}); {key(owner)}'s term selects "
+                                           f"{key(target)}", moment.event.at))
+                    break
+    return found
+
+
+def _node_selector_allows(pod: Pod, labels: Mapping[str, str]) -> bool:
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _domain_counts(pods: Iterable[Pod], pod: Pod, eligible: Mapping[str, str], selector: Any) -> Counter[str]:
+    """Per domain, the pods other than `pod` of its namespace that `selector` matches."""
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    return Counter(eligible[node_of(p)] for p in pods
+                   if node_of(p) in eligible and uid(p) != uid(pod)
+                   and (p.get("metadata") or {}).get("namespace") == namespace
+                   and selector.matches(labels_of(p)))
+
+
+def broken_spread(run: Run) -> list[Violation]:
+    """A bind that broke a DoNotSchedule topology spread constraint: counted as kube-scheduler
+    does (matching pods of the pod's namespace per domain, over the nodes its nodeSelector
+    allows), with pods deleted within `spread_slack` seconds still counted where that
+    lowers the skew."""
+    node_labels = {n["metadata"]["name"]: labels_of(n) for n in run.nodes}
+    found = []
+    for moment in replay(run.events):
+        pod = moment.newly_bound
+        if pod is None:
+            continue
+        constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+        recent = [p for at, p in moment.deleted if moment.event.at - at <= run.spread_slack]
+        for constraint in constraints:
+            if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                continue
+            topology = constraint["topologyKey"]
+            selector = parse_label_selector(constraint.get("labelSelector"), "labelSelector",
+                                            nil_matches_nothing=True)
+            eligible = {name: labels[topology] for name, labels in node_labels.items()
+                        if topology in labels and _node_selector_allows(pod, labels)}
+            domain = eligible.get(node_of(pod))
+            if domain is None:
+                continue
+
+            now = _domain_counts(moment.bound.values(), pod, eligible, selector)
+            generous = now + _domain_counts(recent, pod, eligible, selector)
+            least = min(generous.get(d, 0) for d in set(eligible.values()))
+            skew = now.get(domain, 0) + 1 - least
+            if skew > int(constraint.get("maxSkew", 1)):
+                spread = ", ".join(f"{d}={now.get(d, 0)}" for d in sorted(set(eligible.values())))
+                found.append(Violation("spread", key(pod),
+                                       f"bound to {node_of(pod)} ({topology}={domain}): skew {skew} > maxSkew "
+                                       f"{constraint.get('maxSkew', 1)} (other matching pods: {spread})",
+                                       moment.event.at))
+    return found
+
+
+# ---- checks over the final cluster ----------------------------------------------------------------
+
+
+def _volume_allows(volume: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if not required:
+        return True
+    terms = [parse_node_selector_term(t, "nodeSelectorTerms") for t in required.get("nodeSelectorTerms") or []]
+    return any(t.matches(labels_of(node), node["metadata"]["name"]) for t in terms)
+
+
+def claims_elsewhere(run: Run) -> list[Violation]:
+    """A bound pod whose claim is unbound, or bound to a volume its node cannot reach."""
+    nodes = {n["metadata"]["name"]: n for n in run.nodes}
+    claims = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in run.claims}
+    volumes = {v["metadata"]["name"]: v for v in run.volumes}
+    found = []
+    for pod in run.pods:
+        node = node_of(pod)
+        if not node or node not in nodes:
+            continue
+        namespace = pod["metadata"]["namespace"]
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not name:
+                continue
+            claim = claims.get(f"{namespace}/{name}")
+            volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
+            if claim is None or not volume_name or volume_name not in volumes:
+                found.append(Violation("claim-unbound", key(pod),
+                                       f"bound to {node} while claim {name} is not bound to a volume"))
+            elif not _volume_allows(volumes[volume_name], nodes[node]):
+                found.append(Violation("claim-elsewhere", key(pod),
+                                       f"bound to {node}; claim {name} is bound to {volume_name}, "
+                                       "which that node cannot reach"))
+    return found
+
+
+def partly_bound_gangs(run: Run) -> list[Violation]:
+    """A pod group with some members bound but fewer than its minCount (all members, when the
+    group's minCount is unknown). Members name their group in spec.schedulingGroup.podGroupName
+    (Kubernetes 1.36)."""
+    members: dict[str, list[Pod]] = defaultdict(list)
+    for pod in run.pods:
+        group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            members[f"{pod['metadata']['namespace']}/{group}"].append(pod)
+    found = []
+    for group, pods in members.items():
+        bound = sum(1 for p in pods if node_of(p))
+        needed = run.pod_groups.get(group, len(pods))
+        if 0 < bound < needed:
+            found.append(Violation("gang-partly-bound", group, f"{bound} of {needed} required members bound"))
+    return found
+
+
+def pending_but_fits(run: Run) -> list[Violation]:
+    """A pod still Pending `pending_grace` seconds after the last fault and after its creation,
+    although it fits a node now (judged by `Run.fits`)."""
+    if run.fits is None:
+        return []
+    last_fault = max((f.ended for f in run.faults), default=0.0)
+    first_seen: dict[str, float] = {}
+    for event in run.events:
+        first_seen.setdefault(uid(event.pod), event.at)
+    found = []
+    for pod in run.pods:
+        if node_of(pod) or terminal(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        since = max(first_seen.get(uid(pod), run.final_at), last_fault)
+        if run.final_at - since < run.pending_grace:
+            continue
+        node = run.fits(pod)
+        if node:
+            found.append(Violation("pending-but-fits", key(pod),
+                                   f"Pending {run.final_at - since:.0f} s after the last fault and its creation, "
+                                   f"yet it fits {node}"))
+    return found
+
+
+def orphaned_victims(run: Run) -> list[Violation]:
+    """A pod evicted for a preemptor that never bound (unless the workload deleted the preemptor)."""
+    ever_bound = {uid(e.pod) for e in run.events if node_of(e.pod)}
+    known = {uid(e.pod): e.pod for e in run.events}
+    found = []
+    for event in run.kube_events:
+        if event.get("reason") != "Preempted":
+            continue
+        match = PREEMPTED_BY.search(str(event.get("message") or ""))
+        if match is None:
+            continue
+        preemptor, node = match.groups()
+        involved = event.get("involvedObject") or {}
+        victim = f"{involved.get('namespace', '')}/{involved.get('name', '')}"
+        if preemptor in ever_bound or preemptor in run.workload_deleted:
+            continue
+        name = key(known[preemptor]) if preemptor in known else f"uid {preemptor}"
+        found.append(Violation("victim-for-nothing", victim,
+                               f"evicted on {node} for {name}, which never bound"))
+    return found
+
+
+def processes_not_back(run: Run) -> list[Violation]:
+    return [Violation("process-not-back", entry.split(":", 1)[0], entry) for entry in run.processes_down]
+
+
+def faults_not_recovered(run: Run) -> list[Violation]:
+    return [Violation("no-recovery", f.kind, f"injected at {f.started:.1f} s, over at {f.ended:.1f} s, "
+                                             f"never recovered ({f.detail})", f.started)
+            for f in run.faults if f.recovered is None]
+
+
+CHECKS: dict[str, Check] = {
+    "moved": moved_pods,
+    "bound-twice": bound_twice,
+    "over-allocatable": over_allocatable,
+    "gpu-over-shares": gpu_over_shares,
+    "anti-affinity": broken_anti_affinity,
+    "spread": broken_spread,
+    "claims": claims_elsewhere,
+    "gangs": partly_bound_gangs,
+    "pending-but-fits": pending_but_fits,
+    "victims": orphaned_victims,
+    "processes": processes_not_back,
+    "recovery": faults_not_recovered,
+}
+
+
+def check(run: Run, checks: Mapping[str, Check] = CHECKS) -> list[Violation]:
+    """Every violation every check finds, in check order."""
+    return [violation for each in checks.values() for violation in each(run)]
