@@ -3,7 +3,8 @@
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
 Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|matrix|e2e`,
-and `--quick` for a shorter pass.
+and `--quick` for a shorter pass. `python -m bench chaos` (faults under load on a real control plane,
+bench/bench_chaos.py) is apart: it prints a verdict, not a table.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import bench_e2e
 
         return bench_e2e.main(argv[1:])
+    if argv[:1] == ["chaos"]:  # its own options and output: --minutes, --seed, --json, ...
+        from bench import bench_chaos
+
+        return bench_chaos.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run the benchmarks, print tables.")
     parser.add_argument("parts", nargs="*", metavar="PART",
                         help=f"any of {', '.join([*PARTS, *EXTRA])} (default: all but matrix and e2e)")

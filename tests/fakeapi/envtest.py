@@ -195,9 +195,10 @@ class EnvtestControlPlane:
     """etcd + kube-apiserver as child processes; ``start`` waits for ``/readyz``.
 
     Beyond envtest: :meth:`restart_apiserver` (etcd keeps running, so every watch is cut
-    and the objects stay) and :meth:`compact_etcd` (history compacted, so a watch resumed
+    and the objects stay), :meth:`restart_etcd` (kube-apiserver keeps running without its
+    storage for a while) and :meth:`compact_etcd` (history compacted, so a watch resumed
     from an older resourceVersion gets 410 Gone when it reaches etcd) are the faults a real
-    control plane can produce for the reliability tests.
+    control plane can produce for the reliability and chaos tests.
     """
 
     assets: EnvtestAssets
@@ -222,6 +223,7 @@ class EnvtestControlPlane:
     _ca: CertificateAuthority | None = None
     _apiserver: subprocess.Popen[bytes] | None = None
     _apiserver_args: list[str] = field(default_factory=list)
+    _etcd_args: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -285,13 +287,11 @@ class EnvtestControlPlane:
         self._ca.serving(LOOPBACK_HOSTS, common_name="kube-apiserver").write(
             cert_dir / "apiserver.crt", cert_dir / "apiserver.key"
         )
-        etcd = self._spawn(
-            [
-                str(self.assets.etcd),
-                *etcd_args(data_dir, self.etcd_port, peer_port, self._etcd_supports_no_fsync()),
-            ],
-            "etcd.log",
-        )
+        self._etcd_args = [
+            str(self.assets.etcd),
+            *etcd_args(data_dir, self.etcd_port, peer_port, self._etcd_supports_no_fsync()),
+        ]
+        etcd = self._spawn(self._etcd_args, "etcd.log")
         self._wait_http(f"{self.etcd_url}/health", etcd, "etcd")
         sa_key, sa_pub = generate_service_account_key(cert_dir)
         token_file = write_token_file(self.workdir / "tokens.csv", self.token)
@@ -339,6 +339,20 @@ class EnvtestControlPlane:
         if downtime > 0:
             time.sleep(downtime)
         self._start_apiserver()
+
+    def restart_etcd(self, downtime: float = 0.0) -> None:
+        """Stop etcd (SIGTERM: its data stays on disk), stay down ``downtime`` seconds, start it
+        again with the same flags and wait until it is healthy. kube-apiserver keeps running:
+        its requests fail meanwhile and its etcd watches end."""
+        etcd = self._processes[0]
+        self._terminate(etcd)
+        self._processes.remove(etcd)
+        if downtime > 0:
+            time.sleep(downtime)
+        restarted = self._spawn(self._etcd_args, "etcd.log")
+        self._processes.remove(restarted)
+        self._processes.insert(0, restarted)  # stopped last, as at the start
+        self._wait_http(f"{self.etcd_url}/health", restarted, "etcd")
 
     def etcd_revision(self) -> int:
         """etcd's current revision (the newest resourceVersion), through its JSON gateway."""

@@ -1,0 +1,295 @@
+"""Chaos under load on a real control plane: faults during a pod stream, then a verdict
+(python -m bench chaos [--minutes N] [--seed S] [--json]).
+
+One run (package ``bench/chaos/``):
+
+1. etcd, kube-apiserver, the fault proxy in front of it (``proxy.py``), two pools of
+   nodes, storage classes and local volumes (``workload.py``), the storage controllers
+   (``storage.py``); the checker's own pod watch starts before the first pod (``history.py``);
+2. two ``extender schedule`` replicas with leader election, and kube-scheduler calling
+   ``extender serve`` (2 workers, ``bindVerb``), each for its own pool (``cluster.py``);
+3. the pod stream, both pools, every kind, created and deleted at a steady rate for
+   ``--minutes``; meanwhile faults of every kind, one after another at seeded random
+   moments (``faults.py``). After each fault is over, one probe pod per scheduler is
+   created: the fault has **recovered** once both probes are bound and every process is
+   back and serving (the replicas ready and one of them holding the lease, the master with
+   both workers, kube-scheduler ready). Recovery is timed from the end of the fault (a
+   kill's end is the kill; a pause's is the SIGCONT; a restart's is the server ready again;
+   a slow spell's is the delay lifted), and capped at ``RECOVERY_TIMEOUT``;
+4. the stream stops; after ``--grace`` quiet seconds the cluster is read and the checker
+   (``checker.py``) judges the history and the final cluster; a Pending pod "could fit"
+   when the project's engine places it alone on the final cluster (``oracle.py``).
+
+Targets (issue 27): no violation; recovery within 2 x the lease duration after a leader
+fault and 10 s after any other. The figures say which faults missed it. The seed decides
+the workload, the order of the faults (each kind in turn, shuffled), the gaps between
+them and their parameters; the machine decides the timing, so a replay is close, not
+identical. The workdir (logs of every process) is kept when a violation is found, or
+with ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.chaos.checker import FaultRecord, Run, check, node_of  # noqa: E402
+from bench.chaos.cluster import ChaosCluster, Election  # noqa: E402
+from bench.chaos.faults import KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
+from bench.chaos.history import PodWatch  # noqa: E402
+from bench.chaos.oracle import fits_oracle  # noqa: E402
+from bench.chaos.storage import ChaosStorage  # noqa: E402
+from bench.chaos.workload import NAMESPACE, POOLS, Stream, create_cluster, probe_body  # noqa: E402
+
+RECOVERY_TIMEOUT = 90.0
+OTHER_TARGET = 10.0
+WARMUP = 15.0  # seconds of stream before the first fault
+GAP = (1.0, 5.0)  # seconds between a recovery and the next fault
+NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver and "
+               "kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)")
+
+
+def deck(rng: random.Random, kinds: Sequence[str]) -> Iterator[str]:
+    """Every kind once in a shuffled round, round after round: all kinds come up evenly."""
+    while True:
+        round_ = list(kinds)
+        rng.shuffle(round_)
+        yield from round_
+
+
+def recover(cluster: ChaosCluster, watch: PodWatch, stream: Stream, clock: Callable[[], float],
+            index: int, timeout: float = RECOVERY_TIMEOUT) -> float | None:
+    """Create a probe per scheduler; return when both are bound and every process is back
+    (None after `timeout`). The probes are deleted afterwards."""
+    names = {scheduler: f"probe-{index}-{pool}" for scheduler, pool in POOLS.items()}
+    created: dict[str, str] = {}
+    deadline = clock() + timeout
+    healthy_at = None
+    recovered = None
+    while clock() < deadline:
+        for scheduler, name in names.items():
+            if name not in created:
+                try:
+                    reply = cluster.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                              probe_body(name, scheduler))
+                    created[name] = reply["metadata"]["uid"]
+                except Exception:  # noqa: BLE001 - the API server is not back yet
+                    pass
+        if healthy_at is None and not cluster.problems():
+            healthy_at = clock()
+        bound = [watch.bound_at.get(f"{NAMESPACE}/{name}") for name in names.values()]
+        if healthy_at is not None and all(at is not None for at in bound):
+            recovered = max(healthy_at, *(at for at in bound if at is not None))
+            break
+        time.sleep(0.2)
+    for name, pod_uid in created.items():
+        for _ in range(20):
+            if stream.delete(name, pod_uid):
+                break
+            time.sleep(0.5)
+    return recovered
+
+
+def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
+    kube = cluster.kube
+    return {
+        "nodes": kube.call("GET", "/api/v1/nodes")["items"],
+        "pods": kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"],
+        "claims": kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"],
+        "volumes": kube.call("GET", "/api/v1/persistentvolumes")["items"],
+        "classes": kube.call("GET", "/apis/storage.k8s.io/v1/storageclasses")["items"],
+        "events": kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/events")["items"],
+    }
+
+
+def settled_problems(cluster: ChaosCluster, timeout: float = 30.0) -> list[str]:
+    """What is still not back after up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    problems = cluster.problems()
+    while problems and time.monotonic() < deadline:
+        time.sleep(1.0)
+        problems = cluster.problems()
+    return problems
+
+
+def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run, violations: Sequence[Any],
+            extra: dict[str, Any], election: Election) -> dict[str, Any]:
+    is_probe = {e.pod["metadata"].get("uid") for e in run.events
+                if (e.pod["metadata"].get("labels") or {}).get("chaos.example/kind") == "probe"}
+    scheduled = {e.pod["metadata"].get("uid") for e in run.events if node_of(e.pod)} - is_probe
+    recovery: dict[str, dict[str, float]] = {}
+    targets = {kind: 2 * election.lease if kind in LEADER_KINDS else OTHER_TARGET for kind in KINDS}
+    by_kind: dict[str, list[float]] = {}
+    for record in records:
+        if record.recovery_s is not None:
+            by_kind.setdefault(record.kind, []).append(record.recovery_s)
+    for kind, values in sorted(by_kind.items()):
+        recovery[kind] = {"p50": round(statistics.median(values), 2), "max": round(max(values), 2)}
+    over = [f"{r.kind} at {r.started:.0f} s: {r.recovery_s:.1f} s > {targets[r.kind]:.0f} s ({r.detail})"
+            for r in records if r.recovery_s is not None and r.recovery_s > targets[r.kind]]
+    return {
+        "seed": seed,
+        "pods_scheduled": len(scheduled),
+        "faults": dict(sorted(Counter(r.kind for r in records).items())),
+        "violations": [v.to_dict() for v in violations],
+        "recovery_s": recovery,
+        "minutes": minutes,
+        "recovery_target_s": targets,
+        "recovery_over_target": over,
+        "fault_log": [{"kind": r.kind, "started": round(r.started, 2), "ended": round(r.ended, 2),
+                       "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 2), "detail": r.detail}
+                      for r in records],
+        **extra,
+    }
+
+
+def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, election: Election | None = None,
+        keep: Path | None = None, kinds: Sequence[str] = KINDS,
+        log: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """One chaos run (faults of `kinds` only); its figures, or None without the binaries."""
+    from tests.fakeapi.envtest import find_assets
+
+    assets = find_assets()
+    if assets is None or assets.kube_scheduler is None:
+        log(NO_BINARIES)
+        return None
+    election = election or Election()
+    rng = random.Random(seed)
+    origin = time.monotonic()
+
+    def clock() -> float:
+        return time.monotonic() - origin
+
+    workdir = keep or Path(tempfile.mkdtemp(prefix="chaos-"))
+    cluster = ChaosCluster(assets, workdir, election, log)
+    violations: list[Any] = []
+    try:
+        cluster.start_control_plane()
+        assert cluster.plane is not None
+        watch = PodWatch(cluster.plane.url, cluster.plane.token, str(cluster.plane.ca_file), clock).start()
+        create_cluster(cluster.kube)
+        cluster.start_schedulers()
+        log(f"# chaos: seed {seed}, {minutes} min, workdir {workdir}; cluster up at {clock():.0f} s")
+        with ChaosStorage(cluster.kube, interval=0.5) as storage:
+            stream = Stream(cluster.kube, random.Random(rng.getrandbits(32)), clock, rate=rate).start()
+            records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds)
+            stream.stop()
+            stopped = clock()
+            quiet_until = max([stopped, *(r.ended for r in records)]) + grace
+            while clock() < quiet_until:
+                time.sleep(0.5)
+            down = settled_problems(cluster)
+            final = final_cluster(cluster)
+        watch.stop()
+        storage_objects = {"PersistentVolumeClaim": final["claims"], "PersistentVolume": final["volumes"],
+                           "StorageClass": final["classes"]}
+        history = Run(events=watch.snapshot(), nodes=final["nodes"], pods=final["pods"], claims=final["claims"],
+                      volumes=final["volumes"], kube_events=final["events"], faults=records,
+                      workload_deleted=frozenset(stream.deleted_uids), processes_down=down,
+                      final_at=clock(), pending_grace=grace,
+                      fits=fits_oracle(final["nodes"], final["pods"], storage_objects))
+        violations = check(history)
+        extra = {"pods_created": stream.created, "stream_errors": len(stream.errors),
+                 "watch_gaps": watch.gaps, "watch_reconnects": watch.reconnects, "restarts": cluster.restarts(),
+                 "volumes_recycled": storage.recycled, "proxy_connections_cut": cluster.proxy.cuts
+                 if cluster.proxy else 0, "workdir": str(workdir)}
+        return figures(seed, minutes, records, history, violations, extra, election)
+    finally:
+        cluster.stop()
+        if keep is None and not violations:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def inject_faults(cluster: ChaosCluster, watch: PodWatch, stream: Stream, rng: random.Random,
+                  clock: Callable[[], float], deadline: float, log: Callable[[str], None],
+                  kinds: Sequence[str] = KINDS) -> list[FaultRecord]:
+    """Faults one after another until `deadline`: each waits for the previous one's recovery
+    and a seeded gap."""
+    injector = Injector(cluster, random.Random(rng.getrandbits(32)), clock)
+    order = deck(rng, kinds)
+    records: list[FaultRecord] = []
+    next_at = clock() + WARMUP
+    while True:
+        while clock() < min(next_at, deadline):
+            time.sleep(0.2)
+        if clock() >= deadline:
+            return records
+        kind = next(order)
+        try:
+            started, ended, detail = injector.inject(kind)
+        except NoTarget as exc:
+            log(f"# {clock():6.1f} s {kind}: skipped ({exc})")
+            next_at = clock() + 1.0
+            continue
+        recovered = recover(cluster, watch, stream, clock, len(records))
+        record = FaultRecord(kind, started, ended, recovered, detail)
+        records.append(record)
+        took = "NOT RECOVERED" if record.recovery_s is None else f"recovered in {record.recovery_s:.1f} s"
+        log(f"# {started:6.1f} s {kind}: {detail}; {took}")
+        next_at = clock() + rng.uniform(*GAP)
+
+
+def print_report(result: dict[str, Any]) -> None:
+    print(f"\n== chaos (seed {result['seed']}, {result['minutes']} min)")
+    print(f"pods created {result['pods_created']}, scheduled {result['pods_scheduled']}; "
+          f"faults {sum(result['faults'].values())}: "
+          + ", ".join(f"{k} {v}" for k, v in result["faults"].items()))
+    print(f"restarts by the supervisor: {result['restarts']}; watch gaps {result['watch_gaps']}, "
+          f"connections cut {result['proxy_connections_cut']}, stream errors {result['stream_errors']}")
+    print("recovery (s):  " + "; ".join(f"{k} p50 {v['p50']} max {v['max']}"
+                                        for k, v in result["recovery_s"].items()))
+    for line in result["recovery_over_target"]:
+        print(f"  over target: {line}")
+    print(f"violations: {len(result['violations'])}")
+    for violation in result["violations"]:
+        print(f"  {violation['kind']} {violation['subject']}: {violation['detail']}")
+    if result["violations"]:
+        print(f"logs kept in {result['workdir']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench chaos", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the pod stream and the faults")
+    parser.add_argument("--seed", type=int, default=None, help="replay a run (default: a new seed, printed)")
+    parser.add_argument("--rate", type=float, default=2.0, help="pods created per second, both pools together")
+    parser.add_argument("--grace", type=float, default=30.0,
+                        help="quiet seconds after the last fault before a fitting Pending pod is a violation")
+    parser.add_argument("--lease", type=float, default=Election.lease, help="the replicas' lease duration, s")
+    parser.add_argument("--keep", type=Path, default=None, help="keep every process's log in this directory")
+    parser.add_argument("--json", action="store_true", help="print one JSON object, progress on stderr")
+    options = parser.parse_args(argv)
+    if options.minutes <= 0 or options.rate <= 0 or options.lease < 2:
+        parser.error("--minutes and --rate must be positive, --lease at least 2")
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1 << 31)
+    election = Election(lease=options.lease, renew=options.lease * 0.75, retry=options.lease / 8)
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr if options.json else sys.stdout, flush=True)
+
+    result = run(options.minutes, seed, rate=options.rate, grace=options.grace, election=election,
+                 keep=options.keep, log=log)
+    if result is None:
+        return 0
+    if options.json:
+        print(json.dumps(result))
+    else:
+        print_report(result)
+    return 1 if result["violations"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

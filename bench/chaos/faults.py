@@ -1,0 +1,147 @@
+"""The faults of a chaos run, each injected once on request, with its seeded parameters.
+
+``Injector.inject(kind)`` returns when the fault itself is over (a paused process continued,
+a restarted server ready again, a delay lifted) with ``(started, ended, detail)``; the
+run then measures recovery from ``ended``. A fault with nothing to aim at (no live leader
+yet) raises :class:`NoTarget` and is skipped.
+
+| kind | what |
+|---|---|
+| leader-sigkill | SIGKILL the replica holding the lease (the supervisor starts it again) |
+| leader-sigstop | SIGSTOP it for 1 s .. 2 x the lease, then SIGCONT |
+| worker-sigkill | SIGKILL one gunicorn worker of the webhook (its master forks another) |
+| worker-sigstop | SIGSTOP one worker 1..6 s |
+| master-sigkill | SIGKILL the gunicorn master (its workers must notice and exit; the supervisor starts it again) |
+| master-sigstop | SIGSTOP the master 1..6 s |
+| apiserver-restart | kube-apiserver stopped, down 0.5..4 s, started again (etcd kept) |
+| etcd-restart | etcd stopped, down 0.5..4 s, started again (kube-apiserver kept) |
+| etcd-compaction | etcd compacted at its current revision, then every proxied connection cut: each watch resumes from a compacted revision and gets 410 Gone |
+| watch-cut | every proxied connection reset |
+| slow-apiserver | every reply chunk held 0.2..1 s, for 3..10 s |
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.chaos.cluster import ChaosCluster
+
+LEADER_KINDS = ("leader-sigkill", "leader-sigstop")
+KINDS = (*LEADER_KINDS, "worker-sigkill", "worker-sigstop", "master-sigkill", "master-sigstop",
+         "apiserver-restart", "etcd-restart", "etcd-compaction", "watch-cut", "slow-apiserver")
+
+
+class NoTarget(Exception):
+    """Nothing to aim this fault at right now."""
+
+
+@dataclass
+class Injector:
+    cluster: ChaosCluster
+    rng: random.Random
+    clock: Callable[[], float]
+    compactions: int = 0
+
+    def inject(self, kind: str) -> tuple[float, float, str]:
+        method = getattr(self, "_" + kind.replace("-", "_"))
+        started = self.clock()
+        detail = method()
+        return started, self.clock(), detail
+
+    # ---- processes -------------------------------------------------------------------------------
+
+    def _leader_pid(self) -> tuple[str, int]:
+        leader = self.cluster.leader()
+        if leader is None or leader.pid is None:
+            raise NoTarget("no live replica holds the lease")
+        return leader.name, leader.pid
+
+    def _worker_pid(self) -> tuple[str, int]:
+        workers = sorted(self.cluster.webhook_workers())
+        if not workers:
+            raise NoTarget("no webhook worker")
+        pid = self.rng.choice(workers)
+        return f"webhook worker {pid}", pid
+
+    def _master_pid(self) -> tuple[str, int]:
+        pid = self.cluster.webhook_master()
+        if pid is None:
+            raise NoTarget("no webhook master")
+        return f"webhook master {pid}", pid
+
+    def _pause(self, target: tuple[str, int], low: float, high: float) -> str:
+        name, pid = target
+        seconds = self.rng.uniform(low, high)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return f"{name} stopped {seconds:.1f} s"
+
+    @staticmethod
+    def _kill(target: tuple[str, int]) -> str:
+        name, pid = target
+        os.kill(pid, signal.SIGKILL)
+        return f"{name} killed"
+
+    def _leader_sigkill(self) -> str:
+        return self._kill(self._leader_pid())
+
+    def _leader_sigstop(self) -> str:
+        return self._pause(self._leader_pid(), 1.0, 2 * self.cluster.election.lease)
+
+    def _worker_sigkill(self) -> str:
+        return self._kill(self._worker_pid())
+
+    def _worker_sigstop(self) -> str:
+        return self._pause(self._worker_pid(), 1.0, 6.0)
+
+    def _master_sigkill(self) -> str:
+        return self._kill(self._master_pid())
+
+    def _master_sigstop(self) -> str:
+        return self._pause(self._master_pid(), 1.0, 6.0)
+
+    # ---- the control plane -------------------------------------------------------------------------
+
+    def _apiserver_restart(self) -> str:
+        assert self.cluster.plane is not None
+        downtime = self.rng.uniform(0.5, 4.0)
+        began = time.monotonic()
+        self.cluster.plane.restart_apiserver(downtime)
+        return f"down {downtime:.1f} s, ready again after {time.monotonic() - began:.1f} s"
+
+    def _etcd_restart(self) -> str:
+        assert self.cluster.plane is not None
+        downtime = self.rng.uniform(0.5, 4.0)
+        began = time.monotonic()
+        self.cluster.plane.restart_etcd(downtime)
+        return f"down {downtime:.1f} s, healthy again after {time.monotonic() - began:.1f} s"
+
+    def _etcd_compaction(self) -> str:
+        assert self.cluster.plane is not None and self.cluster.proxy is not None
+        self.compactions += 1
+        self.cluster.plane.etcd_put("/chaos/marker", str(self.compactions))  # a revision no watch saw
+        revision = self.cluster.plane.compact_etcd()
+        cut = self.cluster.proxy.cut()
+        return f"compacted at revision {revision}, {cut} connections cut"
+
+    def _watch_cut(self) -> str:
+        assert self.cluster.proxy is not None
+        return f"{self.cluster.proxy.cut()} connections reset"
+
+    def _slow_apiserver(self) -> str:
+        assert self.cluster.proxy is not None
+        delay, seconds = self.rng.uniform(0.2, 1.0), self.rng.uniform(3.0, 10.0)
+        self.cluster.proxy.slow(delay)
+        try:
+            time.sleep(seconds)
+        finally:
+            self.cluster.proxy.slow(0.0)
+        return f"replies held {delay:.2f} s per chunk for {seconds:.1f} s"

@@ -1,0 +1,158 @@
+"""The checker's own watch of every pod, from before the first pod to the end of the run.
+
+It talks to kube-apiserver directly, not through the fault proxy, so the proxy's cuts and
+delays do not touch it; kube-apiserver and etcd restarts do cut it, and it resumes from the
+last resourceVersion it saw. When it cannot (410 Gone after a compaction), it lists again
+and writes the difference as events stamped with the list's time: a gap, counted, in which
+a pod bound and deleted between two looks would be missed. Every event is stamped with
+the run's clock on arrival.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import requests
+
+from bench.chaos.checker import PodEvent, node_of, uid
+
+GONE = 410
+
+
+class Gone(Exception):
+    """The watch's resourceVersion was compacted away: list again."""
+
+
+def _trim(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(pod.get("metadata") or {})
+    meta.pop("managedFields", None)
+    return {**pod, "metadata": meta}
+
+
+class PodWatch:
+    """Watches pods cluster-wide into ``events``; ``bound_at[ns/name]`` is when each pod's
+    nodeName first arrived (for probes); ``clock`` gives the run's seconds."""
+
+    def __init__(self, base_url: str, token: str, ca_file: str, clock: Callable[[], float]) -> None:
+        self.base_url = base_url
+        self.verify = ca_file
+        self.clock = clock
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.events: list[PodEvent] = []
+        self.bound_at: dict[str, float] = {}
+        self.gaps = 0
+        self.reconnects = 0
+        self._known: dict[str, dict[str, Any]] = {}  # uid -> the pod as last seen
+        self._version = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._response: requests.Response | None = None
+        self._thread = threading.Thread(target=self._run, name="chaos-pod-watch", daemon=True)
+
+    def start(self) -> PodWatch:
+        self._list()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._response.raw._fp.fp.raw._sock.shutdown(2)  # type: ignore[union-attr]  # wake read1
+        with contextlib.suppress(Exception):
+            self._response.close()  # type: ignore[union-attr]
+        self._thread.join(10)
+        self.session.close()
+
+    def snapshot(self) -> list[PodEvent]:
+        with self._lock:
+            return list(self.events)
+
+    def _record(self, kind: str, pod: dict[str, Any], at: float) -> None:
+        pod = _trim(pod)
+        with self._lock:
+            self.events.append(PodEvent(at, kind, pod))
+            if kind == "DELETED":
+                self._known.pop(uid(pod), None)
+            else:
+                self._known[uid(pod)] = pod
+            meta = pod.get("metadata") or {}
+            name = f"{meta.get('namespace')}/{meta.get('name')}"
+            if node_of(pod) and kind != "DELETED":
+                self.bound_at.setdefault(name, at)
+
+    def _list(self) -> None:
+        """List every pod; what changed since the last look becomes events (all ADDED at the start)."""
+        reply = self.session.get(f"{self.base_url}/api/v1/pods", verify=self.verify, timeout=30)
+        reply.raise_for_status()
+        listed = orjson.loads(reply.content)
+        now = self.clock()
+        seen = set()
+        for pod in listed.get("items") or []:
+            seen.add(uid(pod))
+            before = self._known.get(uid(pod))
+            if before is None:
+                self._record("ADDED", pod, now)
+            elif before["metadata"].get("resourceVersion") != pod["metadata"].get("resourceVersion"):
+                self._record("MODIFIED", pod, now)
+        for gone in [p for u, p in self._known.items() if u not in seen]:
+            self._record("DELETED", gone, now)
+        self._version = listed["metadata"]["resourceVersion"]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._watch()
+            except Gone:
+                self.gaps += 1
+                self._relist()
+            except Exception:  # noqa: BLE001 - a cut connection or a server restarting: resume
+                if self._stop.is_set():
+                    return
+                self.reconnects += 1
+                self._stop.wait(0.2)
+
+    def _relist(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._list()
+                return
+            except (requests.RequestException, ValueError, KeyError):
+                self._stop.wait(0.5)
+
+    def _watch(self) -> None:
+        self._response = self.session.get(
+            f"{self.base_url}/api/v1/pods",
+            params={"watch": "true", "resourceVersion": self._version, "allowWatchBookmarks": "true",
+                    "timeoutSeconds": "600"},
+            stream=True, verify=self.verify, timeout=(5, 700),
+        )
+        if self._response.status_code == GONE:
+            raise Gone()
+        self._response.raise_for_status()
+        raw = self._response.raw
+        tail = b""
+        while not self._stop.is_set():
+            chunk = raw.read1(1 << 16)
+            if not chunk:
+                return
+            now = self.clock()
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                if line.strip():
+                    self._event(orjson.loads(line), now)
+
+    def _event(self, event: dict[str, Any], now: float) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == GONE:
+                raise Gone()
+            raise RuntimeError(f"watch error: {obj.get('message')}")
+        self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._record(str(kind), obj, now)

@@ -1,0 +1,250 @@
+"""The chaos run's cluster and its pod stream: nodes, storage, priorities, and pods of every kind.
+
+Two pools of five nodes, one per scheduler (``POOL`` label, and every pod selects its
+pool): two schedulers sharing nodes race for the same free space by design (the kubelet
+refuses the loser), which would hide the races this run looks for, those within one
+scheduler (two leaders, two gunicorn workers, a retried bind). Each pool spreads its
+nodes over three zones; two nodes advertise ``example.com/fpga``, two publish two shared
+GPUs (docs/devices.md).
+
+The stream creates pods at a steady rate, alternating pools, each of a kind drawn by
+weight, and deletes each one (with its claim) when its lifetime ends, bound or not:
+
+* plain, and "mid" (a higher priority class): cpu and memory;
+* anti: required hostname anti-affinity within its kind;
+* spread: zone spread, maxSkew 1, DoNotSchedule;
+* hostport: hostPort 7000;
+* fpga: one ``example.com/fpga``;
+* pvc-local, pvc-dynamic: a claim of a WaitForFirstConsumer class, local volumes made in
+  advance on every node or volumes provisioned for the selected node (``storage.py`` plays
+  the PV controller and the provisioner, as no kube-controller-manager runs);
+* gpu: a shared-GPU request (memory and cores of one device);
+* preemptor: highest priority, 3 cpus: usually fits only by evicting lower pods.
+
+Every pod has ``terminationGracePeriodSeconds: 0``: with no kubelet, a pod deleted with a
+grace period would stay Terminating forever and keep its node's resources.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.model.devices import GPU, GPU_CORES, GPU_MEMORY, INVENTORY_ANNOTATION
+from tests.fakeapi.client import KubeApiError, KubeTestClient
+from tests.storage_objects import claim, persistent_volume, storage_class
+
+NAMESPACE = "chaos"
+SYSTEM_NAMESPACE = "chaos-system"  # leases: leader election and the GPU ledgers
+STANDALONE = "chaos-standalone"  # extender schedule's schedulerName
+WEBHOOK = "chaos-webhook"  # kube-scheduler's profile, with the webhook
+POOLS = {STANDALONE: "sa", WEBHOOK: "wh"}
+POOL = "chaos.example/pool"
+ZONE = "topology.kubernetes.io/zone"
+FPGA = "example.com/fpga"
+LOCAL_CLASS = "chaos-local"
+DYNAMIC_CLASS = "chaos-dynamic"
+PRIORITIES = {"chaos-low": 100, "chaos-mid": 1000, "chaos-high": 100000}
+NODES_PER_POOL = 5
+LOCAL_VOLUMES_PER_NODE = 2
+HOST_PORT = 7000
+PAUSE = "registry.k8s.io/pause:3.10"
+KINDS = {"plain": 24, "mid": 8, "anti": 8, "spread": 10, "hostport": 6, "fpga": 5, "pvc-local": 6,
+         "pvc-dynamic": 6, "gpu": 14, "preemptor": 5}  # relative weights
+
+
+def node_name(pool: str, index: int) -> str:
+    return f"{pool}-{index}"
+
+
+def gpu_inventory(node: str) -> str:
+    return json.dumps({"version": 1, "devices": [
+        {"id": f"{node}-gpu-{i}", "type": "Tesla-T4", "memory": 16000, "cores": 100} for i in range(2)]})
+
+
+def create_cluster(kube: KubeTestClient) -> None:
+    """Namespaces, priority classes, storage classes, both pools' nodes and local volumes."""
+    for namespace in (NAMESPACE, SYSTEM_NAMESPACE):
+        kube.ensure_namespace(namespace)
+    for name, value in PRIORITIES.items():
+        kube.ensure_priority_class(name, value)
+    kube.call("POST", "/apis/storage.k8s.io/v1/storageclasses",
+              storage_class(LOCAL_CLASS, provisioner="kubernetes.io/no-provisioner"))
+    kube.call("POST", "/apis/storage.k8s.io/v1/storageclasses", storage_class(DYNAMIC_CLASS))
+    for pool in POOLS.values():
+        for i in range(NODES_PER_POOL):
+            name = node_name(pool, i)
+            kube.create_node(name, cpu="4", memory="16Gi", pods="16",
+                             labels={POOL: pool, ZONE: f"zone-{'abc'[i % 3]}"},
+                             extra_resources={FPGA: "2"} if i < 2 else None,
+                             annotations={INVENTORY_ANNOTATION: gpu_inventory(name)} if i >= 3 else None)
+            for v in range(LOCAL_VOLUMES_PER_NODE):
+                volume = persistent_volume(f"local-{name}-{v}", size="5Gi", cls=LOCAL_CLASS, node=name,
+                                           phase=None)
+                kube.call("POST", "/api/v1/persistentvolumes", volume)
+
+
+def _container(requests: dict[str, str], limits: dict[str, str] | None = None,
+               ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": PAUSE,
+                                 "resources": {"requests": requests, "limits": limits or {}}}
+    if ports:
+        container["ports"] = ports
+    return container
+
+
+def pod_body(kind: str, name: str, scheduler: str, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A pod of `kind` for `scheduler`'s pool, and the claim to create before it (or None)."""
+    pool = POOLS[scheduler]
+    app = f"{pool}-{kind}"
+    cpu = rng.choice(("100m", "200m", "300m", "500m"))
+    memory = rng.choice(("128Mi", "256Mi", "512Mi", "1Gi"))
+    limits: dict[str, str] = {}
+    spec: dict[str, Any] = {"schedulerName": scheduler, "nodeSelector": {POOL: pool},
+                            "terminationGracePeriodSeconds": 0, "priorityClassName": "chaos-low"}
+    ports = None
+    claim_body = None
+    if kind == "mid":
+        spec["priorityClassName"] = "chaos-mid"
+    elif kind == "preemptor":
+        spec["priorityClassName"] = "chaos-high"
+        cpu, memory = "3", "1Gi"
+    elif kind == "anti":
+        cpu = "100m"
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    elif kind == "spread":
+        cpu = "100m"
+        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": ZONE,
+                                              "whenUnsatisfiable": "DoNotSchedule",
+                                              "labelSelector": {"matchLabels": {"app": app}}}]
+    elif kind == "hostport":
+        ports = [{"containerPort": HOST_PORT, "hostPort": HOST_PORT, "protocol": "TCP"}]
+    elif kind == "fpga":
+        limits = {FPGA: "1"}
+    elif kind == "gpu":
+        limits = {GPU: "1", GPU_MEMORY: str(rng.choice((3000, 5000, 7000))), GPU_CORES: str(rng.choice((10, 25, 40)))}
+    elif kind in ("pvc-local", "pvc-dynamic"):
+        cls = LOCAL_CLASS if kind == "pvc-local" else DYNAMIC_CLASS
+        claim_body = claim(name, namespace=NAMESPACE, size="1Gi", cls=cls)
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+    spec["containers"] = [_container({"cpu": cpu, "memory": memory, **limits}, limits or None, ports)]
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": app, "chaos.example/kind": kind}},
+            "spec": spec}
+    return body, claim_body
+
+
+def probe_body(name: str, scheduler: str) -> dict[str, Any]:
+    """A pod that fits any node of its pool (no requests): bound again means scheduling is back."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"chaos.example/kind": "probe"}},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL: POOLS[scheduler]},
+                     "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": PAUSE}]}}
+
+
+@dataclass
+class Stream:
+    """Creates pods at `rate` per second (pools alternating) until stopped; deletes each one
+    when its lifetime (uniform in `lifetime`) ends. Runs in its own thread."""
+
+    kube: KubeTestClient
+    rng: random.Random
+    clock: Callable[[], float]
+    rate: float = 2.0
+    lifetime: tuple[float, float] = (15.0, 45.0)
+    created: int = 0
+    deleted_uids: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    _live: list[tuple[float, str, str, bool]] = field(default_factory=list)  # (expires, name, uid, has claim)
+    _claims_left: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Stream:
+        self._thread = threading.Thread(target=self._run, name="chaos-stream", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop creating and deleting; the pods alive stay, for the final check."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        kinds, weights = list(KINDS), list(KINDS.values())
+        schedulers = list(POOLS)
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            scheduler = schedulers[self.created % 2]
+            kind = self.rng.choices(kinds, weights)[0]
+            name = f"{POOLS[scheduler]}-{kind}-{self.created}"
+            body, claim_body = pod_body(kind, name, scheduler, self.rng)
+            expires = self.clock() + self.rng.uniform(*self.lifetime)
+            self.created += 1
+            self._create(body, claim_body, expires)
+            self._expire()
+            next_at += 1.0 / self.rate
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def _create(self, body: dict[str, Any], claim_body: dict[str, Any] | None, expires: float) -> None:
+        name = body["metadata"]["name"]
+        try:
+            if claim_body is not None:
+                self.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims", claim_body)
+            created = self.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+        except (KubeApiError, OSError) as exc:  # the API server is down: that pod is skipped
+            self.errors.append(f"create {name}: {str(exc)[:120]}")
+            if claim_body is not None:
+                self._delete_claim(name)
+            return
+        except Exception as exc:  # noqa: BLE001 - requests' connection errors
+            self.errors.append(f"create {name}: {type(exc).__name__}")
+            return
+        self._live.append((expires, name, created["metadata"]["uid"], claim_body is not None))
+
+    def _expire(self) -> None:
+        now = self.clock()
+        due = [entry for entry in self._live if entry[0] <= now]
+        for entry in due:
+            _, name, pod_uid, has_claim = entry
+            if self.delete(name, pod_uid):
+                self._live.remove(entry)
+                if has_claim:
+                    self._delete_claim(name)
+
+    def delete(self, name: str, pod_uid: str) -> bool:
+        """Delete a pod now (no grace, this uid only); False when the API server did not answer."""
+        self.deleted_uids.add(pod_uid)  # before the call: its DELETED event may come first
+        try:
+            self.kube.delete_pod(name, NAMESPACE, grace_period_seconds=0, uid=pod_uid)
+        except KubeApiError as exc:
+            if exc.code in (404, 409):  # gone already (evicted: not ours), or a new pod of that name
+                self.deleted_uids.discard(pod_uid)
+                return True
+            self.deleted_uids.discard(pod_uid)
+            return False
+        except Exception:  # noqa: BLE001 - a connection error: try again at the next round
+            self.deleted_uids.discard(pod_uid)
+            return False
+        return True
+
+    def _delete_claim(self, name: str) -> None:
+        """Delete a pod's claim; one the API server did not take is retried at the next round."""
+        for pending in [*self._claims_left, name]:
+            if pending in self._claims_left:
+                self._claims_left.remove(pending)
+            try:
+                self.kube.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{pending}")
+            except KubeApiError as exc:
+                if exc.code != 404:
+                    self._claims_left.append(pending)
+            except Exception:  # noqa: BLE001 - a connection error
+                self._claims_left.append(pending)

@@ -1,0 +1,35 @@
+"""A short chaos run (bench/bench_chaos.py) in the suite: a pod stream for both schedulers on a
+control plane of its own, a fault of each of six kinds in seeded order, and no violation.
+
+The full run (every kind, 10 minutes) is `python -m bench chaos`; this one keeps the suite
+bounded (about two minutes with the start-up) and fails on any violation the checker finds,
+printing the figures and the fault log.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import bench_chaos
+from tests.e2e.conftest import NO_BINARIES
+from tests.fakeapi.envtest import find_assets
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SEED = 27
+KINDS = ("leader-sigkill", "worker-sigkill", "master-sigkill", "apiserver-restart", "etcd-compaction",
+         "watch-cut")
+
+
+def test_short_chaos_run_finds_no_violation() -> None:
+    assets = find_assets()
+    if assets is None or assets.kube_scheduler is None:
+        pytest.skip(NO_BINARIES)
+    result = bench_chaos.run(minutes=1.0, seed=SEED, grace=15.0, kinds=KINDS)
+    assert result is not None
+    print(json.dumps(result, indent=1))
+    assert result["violations"] == []
+    assert sum(result["faults"].values()) >= 4, result["fault_log"]
+    assert result["pods_scheduled"] >= 30
