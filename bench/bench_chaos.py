@@ -54,6 +54,7 @@ from bench.chaos.history import PodWatch  # noqa: E402
 from bench.chaos.oracle import fits_oracle  # noqa: E402
 from bench.chaos.storage import ChaosStorage  # noqa: E402
 from bench.chaos.workload import NAMESPACE, POOLS, Stream, create_cluster, probe_body  # noqa: E402
+from tests.fakeapi.client import KubeApiError  # noqa: E402
 
 RECOVERY_TIMEOUT = 90.0
 OTHER_TARGET = 10.0
@@ -97,9 +98,16 @@ def recover(cluster: ChaosCluster, watch: PodWatch, stream: Stream, clock: Calla
             break
         time.sleep(0.2)
     for name, pod_uid in created.items():
+        stream.deleted_uids.add(pod_uid)  # the workload's deletion, not an eviction
         for _ in range(20):
-            if stream.delete(name, pod_uid):
+            try:
+                cluster.kube.delete_pod(name, NAMESPACE, grace_period_seconds=0, uid=pod_uid)
                 break
+            except KubeApiError as exc:
+                if exc.code in (404, 409):
+                    break
+            except Exception:  # noqa: BLE001 - the API server is not back yet
+                pass
             time.sleep(0.5)
     return recovered
 
@@ -184,8 +192,8 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
         create_cluster(cluster.kube)
         cluster.start_schedulers()
         log(f"# chaos: seed {seed}, {minutes} min, workdir {workdir}; cluster up at {clock():.0f} s")
-        with ChaosStorage(cluster.kube, interval=0.5) as storage:
-            stream = Stream(cluster.kube, random.Random(rng.getrandbits(32)), clock, rate=rate).start()
+        with ChaosStorage(cluster.client(), interval=0.5) as storage:
+            stream = Stream(cluster.client(), random.Random(rng.getrandbits(32)), clock, rate=rate).start()
             records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds)
             stream.stop()
             stopped = clock()

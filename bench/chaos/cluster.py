@@ -111,10 +111,14 @@ class ChaosCluster:
     @property
     def kube(self) -> KubeTestClient:
         """The harness's own client, straight to kube-apiserver (not through the proxy)."""
-        assert self.plane is not None
         if self._kube is None:
-            self._kube = KubeTestClient(self.plane.url, token=self.plane.token, verify=str(self.plane.ca_file))
+            self._kube = self.client()
         return self._kube
+
+    def client(self) -> KubeTestClient:
+        """A new admin client straight to kube-apiserver, for a thread of its own."""
+        assert self.plane is not None
+        return KubeTestClient(self.plane.url, token=self.plane.token, verify=str(self.plane.ca_file))
 
     def _proxied(self, kubeconfig: Path, name: str) -> Path:
         """A copy of `kubeconfig` that reaches kube-apiserver through the proxy."""

@@ -27,9 +27,16 @@ BUFFER = 65536
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close with a TCP reset rather than a FIN."""
+    """Close with a TCP reset rather than a FIN.
+
+    close() alone does not do it while a pump thread is blocked in recv() on the socket:
+    the kernel keeps the connection until that call returns, and the peer sees a silent,
+    open connection (a black hole, not a cut). shutdown(SHUT_RD) wakes the reader without
+    sending anything; the last reference then goes with SO_LINGER 0: a reset."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
 
