@@ -15,7 +15,9 @@ One run (package ``bench/chaos/``):
    back and serving (the replicas ready and one of them holding the lease, the master with
    both workers, kube-scheduler ready). Recovery is timed from the end of the fault (a
    kill's end is the kill; a pause's is the SIGCONT; a restart's is the server ready again;
-   a slow spell's is the delay lifted), and capped at ``RECOVERY_TIMEOUT``;
+   a slow spell's is the delay lifted), and capped at ``RECOVERY_TIMEOUT``. The leader's
+   faults are failovers: their probes are created as the leader is stopped or killed, and
+   recovery is timed from then (the follower has to take over meanwhile);
 4. the stream stops; after ``--grace`` quiet seconds the cluster is read and the checker
    (``checker.py``) judges the history and the final cluster; a Pending pod "could fit"
    when the project's engine places it alone on the final cluster (``oracle.py``).
@@ -40,6 +42,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +62,7 @@ from tests.fakeapi.client import KubeApiError  # noqa: E402
 RECOVERY_TIMEOUT = 90.0
 OTHER_TARGET = 10.0
 WARMUP = 15.0  # seconds of stream before the first fault
-GAP = (1.0, 5.0)  # seconds between a recovery and the next fault
+GAP = (0.5, 3.0)  # seconds between a recovery and the next fault
 NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver and "
                "kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)")
 
@@ -72,44 +75,64 @@ def deck(rng: random.Random, kinds: Sequence[str]) -> Iterator[str]:
         yield from round_
 
 
-def recover(cluster: ChaosCluster, watch: PodWatch, stream: Stream, clock: Callable[[], float],
-            index: int, timeout: float = RECOVERY_TIMEOUT) -> float | None:
-    """Create a probe per scheduler; return when both are bound and every process is back
-    (None after `timeout`). The probes are deleted afterwards."""
-    names = {scheduler: f"probe-{index}-{pool}" for scheduler, pool in POOLS.items()}
-    created: dict[str, str] = {}
-    deadline = clock() + timeout
-    healthy_at = None
-    recovered = None
-    while clock() < deadline:
-        for scheduler, name in names.items():
-            if name not in created:
+@dataclass
+class Probes:
+    """One probe pod per scheduler for one fault: bound again means that scheduler is back."""
+
+    cluster: ChaosCluster
+    watch: PodWatch
+    index: int
+    created: dict[str, str] = field(default_factory=dict)  # name -> uid
+
+    @property
+    def names(self) -> dict[str, str]:
+        return {scheduler: f"probe-{self.index}-{pool}" for scheduler, pool in POOLS.items()}
+
+    def create(self) -> None:
+        """Create the probes not created yet (the API server may be down: tried again later)."""
+        for scheduler, name in self.names.items():
+            if name not in self.created:
                 try:
-                    reply = cluster.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
-                                              probe_body(name, scheduler))
-                    created[name] = reply["metadata"]["uid"]
+                    reply = self.cluster.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                                   probe_body(name, scheduler))
+                    self.created[name] = reply["metadata"]["uid"]
                 except Exception:  # noqa: BLE001 - the API server is not back yet
                     pass
+
+    def bound(self) -> float | None:
+        """When the last probe was bound, once all are."""
+        times = [self.watch.bound_at.get(f"{NAMESPACE}/{name}") for name in self.names.values()]
+        return None if any(t is None for t in times) else max(t for t in times if t is not None)
+
+    def delete(self, stream: Stream) -> None:
+        for name, pod_uid in self.created.items():
+            stream.deleted_uids.add(pod_uid)  # the workload's deletion, not an eviction
+            for _ in range(20):
+                try:
+                    self.cluster.kube.delete_pod(name, NAMESPACE, grace_period_seconds=0, uid=pod_uid)
+                    break
+                except KubeApiError as exc:
+                    if exc.code in (404, 409):
+                        break
+                except Exception:  # noqa: BLE001 - the API server is not back yet
+                    pass
+                time.sleep(0.5)
+
+
+def recover(cluster: ChaosCluster, probes: Probes, clock: Callable[[], float],
+            timeout: float = RECOVERY_TIMEOUT) -> float | None:
+    """When both probes are bound and every process is back and serving (None after `timeout`)."""
+    deadline = clock() + timeout
+    healthy_at = None
+    while clock() < deadline:
+        probes.create()
         if healthy_at is None and not cluster.problems():
             healthy_at = clock()
-        bound = [watch.bound_at.get(f"{NAMESPACE}/{name}") for name in names.values()]
-        if healthy_at is not None and all(at is not None for at in bound):
-            recovered = max(healthy_at, *(at for at in bound if at is not None))
-            break
+        bound = probes.bound()
+        if healthy_at is not None and bound is not None:
+            return max(healthy_at, bound)
         time.sleep(0.2)
-    for name, pod_uid in created.items():
-        stream.deleted_uids.add(pod_uid)  # the workload's deletion, not an eviction
-        for _ in range(20):
-            try:
-                cluster.kube.delete_pod(name, NAMESPACE, grace_period_seconds=0, uid=pod_uid)
-                break
-            except KubeApiError as exc:
-                if exc.code in (404, 409):
-                    break
-            except Exception:  # noqa: BLE001 - the API server is not back yet
-                pass
-            time.sleep(0.5)
-    return recovered
+    return None
 
 
 def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
@@ -237,14 +260,17 @@ def inject_faults(cluster: ChaosCluster, watch: PodWatch, stream: Stream, rng: r
         if clock() >= deadline:
             return records
         kind = next(order)
+        probes = Probes(cluster, watch, len(records))
+        failover = kind in LEADER_KINDS  # the follower must take over while the fault lasts
         try:
-            started, ended, detail = injector.inject(kind)
+            started, ended, detail = injector.inject(kind, on_start=probes.create if failover else lambda: None)
         except NoTarget as exc:
             log(f"# {clock():6.1f} s {kind}: skipped ({exc})")
             next_at = clock() + 1.0
             continue
-        recovered = recover(cluster, watch, stream, clock, len(records))
-        record = FaultRecord(kind, started, ended, recovered, detail)
+        recovered = recover(cluster, probes, clock)
+        probes.delete(stream)
+        record = FaultRecord(kind, started, ended, recovered, detail, from_start=failover)
         records.append(record)
         took = "NOT RECOVERED" if record.recovery_s is None else f"recovered in {record.recovery_s:.1f} s"
         log(f"# {started:6.1f} s {kind}: {detail}; {took}")

@@ -67,10 +67,13 @@ class FaultRecord:
     ended: float  # when the fault itself was over (a process continued, a server back up)
     recovered: float | None  # when every probe was bound and every process back; None: never
     detail: str = ""
+    from_start: bool = False  # recovery timed from the start (a failover) rather than the end
 
     @property
     def recovery_s(self) -> float | None:
-        return None if self.recovered is None else max(0.0, self.recovered - self.ended)
+        if self.recovered is None:
+            return None
+        return max(0.0, self.recovered - (self.started if self.from_start else self.ended))
 
 
 @dataclass

@@ -2,13 +2,14 @@
 
 ``Injector.inject(kind)`` returns when the fault itself is over (a paused process continued,
 a restarted server ready again, a delay lifted) with ``(started, ended, detail)``; the
-run then measures recovery from ``ended``. A fault with nothing to aim at (no live leader
+run then measures recovery from ``ended``, or from ``started`` for the leader's faults,
+where the follower must take over while the fault lasts. A fault with nothing to aim at (no live leader
 yet) raises :class:`NoTarget` and is skipped.
 
 | kind | what |
 |---|---|
 | leader-sigkill | SIGKILL the replica holding the lease (the supervisor starts it again) |
-| leader-sigstop | SIGSTOP it for 1 s .. 2 x the lease, then SIGCONT |
+| leader-sigstop | SIGSTOP it for 1 s .. 1.5 x the lease, then SIGCONT |
 | worker-sigkill | SIGKILL one gunicorn worker of the webhook (its master forks another) |
 | worker-sigstop | SIGSTOP one worker 1..6 s |
 | master-sigkill | SIGKILL the gunicorn master (its workers must notice and exit; the supervisor starts it again) |
@@ -46,10 +47,13 @@ class Injector:
     rng: random.Random
     clock: Callable[[], float]
     compactions: int = 0
+    _on_start: Callable[[], None] = lambda: None
 
-    def inject(self, kind: str) -> tuple[float, float, str]:
+    def inject(self, kind: str, on_start: Callable[[], None] = lambda: None) -> tuple[float, float, str]:
+        """Inject one fault; `on_start` runs as soon as it has begun (the process stopped or killed)."""
         method = getattr(self, "_" + kind.replace("-", "_"))
         started = self.clock()
+        self._on_start = on_start
         detail = method()
         return started, self.clock(), detail
 
@@ -79,22 +83,23 @@ class Injector:
         seconds = self.rng.uniform(low, high)
         os.kill(pid, signal.SIGSTOP)
         try:
+            self._on_start()
             time.sleep(seconds)
         finally:
             os.kill(pid, signal.SIGCONT)
         return f"{name} stopped {seconds:.1f} s"
 
-    @staticmethod
-    def _kill(target: tuple[str, int]) -> str:
+    def _kill(self, target: tuple[str, int]) -> str:
         name, pid = target
         os.kill(pid, signal.SIGKILL)
+        self._on_start()
         return f"{name} killed"
 
     def _leader_sigkill(self) -> str:
         return self._kill(self._leader_pid())
 
     def _leader_sigstop(self) -> str:
-        return self._pause(self._leader_pid(), 1.0, 2 * self.cluster.election.lease)
+        return self._pause(self._leader_pid(), 1.0, 1.5 * self.cluster.election.lease)
 
     def _worker_sigkill(self) -> str:
         return self._kill(self._worker_pid())
