@@ -42,7 +42,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +50,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.chaos.checker import FaultRecord, Run, check, node_of  # noqa: E402
+from bench.chaos.checker import FaultRecord, Run, check, node_of, uid  # noqa: E402
 from bench.chaos.cluster import ChaosCluster, Election  # noqa: E402
 from bench.chaos.faults import KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
 from bench.chaos.history import PodWatch  # noqa: E402
 from bench.chaos.oracle import fits_oracle  # noqa: E402
 from bench.chaos.storage import ChaosStorage  # noqa: E402
 from bench.chaos.workload import NAMESPACE, POOLS, Stream, create_cluster, probe_body  # noqa: E402
+from extender.model.devices import ASSIGNMENT_ANNOTATION  # noqa: E402
 from tests.fakeapi.client import KubeApiError  # noqa: E402
 
 RECOVERY_TIMEOUT = 90.0
@@ -147,6 +148,18 @@ def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def save_history(path: Path, run: Run, final: dict[str, Any]) -> None:
+    """The checker's input, to judge again offline (bench.chaos.checker.Run without `fits`)."""
+    path.write_text(json.dumps({
+        "events": [{"at": e.at, "type": e.type, "pod": e.pod} for e in run.events],
+        "final": final,
+        "faults": [asdict(f) for f in run.faults],
+        "workload_deleted": sorted(run.workload_deleted),
+        "processes_down": list(run.processes_down),
+        "final_at": run.final_at,
+    }))
+
+
 def settled_problems(cluster: ChaosCluster, timeout: float = 30.0) -> list[str]:
     """What is still not back after up to `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -159,9 +172,10 @@ def settled_problems(cluster: ChaosCluster, timeout: float = 30.0) -> list[str]:
 
 def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run, violations: Sequence[Any],
             extra: dict[str, Any], election: Election) -> dict[str, Any]:
-    is_probe = {e.pod["metadata"].get("uid") for e in run.events
-                if (e.pod["metadata"].get("labels") or {}).get("chaos.example/kind") == "probe"}
-    scheduled = {e.pod["metadata"].get("uid") for e in run.events if node_of(e.pod)} - is_probe
+    kinds = {uid(e.pod): (e.pod["metadata"].get("labels") or {}).get("chaos.example/kind", "") for e in run.events}
+    scheduled = {uid(e.pod) for e in run.events if node_of(e.pod) and kinds[uid(e.pod)] != "probe"}
+    gpu_assigned = {uid(e.pod) for e in run.events if node_of(e.pod)
+                    and ASSIGNMENT_ANNOTATION in (e.pod["metadata"].get("annotations") or {})}
     recovery: dict[str, dict[str, float]] = {}
     targets = {kind: 2 * election.lease if kind in LEADER_KINDS else OTHER_TARGET for kind in KINDS}
     by_kind: dict[str, list[float]] = {}
@@ -175,6 +189,11 @@ def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run,
     return {
         "seed": seed,
         "pods_scheduled": len(scheduled),
+        # What the checks had to look at: pods bound per kind (probes apart), GPU pods bound
+        # with their assignment, evictions by preemption.
+        "bound_by_kind": dict(sorted(Counter(kinds[u] for u in scheduled).items())),
+        "gpu_pods_assigned": len(gpu_assigned),
+        "preemptions": sum(1 for e in run.kube_events if e.get("reason") == "Preempted"),
         "faults": dict(sorted(Counter(r.kind for r in records).items())),
         "violations": [v.to_dict() for v in violations],
         "recovery_s": recovery,
@@ -234,6 +253,8 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
                       final_at=clock(), pending_grace=grace,
                       fits=fits_oracle(final["nodes"], final["pods"], storage_objects))
         violations = check(history)
+        if keep is not None or violations:
+            save_history(workdir / "history.json", history, final)
         extra = {"pods_created": stream.created, "stream_errors": len(stream.errors),
                  "watch_gaps": watch.gaps, "watch_reconnects": watch.reconnects, "restarts": cluster.restarts(),
                  "volumes_recycled": storage.recycled, "proxy_connections_cut": cluster.proxy.cuts
@@ -282,6 +303,8 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"pods created {result['pods_created']}, scheduled {result['pods_scheduled']}; "
           f"faults {sum(result['faults'].values())}: "
           + ", ".join(f"{k} {v}" for k, v in result["faults"].items()))
+    print("bound by kind: " + ", ".join(f"{k} {v}" for k, v in result["bound_by_kind"].items())
+          + f"; GPU pods with an assignment {result['gpu_pods_assigned']}; preemptions {result['preemptions']}")
     print(f"restarts by the supervisor: {result['restarts']}; watch gaps {result['watch_gaps']}, "
           f"connections cut {result['proxy_connections_cut']}, stream errors {result['stream_errors']}")
     print("recovery (s):  " + "; ".join(f"{k} p50 {v['p50']} max {v['max']}"
