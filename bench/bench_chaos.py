@@ -52,7 +52,7 @@ if str(ROOT) not in sys.path:
 
 from bench.chaos.checker import FaultRecord, Run, check, node_of, uid  # noqa: E402
 from bench.chaos.cluster import ChaosCluster, Election  # noqa: E402
-from bench.chaos.faults import KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
+from bench.chaos.faults import EXTRA_KINDS, KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
 from bench.chaos.history import PodWatch  # noqa: E402
 from bench.chaos.oracle import fits_oracle  # noqa: E402
 from bench.chaos.storage import ChaosStorage  # noqa: E402
@@ -177,7 +177,7 @@ def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run,
     gpu_assigned = {uid(e.pod) for e in run.events if node_of(e.pod)
                     and ASSIGNMENT_ANNOTATION in (e.pod["metadata"].get("annotations") or {})}
     recovery: dict[str, dict[str, float]] = {}
-    targets = {kind: 2 * election.lease if kind in LEADER_KINDS else OTHER_TARGET for kind in KINDS}
+    targets = {kind: 2 * election.lease if kind in LEADER_KINDS else OTHER_TARGET for kind in (*KINDS, *EXTRA_KINDS)}
     by_kind: dict[str, list[float]] = {}
     for record in records:
         if record.recovery_s is not None:
@@ -327,10 +327,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="quiet seconds after the last fault before a fitting Pending pod is a violation")
     parser.add_argument("--lease", type=float, default=Election.lease, help="the replicas' lease duration, s")
     parser.add_argument("--keep", type=Path, default=None, help="keep every process's log in this directory")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"comma-separated fault kinds (default: all but {', '.join(EXTRA_KINDS)})")
     parser.add_argument("--json", action="store_true", help="print one JSON object, progress on stderr")
     options = parser.parse_args(argv)
     if options.minutes <= 0 or options.rate <= 0 or options.lease < 2:
         parser.error("--minutes and --rate must be positive, --lease at least 2")
+    kinds = [k for k in options.kinds.split(",") if k]
+    unknown = sorted(set(kinds) - set(KINDS) - set(EXTRA_KINDS))
+    if unknown or not kinds:
+        parser.error(f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join([*KINDS, *EXTRA_KINDS])}")
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1 << 31)
     election = Election(lease=options.lease, renew=options.lease * 0.75, retry=options.lease / 8)
 
@@ -338,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr if options.json else sys.stdout, flush=True)
 
     result = run(options.minutes, seed, rate=options.rate, grace=options.grace, election=election,
-                 keep=options.keep, log=log)
+                 keep=options.keep, kinds=kinds, log=log)
     if result is None:
         return 0
     if options.json:

@@ -19,6 +19,10 @@ yet) raises :class:`NoTarget` and is skipped.
 | etcd-compaction | etcd compacted at its current revision, then every proxied connection cut: each watch resumes from a compacted revision and gets 410 Gone |
 | watch-cut | every proxied connection reset |
 | slow-apiserver | every reply chunk held 0.2..1 s, for 3..10 s |
+
+Not in the default set (``EXTRA_KINDS``, ``--kinds`` chooses): watch-blackhole, every open
+proxied connection silently swallowed (nothing passes, nothing closes): only a client's
+own idle timeout gets it out (docs/reliability.md, "Chaos under load").
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from bench.chaos.cluster import ChaosCluster
 LEADER_KINDS = ("leader-sigkill", "leader-sigstop")
 KINDS = (*LEADER_KINDS, "worker-sigkill", "worker-sigstop", "master-sigkill", "master-sigstop",
          "apiserver-restart", "etcd-restart", "etcd-compaction", "watch-cut", "slow-apiserver")
+EXTRA_KINDS = ("watch-blackhole",)
 
 
 class NoTarget(Exception):
@@ -140,6 +145,10 @@ class Injector:
     def _watch_cut(self) -> str:
         assert self.cluster.proxy is not None
         return f"{self.cluster.proxy.cut()} connections reset"
+
+    def _watch_blackhole(self) -> str:
+        assert self.cluster.proxy is not None
+        return f"{self.cluster.proxy.blackhole()} connections swallowed"
 
     def _slow_apiserver(self) -> str:
         assert self.cluster.proxy is not None

@@ -9,7 +9,10 @@ names 127.0.0.1, so clients verify it as before). Two faults come from here:
   once, and every client must reconnect and resume;
 * :meth:`FaultProxy.slow` holds each chunk of the server's replies for a while before
   passing it on: a slow API server as the clients see it (lists, watches, binds and lease
-  renewals all wait).
+  renewals all wait);
+* :meth:`FaultProxy.blackhole` keeps every open connection open but passes nothing more
+  on either way, as a NAT or conntrack entry dropped without a reset: a client notices
+  only by a timeout of its own (new connections work).
 
 One thread accepts; each connection has two pump threads (one per direction). A handful
 of clients keep a few connections each, so threads are cheap enough here.
@@ -50,6 +53,7 @@ class FaultProxy:
         self.cuts = 0
         self._lock = threading.Lock()
         self._pairs: set[tuple[socket.socket, socket.socket]] = set()
+        self._swallowed: set[tuple[socket.socket, socket.socket]] = set()
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -88,6 +92,12 @@ class FaultProxy:
         self.cuts += len(pairs)
         return len(pairs)
 
+    def blackhole(self) -> int:
+        """Stop passing anything on the open connections, without closing them; returns how many."""
+        with self._lock:
+            self._swallowed |= self._pairs
+            return len(self._pairs)
+
     def slow(self, delay: float) -> None:
         """Hold each chunk of every reply ``delay`` seconds from now on (0: no delay)."""
         self.delay = max(0.0, delay)
@@ -122,6 +132,8 @@ class FaultProxy:
                 chunk = source.recv(BUFFER)
                 if not chunk:
                     break
+                if pair in self._swallowed:
+                    continue
                 if reply and self.delay:
                     time.sleep(self.delay)
                 target.sendall(chunk)
@@ -130,6 +142,7 @@ class FaultProxy:
         with self._lock:
             known = pair in self._pairs
             self._pairs.discard(pair)
+            self._swallowed.discard(pair)
         if known:  # an ordinary close from one side: pass it on
             for sock in pair:
                 with contextlib.suppress(OSError):
