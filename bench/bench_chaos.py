@@ -60,7 +60,7 @@ from bench.chaos.workload import NAMESPACE, POOLS, Stream, create_cluster, probe
 from extender.model.devices import ASSIGNMENT_ANNOTATION  # noqa: E402
 from tests.fakeapi.client import KubeApiError  # noqa: E402
 
-RECOVERY_TIMEOUT = 90.0
+RECOVERY_TIMEOUT = 120.0
 OTHER_TARGET = 10.0
 WARMUP = 15.0  # seconds of stream before the first fault
 GAP = (0.5, 3.0)  # seconds between a recovery and the next fault
