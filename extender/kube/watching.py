@@ -31,6 +31,11 @@ log = logging.getLogger(__name__)
 ListHandler = Callable[[Iterable[dict[str, Any]]], None]
 EventHandler = Callable[[str, dict[str, Any]], None]
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+# A watch that receives nothing at all for this long is presumed dead (a connection dropped
+# without a reset, a server that stopped sending) and opened again from its resourceVersion.
+# kube-apiserver's watch cache sends a live watch a bookmark about every minute, so it is
+# never this quiet (client-go gets the same from HTTP/2 pings, after 30 + 15 s).
+WATCH_IDLE_TIMEOUT = 90.0
 _READ_SIZE = 1 << 16
 
 
@@ -345,7 +350,7 @@ class Reflector:
         }
         started = time.monotonic()
         response = kube_client.open_request(self.api_client, "GET", self.path, query=query,
-                                            timeout=(5.0, timeout_seconds + 30.0))
+                                            timeout=(5.0, min(timeout_seconds + 30.0, WATCH_IDLE_TIMEOUT)))
         with self._lock:
             self._response = response
         if self._stop.is_set():

@@ -200,3 +200,24 @@ def test_repeated_410_relists_back_off(scripted: ScriptedServer) -> None:
         assert listed[3] - listed[1] >= 0.075
     finally:
         reflector.stop()
+
+
+def test_a_watch_silent_past_the_idle_timeout_is_opened_again(scripted: ScriptedServer,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that stays open but delivers nothing (dropped without a reset) must not
+    freeze the cache until timeoutSeconds: the watch is opened again from its resourceVersion."""
+    from extender.kube import watching
+
+    monkeypatch.setattr(watching, "WATCH_IDLE_TIMEOUT", 0.5)
+    scripted.lists["/api/v1/nodes"] = {"metadata": {"resourceVersion": "10"}, "items": []}
+    scripted.watches["/api/v1/nodes"] = [[event_line("ADDED", _node("n1", "11"))]]  # then silence
+    seen: list = []
+    reflector = _reflector(scripted, seen)
+    reflector.start()
+    try:
+        wait_for(lambda: len(scripted.watch_requests("/api/v1/nodes")) >= 2, timeout=5,
+                 message="a second watch after the silence")
+        assert scripted.watch_requests("/api/v1/nodes")[1]["resourceVersion"] == "11"
+        assert reflector.lists == 1 and seen == [("LIST", []), ("ADDED", "n1")]
+    finally:
+        reflector.stop()
