@@ -319,16 +319,26 @@ def _domain_counts(pods: Iterable[Pod], pod: Pod, eligible: Mapping[str, str], s
 def broken_spread(run: Run) -> list[Violation]:
     """A bind that broke a DoNotSchedule topology spread constraint: counted as kube-scheduler
     does (matching pods of the pod's namespace per domain, over the nodes its nodeSelector
-    allows), with pods deleted within `spread_slack` seconds still counted where that
-    lowers the skew."""
+    allows). Where it lowers the skew, a pod deleted up to `spread_slack` seconds before the
+    bind still counts (the scheduler may have decided before the deletion), and so does one
+    bound up to `spread_slack` seconds after it (a scheduler binds asynchronously: pods it
+    placed together, each counting the others as assumed, may reach the API server in any
+    order)."""
     node_labels = {n["metadata"]["name"]: labels_of(n) for n in run.nodes}
+    first_binds: dict[str, tuple[float, Pod]] = {}
+    for event in run.events:
+        if node_of(event.pod) and event.type != "DELETED":
+            first_binds.setdefault(uid(event.pod), (event.at, event.pod))
     found = []
     for moment in replay(run.events):
         pod = moment.newly_bound
         if pod is None:
             continue
         constraints = (pod.get("spec") or {}).get("topologySpreadConstraints") or []
-        recent = [p for at, p in moment.deleted if moment.event.at - at <= run.spread_slack]
+        now_at = moment.event.at
+        recent = [p for at, p in moment.deleted if now_at - at <= run.spread_slack]
+        recent += [p for at, p in first_binds.values()
+                   if now_at <= at <= now_at + run.spread_slack and uid(p) not in moment.bound]
         for constraint in constraints:
             if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
                 continue
