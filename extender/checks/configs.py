@@ -414,7 +414,7 @@ def validate_scheduler_config(
         problems.append(f"kind: must be {KIND!r}, not {document.get('kind')!r}")
     _check_top_level(document, problems)
     _check_leader_election(document.get("leaderElection") or {}, problems)
-    _check_profiles(document.get("profiles") or [], problems)
+    _check_profiles([profile or {} for profile in document.get("profiles") or []], problems)
     _check_extenders(
         document.get("extenders") or [], problems, url_prefix=url_prefix, check_routes=check_routes
     )

@@ -398,3 +398,137 @@ def test_check_policy_reports_a_bad_policy(tmp_path: Path) -> None:
     (problem,) = check_policy(bad)
     assert problem.startswith(str(bad))
     assert check_policy(tmp_path / "missing.yaml")[0].startswith(str(tmp_path / "missing.yaml"))
+
+
+# --- every message, word for word ----------------------------------------------------------
+
+# (where, value, problems): `where` is a top-level field set to `value`, or "extenders.0" whose
+# fields are updated with it; the problems are what `extender check` prints, in order.
+MESSAGES = [
+    ('parallelism', 'x',
+     ['parallelism: must be an integer, not a string']),
+    ('parallelism', 2147483648,
+     ['parallelism: 2147483648 is out of range']),
+    ('parallelism', 0,
+     ['parallelism: must be > 0']),
+    ('parallelism', True,
+     ['parallelism: must be an integer, not a boolean']),
+    ('podInitialBackoffSeconds', 0,
+     ['podInitialBackoffSeconds: must be > 0']),
+    ('podMaxBackoffSeconds', 1.5,
+     ['podMaxBackoffSeconds: must be an integer, not a number']),
+    ('percentageOfNodesToScore', -1,
+     ['percentageOfNodesToScore: -1 is not in the range 0-100']),
+    ('percentageOfPlacementsToScore', 101,
+     ['percentageOfPlacementsToScore: 101 is not in the range 0-100']),
+    ('enableProfiling', 'yes',
+     ['enableProfiling: must be true or false, not a string']),
+    ('delayCacheUntilActive', 1,
+     ['delayCacheUntilActive: must be true or false, not a number']),
+    ('clientConnection', {'qps': '5', 'burst': -1},
+     ['clientConnection.qps: must be a number, not a string']),
+    ('clientConnection', {'burst': -1},
+     ['clientConnection.burst: must be >= 0']),
+    ('clientConnection', {'qps': True},
+     ['clientConnection.qps: must be a number, not a boolean']),
+    ('clientConnection', [],
+     ['clientConnection: must be a mapping, not a list']),
+    ('clientConnection', 'x',
+     ['clientConnection: must be a mapping, not a string']),
+    ('leaderElection', {'leaseDuration': 15},
+     ['leaderElection.leaseDuration: must be a duration string such as "5s", not a number']),
+    ('leaderElection', {'retryPeriod': '-1s'},
+     ['leaderElection.retryPeriod: must be > 0']),
+    ('leaderElection', {'leaseDuration': '1s', 'renewDeadline': '2s'},
+     ['leaderElection.leaseDuration: must be greater than renewDeadline']),
+    ('leaderElection', {'leaderelect': True},
+     ["leaderElection.leaderelect: unknown field (did you mean 'leaderElect'? field names are case-sensitive)"]),
+    ('leaderElection', {'resourceLock': 'endpoints'},
+     ['leaderElection.resourceLock: must be "leases", not \'endpoints\'']),
+    ('profiles', {},
+     ['profiles: must be a list, not a mapping']),
+    ('profiles', [3],
+     ['profiles[0]: must be a mapping, not a number']),
+    ('profiles', [{'schedulerName': 3}],
+     ['profiles[0].schedulerName: must be a string, not a number']),
+    ('profiles', [{'plugins': {'filter': {'enabled': [{'weight': 1}]}}}],
+     ['profiles[0].plugins.filter.enabled[0].name: required']),
+    ('profiles', [{'plugins': {'filter': {'enabled': {}}}}],
+     ['profiles[0].plugins.filter.enabled: must be a list, not a mapping']),
+    ('profiles', [{'plugins': {'Filter': {}}}],
+     ["profiles[0].plugins.Filter: unknown field (did you mean 'filter'? field names are case-sensitive)"]),
+    ('profiles', [{'plugins': {'score': {'enabled': [{'name': 'a', 'weight': 2147483648}]}}}],
+     ['profiles[0].plugins.score.enabled[0].weight: 2147483648 is out of range']),
+    ('profiles', [{'pluginConfig': [{'args': {}}, {'name': 'A'}, {'name': 'A', 'args': 3}]}],
+     ['profiles[0].pluginConfig[0].name: required',
+      "profiles[0].pluginConfig[2].name: duplicate 'A'"]),
+    ('profiles', [{'schedulerName': 'a', 'plugins': {'queueSort': {'enabled': [{'name': 'X'}]}}}, {'schedulerName': 'b'}],
+     ['profiles[1].plugins.queueSort: must be the same for all profiles']),
+    ('profiles', [{'schedulerName': 'a', 'percentageOfPlacementsToScore': 200}],
+     ['profiles[0].percentageOfPlacementsToScore: 200 is not in the range 0-100']),
+    ('extenders', [3],
+     ['extenders[0]: must be a mapping, not a number']),
+    ('extenders', 'x',
+     ['extenders: must be a list, not a string']),
+    ('extenders.0', {'tlsConfig': {'certData': 5}},
+     ['extenders[0].tlsConfig.certData: must be a base64 string, not a number']),
+    ('extenders.0', {'tlsConfig': {'caData': '!!'}},
+     ['extenders[0].tlsConfig.caData: is not valid base64 (it holds PEM bytes, base64-encoded)']),
+    ('extenders.0', {'tlsConfig': []},
+     ['extenders[0].tlsConfig: must be a mapping, not a list']),
+    ('extenders.0', {'managedResources': [{'name': 3}]},
+     ['extenders[0].managedResources[0].name: must be a string, not a number']),
+    ('extenders.0', {'managedResources': {'name': 'a'}},
+     ['extenders[0].managedResources: must be a list, not a mapping']),
+    ('extenders.0', {'managedResources': [{'name': ''}]},
+     ['extenders[0].managedResources[0].name: required']),
+    ('extenders.0', {'managedResources': [{'name': 'a/b/c'}]},
+     ["extenders[0].managedResources[0].name: 'a/b/c' is not a qualified name (DOMAIN/NAME)"]),
+    ('extenders.0', {'managedResources': [{'name': 'Example.com/gpu'}]},
+     ["extenders[0].managedResources[0].name: 'Example.com/gpu': prefix 'Example.com' must be a DNS subdomain"]),
+    ('extenders.0', {'managedResources': [{'name': 'example.com/-gpu'}]},
+     ["extenders[0].managedResources[0].name: 'example.com/-gpu': name part must be 1-63 alphanumerics, '-', '_' or '.'"]),
+    ('extenders.0', {'managedResources': [{'name': 'requests.example.com/gpu'}]},
+     ["extenders[0].managedResources[0].name: 'requests.example.com/gpu' is not an extended resource name (use DOMAIN/NAME outside kubernetes.io)"]),
+    ('extenders.0', {'urlPrefix': 'http://x:8888/a?b'},
+     ['extenders[0].urlPrefix: must not have a query or fragment (verbs are appended)',
+      "extenders[0].filterVerb: 'filter' makes kube-scheduler POST /a/filter, but the extender serves filter at /filter",
+      "extenders[0].prioritizeVerb: 'prioritize' makes kube-scheduler POST /a/prioritize, but the extender serves prioritize at /prioritize",
+      "extenders[0].preemptVerb: 'preempt' makes kube-scheduler POST /a/preempt, but the extender serves preempt at /preempt",
+      "extenders[0].bindVerb: 'bind' makes kube-scheduler POST /a/bind, but the extender serves bind at /bind"]),
+    ('extenders.0', {'urlPrefix': 'http://[::1'},
+     ["extenders[0].urlPrefix: 'http://[::1' is not a URL (Invalid IPv6 URL)"]),
+    ('extenders.0', {'weight': 9223372036854775808},
+     ['extenders[0].weight: 9223372036854775808 is out of range']),
+    ('extenders.0', {'urlprefix': 'http://x'},
+     ["extenders[0].urlprefix: unknown field (did you mean 'urlPrefix'? field names are case-sensitive)"]),
+    ('extenders.0', {'UrlPrefix': 'http://x'},
+     ["extenders[0].UrlPrefix: unknown field (did you mean 'urlPrefix'? field names are case-sensitive)"]),
+    ('extenders.0', {'ignorable': 'no'},
+     ['extenders[0].ignorable: must be true or false, not a string']),
+    ('extenders.0', {'urlPrefix': 'https://x:1', 'enableHTTPS': True, 'tlsConfig': {'insecure': True, 'keyData': 'YQ=='}},
+     ['extenders[0].tlsConfig: a client certificate and its key must be set together']),
+]
+
+
+@pytest.mark.parametrize(("where", "value", "expected"), MESSAGES, ids=[f"{m[0]}-{i}" for i, m in enumerate(MESSAGES)])
+def test_each_mistake_reads_as_before(where: str, value: object, expected: list[str]) -> None:
+    doc = good()
+    if where == "extenders.0":
+        doc["extenders"][0].update(value)  # type: ignore[call-overload]
+    else:
+        doc[where] = value
+    assert problems_of(doc) == expected
+
+
+@pytest.mark.parametrize("document", [None, "x", [], 3])
+def test_a_document_that_is_no_mapping(document: object) -> None:
+    (problem,) = problems_of(document)  # type: ignore[arg-type]
+    assert problem.startswith("(top level): must be a mapping, not ")
+
+
+def test_a_null_profile_is_an_empty_one() -> None:
+    """kube-scheduler decodes `- null` in a list of structs as the zero value; it must not crash the check."""
+    doc = good()
+    doc["profiles"].append(None)
+    assert problems_of(doc) == ["profiles[1].schedulerName: required when there are several profiles"]

@@ -90,6 +90,96 @@ def test_mistakes_name_their_path(raw, message):
         parse_usage_settings(raw)
 
 
+# Every message of the block, word for word (the table above checks their starts).
+MESSAGES = [
+    ('fast',
+     'settings.usage: expected a mapping'),
+    ({'source': 'kubelet'},
+     'settings.usage.source: must be one of metrics-server, prometheus, annotations'),
+    ({'interval': '0.5s'},
+     'settings.usage.interval: must be from 1s to 604800s'),
+    ({'interval': 'soon'},
+     'settings.usage.interval: expected a duration such as 30s, 2m or a number of seconds'),
+    ({'interval': True},
+     'settings.usage.interval: expected a duration such as 30s, 2m or a number of seconds'),
+    ({'interval': 60, 'maxAge': 30},
+     'settings.usage.maxAge: must be at least the interval (60s), or every sample would be stale before the next one'),
+    ({'reportingLag': -1},
+     'settings.usage.reportingLag: must be from 0s to 604800s'),
+    ({'varianceSamples': 0},
+     'settings.usage.varianceSamples: must be an integer from 1 to 10000'),
+    ({'varianceSamples': 1.5},
+     'settings.usage.varianceSamples: must be an integer from 1 to 10000'),
+    ({'source': 'prometheus'},
+     'settings.usage.prometheus: required with source: prometheus (at least its url)'),
+    ({'source': 'prometheus', 'prometheus': None},
+     'settings.usage.prometheus: required with source: prometheus (at least its url)'),
+    ({'prometheus': {'url': 'prom:9090'}},
+     'settings.usage.prometheus.url: must start with http:// or https://'),
+    ({'prometheus': {}},
+     'settings.usage.prometheus.url: expected a non-empty string'),
+    ({'prometheus': {'url': ''}},
+     'settings.usage.prometheus.url: expected a non-empty string'),
+    ({'prometheus': 3},
+     'settings.usage.prometheus: expected a mapping'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': {'query': 'x', 'unit': 'cores'}}}},
+     'settings.usage.prometheus.queries.cpu.unit: must be one of ratio, percent, absolute'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': {'unit': 'ratio'}}}},
+     'settings.usage.prometheus.queries.cpu.query: expected a non-empty string'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': {'query': 'x', 'u': 1}}}},
+     'settings.usage.prometheus.queries.cpu.u: unknown argument (allowed: query, unit)'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': 3}}},
+     'settings.usage.prometheus.queries.cpu: expected a mapping'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': ''}}},
+     'settings.usage.prometheus.queries.cpu: expected a non-empty string'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'disk': 'x'}}},
+     'settings.usage.prometheus.queries.disk: unknown argument (allowed: cpu, cpuStdev, memory, memoryStdev)'),
+    ({'prometheus': {'url': 'http://p', 'queries': 3}},
+     'settings.usage.prometheus.queries: expected a mapping'),
+    ({'prometheus': {'url': 'http://p', 'queries': {'cpu': None, 'memory': None}}},
+     'settings.usage.prometheus.queries: needs a cpu or a memory query'),
+    ({'prometheus': {'url': 'http://p', 'timeout': '0s'}},
+     'settings.usage.prometheus.timeout: must be from 0.1s to 604800s'),
+    ({'prometheus': {'url': 'http://p', 'window': '2w'}},
+     'settings.usage.prometheus.window: expected a duration such as 30s, 2m or a number of seconds'),
+    ({'prometheus': {'url': 'http://p', 'nodeLabel': ''}},
+     'settings.usage.prometheus.nodeLabel: expected a non-empty string'),
+    ({'prometheus': {'url': 'http://p', 'bearerTokenFile': 3}},
+     'settings.usage.prometheus.bearerTokenFile: expected a non-empty string'),
+    ({'prometheus': {'url': 'http://p', 'caFile': ''}},
+     'settings.usage.prometheus.caFile: expected a non-empty string'),
+    ({'prometheus': {'url': 'http://p', 'ur': ''}},
+     'settings.usage.prometheus.ur: unknown argument (allowed: bearerTokenFile, caFile, nodeLabel, queries, timeout, url, window)'),
+    ({'annotations': {'cpu': '', 'memory': None}},
+     'settings.usage.annotations: needs a cpu or a memory annotation key'),
+    ({'annotations': {'unit': 'cores'}},
+     'settings.usage.annotations.unit: must be one of ratio, percent, absolute'),
+    ({'annotations': {'cpu': 3}},
+     'settings.usage.annotations.cpu: expected a non-empty string'),
+    ({'annotations': 3},
+     'settings.usage.annotations: expected a mapping'),
+    ({'annotations': {'gpu': 'x'}},
+     'settings.usage.annotations.gpu: unknown argument (allowed: cpu, cpuStdev, memory, memoryStdev, unit)'),
+    ({'sources': 'prometheus'},
+     'settings.usage.sources: unknown argument (allowed: annotations, interval, maxAge, prometheus, reportingLag, source, varianceSamples)'),
+    ({'interval': '9999999s'},
+     'settings.usage.interval: must be from 1s to 604800s'),
+    ({'interval': float("nan")},
+     'settings.usage.interval: must be from 1s to 604800s'),
+    ({'maxAge': '1x'},
+     'settings.usage.maxAge: expected a duration such as 30s, 2m or a number of seconds'),
+    ({1: 2},
+     'settings.usage: key 1 is not a string (quote it in YAML)'),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), MESSAGES, ids=[str(i) for i in range(len(MESSAGES))])
+def test_each_mistake_reads_as_before(raw, message):
+    with pytest.raises(PolicyError) as caught:
+        parse_usage_settings(raw)
+    assert str(caught.value) == message
+
+
 def test_load_policy_checks_the_block_and_reports_every_error_at_once():
     text = """
 apiVersion: extender/v1alpha1
