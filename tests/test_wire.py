@@ -243,3 +243,34 @@ def test_an_item_the_callback_refuses_means_no_reading() -> None:
     seen: list[bytes] = []
     args = wire.sent_args(raw, lambda piece: seen.append(piece) or "view")
     assert args is not None and args.nodes.values == ["view"] and seen == [b'{"metadata":{"name":"n1"}}']
+
+
+# Each error as kube-scheduler's pod event shows it, word for word: marshmallow's own phrases and
+# its `.value.` for dict values included, so that moving the formatting does not reword them.
+MESSAGES = [
+    ('load_extender_args', [],
+     'invalid ExtenderArgs: expected a JSON object, got array'),
+    ('load_extender_args', {'Pod': {}, 'Nodes': {'items': [{}, 3]}},
+     'invalid ExtenderArgs: Nodes.items.1: expected a Node object, got number'),
+    ('load_extender_args', {'Pod': {}, 'Nodes': {'items': 3}},
+     'invalid ExtenderArgs: Nodes.items: expected an array, got number'),
+    ('load_extender_args', {'Pod': {}, 'Nodes': [], 'NodeNames': ['a']},
+     'invalid ExtenderArgs: Nodes: expected a NodeList object with items, got array'),
+    ('load_extender_args', {'Nodes': None, 'NodeNames': ['a', 1]},
+     'invalid ExtenderArgs: NodeNames.1: expected a string, got number; Pod: Missing data for required field.'),
+    ('load_binding_args', {'PodName': '', 'PodNamespace': '', 'PodUID': 3},
+     'invalid ExtenderBindingArgs: Node: Missing data for required field.; PodUID: Not a valid string.'),
+    ('load_preemption_args', {'Pod': {}, 'NodeNameToMetaVictims': {'n': {'Pods': [{'uid': 3}], 'NumPDBViolations': 'x'}}},
+     'invalid ExtenderPreemptionArgs: NodeNameToMetaVictims.n.value.NumPDBViolations: Not a valid integer.; NodeNameToMetaVictims.n.value.Pods.0.UID: Not a valid string.'),
+    ('load_preemption_args', {'Pod': {}, 'NodeNameToVictims': {'n': {'Pods': [3]}}},
+     'invalid ExtenderPreemptionArgs: NodeNameToVictims.n.value.Pods.0: expected an object, got number'),
+    ('load_preemption_args', {'Pod': {}, 'NodeNameToVictims': []},
+     'invalid ExtenderPreemptionArgs: NodeNameToVictims: Not a valid mapping type.'),
+]
+
+
+@pytest.mark.parametrize(("load", "body", "message"), MESSAGES, ids=[str(i) for i in range(len(MESSAGES))])
+def test_each_bad_body_reads_as_before(load: str, body: object, message: str) -> None:
+    with pytest.raises(WireError) as exc:
+        getattr(wire, load)(body)
+    assert str(exc.value) == message
