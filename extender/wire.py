@@ -20,6 +20,7 @@ import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validates_schema
 
 from extender.errors import WireError
+from extender.policy import schemas
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 
@@ -170,27 +171,11 @@ class ExtenderPreemptionResultSchema(Schema):
     NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsSchema))
 
 
-def _describe(messages: Any, path: str = "") -> list[str]:
-    """Flatten marshmallow's nested error dict into `path: message` lines."""
-    if isinstance(messages, Mapping):
-        lines = []
-        for key, value in messages.items():
-            sub = path if key == "_schema" else (f"{path}.{key}" if path else str(key))
-            lines += _describe(value, sub)
-        return lines
-    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
-        return [f"{path}: {m}" if path else m for m in messages]
-    if isinstance(messages, list):
-        return [line for m in messages for line in _describe(m, path)]
-    return [f"{path}: {messages}" if path else str(messages)]
-
-
 def _load(schema: Schema, body: Any, what: str) -> Any:
     try:
         return schema.load(body)
     except ValidationError as exc:
-        detail = "; ".join(sorted(_describe(exc.messages)))
-        raise WireError(f"invalid {what}: {detail}") from None
+        raise WireError(f"invalid {what}: " + "; ".join(schemas.problems(exc, spell=schemas.dotted))) from None
 
 
 _ARGS = ExtenderArgsSchema()

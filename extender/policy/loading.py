@@ -9,8 +9,8 @@
       - name: LeastAllocated
         weight: 1            # 1..100, default 1
 
-Only this module (of the policy layer) imports marshmallow and yaml: the envelope is
-checked here, each plugin checks its own `args` in its factory. Every problem is a
+The envelope is checked here with a schema built on policy/schemas, each plugin checks
+its own `args` in its factory (through policy/builtin/arguments). Every problem is a
 `PolicyError` whose message names the file and the path to fix, such as
 `policy.yaml: scores[1].args.values.spot: not a number`; all problems are reported
 at once so a user fixes a file in one round.
@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from os import PathLike
 from typing import Any
 
 import yaml
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import ValidationError, fields, validate
 
 from extender.errors import ExtenderError, PolicyError
+from extender.policy import schemas
 from extender.policy.engine import Policy, WeightedScorer
 from extender.policy.plugins import extension_points
 from extender.policy.registry import Registry, default_registry
@@ -38,9 +39,6 @@ KIND = "Policy"
 MAX_WEIGHT = 100
 MAX_POLICY_BYTES = 1 << 20
 
-_TOP_KEYS = ("apiVersion", "kind", "filters", "scores", "settings")
-_FILTER_KEYS = ("name", "args")
-_SCORE_KEYS = ("name", "weight", "args")
 _MESSAGES = {
     "Missing data for required field.": "required",
     "Not a valid string.": "expected a string",
@@ -60,16 +58,28 @@ class _Weight(fields.Field):
         return value
 
 
-class _FilterEntry(Schema):
-    name = fields.String(required=True, validate=validate.Length(min=1, error="must not be empty"))
-    args = fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
+class _Entry(schemas.Strict):
+    def unknown_key(self, key: Any) -> str:
+        return f"unknown key (allowed: {', '.join(self.declared_fields)})"
 
 
-class _ScoreEntry(_FilterEntry):
-    weight = _Weight(load_default=1)
+def _name() -> fields.Field:
+    return fields.String(required=True, validate=validate.Length(min=1, error="must not be empty"))
 
 
-class _PolicySchema(Schema):
+def _args() -> fields.Field:
+    return fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
+
+
+class _FilterEntry(_Entry):
+    name, args = _name(), _args()
+
+
+class _ScoreEntry(_Entry):
+    name, weight, args = _name(), _Weight(load_default=1), _args()
+
+
+class _PolicySchema(_Entry):
     apiVersion = fields.String(
         required=True, validate=validate.Equal(API_VERSION, error=f"must be {API_VERSION}")
     )
@@ -77,30 +87,6 @@ class _PolicySchema(Schema):
     filters = fields.List(fields.Nested(_FilterEntry), allow_none=True, load_default=None)
     scores = fields.List(fields.Nested(_ScoreEntry), allow_none=True, load_default=None)
     settings = fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
-
-
-def _path(parts: tuple[str | int, ...]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _flatten(messages: Any, parts: tuple[str | int, ...] = ()) -> Iterator[tuple[str, str]]:
-    """marshmallow's nested {"scores": {1: {"weight": [...]}}} -> ("scores[1].weight", message)."""
-    if isinstance(messages, Mapping):
-        for key, value in messages.items():
-            yield from _flatten(value, parts if key == "_schema" else (*parts, key))
-        return
-    for message in messages if isinstance(messages, list) else [messages]:
-        if isinstance(message, Mapping | list):
-            yield from _flatten(message, parts)
-            continue
-        text = _MESSAGES.get(str(message), str(message))
-        if message == "Unknown field.":
-            allowed = _TOP_KEYS if len(parts) == 1 else _SCORE_KEYS if parts[0] == "scores" else _FILTER_KEYS
-            text = f"unknown key (allowed: {', '.join(allowed)})"
-        yield _path(parts) or "policy", text
 
 
 def _parse_text(text: str, source: str) -> Any:
@@ -185,8 +171,7 @@ def load_policy(
     try:
         loaded = _PolicySchema().load(raw)
     except ValidationError as exc:
-        problems = sorted(set(_flatten(exc.messages)))
-        raise PolicyError(f"{source}: " + "; ".join(f"{path}: {text}" for path, text in problems)) from None
+        raise PolicyError(f"{source}: " + "; ".join(schemas.problems(exc, top="policy", words=_MESSAGES))) from None
 
     registry = registry if registry is not None else default_registry()
     errors: list[str] = []

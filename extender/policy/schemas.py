@@ -1,0 +1,90 @@
+"""The one way this project checks what a user wrote: marshmallow schemas, each problem a `path: message` line.
+
+The policy file (policy/loading), plugin arguments (policy/builtin/arguments), `settings.usage`
+(policy/usage_settings), kube-scheduler's configuration (checks/configs) and the extender/v1
+bodies (wire) all load through marshmallow and report through `problems`, so a path reads the
+same everywhere (`scores[1].args.values.spot`). Schemas run when a policy or a file loads and
+on a request's envelope; the engine never imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, pre_load, validates_schema
+
+Path = tuple[str | int, ...]
+
+
+def type_name(value: Any) -> str:
+    """How a message names what it got: `a number`, `a mapping`, `null`."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"),
+                       (Mapping, "a mapping")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+class Strict(Schema):
+    """A mapping whose every key is a declared field: each unknown key is a problem at its own path,
+    reported beside the problems of the known ones (marshmallow's RAISE says neither which
+    fields exist nor anything else about the object)."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    #: The problem of a value that is no mapping; `{type}` names what it is.
+    not_a_mapping = "expected a mapping"
+
+    def unknown_key(self, key: Any) -> str:
+        """The problem of a key that is not a field."""
+        return "unknown field"
+
+    @pre_load
+    def _a_mapping(self, data: Any, **_: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise ValidationError(self.not_a_mapping.format(type=type_name(data)))
+        return data
+
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def _known_keys(self, _: Any, original: Mapping[Any, Any], **__: Any) -> None:
+        unknown = {key: [self.unknown_key(key)] for key in original if key not in self.load_fields}
+        if unknown:
+            raise ValidationError(unknown)
+
+
+def flatten(messages: Any, path: Path = ()) -> Iterator[tuple[Path, str]]:
+    """marshmallow's nested {"scores": {1: {"weight": [...]}}} -> (("scores", 1, "weight"), message)."""
+    if isinstance(messages, Mapping):
+        for key, value in messages.items():
+            yield from flatten(value, path if key == "_schema" else (*path, key))
+    elif isinstance(messages, list):
+        for message in messages:
+            yield from flatten(message, path)
+    else:
+        yield path, str(messages)
+
+
+def bracketed(path: Path) -> str:
+    """("scores", 1, "args") -> `scores[1].args`, as a user points into YAML."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def dotted(path: Path) -> str:
+    """("Nodes", "items", 2) -> `Nodes.items.2`, the wire's spelling."""
+    return ".".join(str(part) for part in path)
+
+
+def problems(error: ValidationError, *, top: str = "", spell: Callable[[Path], str] = bracketed,
+             words: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem of `error` once, sorted by path: `path: message`, `top: message` (or the bare
+    message when `top` is empty) for the object itself; `words` rewords marshmallow's stock messages."""
+    found = sorted({(path, (words or {}).get(message, message)) for path, message in flatten(error.messages)},
+                   key=lambda item: (spell(item[0]), item[1]))
+    return [f"{where}: {message}" if (where := spell(path) or top) else message for path, message in found]
