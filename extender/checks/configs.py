@@ -20,12 +20,16 @@ import base64
 import binascii
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
+from types import UnionType
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+from marshmallow import ValidationError, fields
+
+from extender.policy import schemas
 
 __all__ = [
     "API_VERSION",
@@ -50,7 +54,6 @@ SERVED_VERBS: dict[str, str] = {
 }
 
 Problems = list[str]
-Check = Callable[[str, Any, Problems], None]
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -96,146 +99,120 @@ def parse_go_duration(text: str) -> float:
     return sign * total
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+class _Go(fields.Field):
+    """A Go scalar decoded strictly: only JSON values of its kind (never a bool for a number); null is
+    the zero value, as in Go."""
+
+    def __init__(self, kinds: type | UnionType, what: str, check: Callable[[Any], str] | None = None) -> None:
+        super().__init__(allow_none=True)
+        self.kinds, self.what, self.check = kinds, what, check
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, self.kinds) or isinstance(value, bool) != (self.kinds is bool):
+            raise ValidationError(f"must be {self.what}, not {schemas.type_name(value)}")
+        problem = self.check(value) if self.check else ""
+        if problem:
+            raise ValidationError(problem)
+        return value
 
 
-def _string(path: str, value: Any, problems: Problems) -> None:
-    if value is not None and not isinstance(value, str):
-        problems.append(f"{path}: must be a string, not {_type_name(value)}")
+def _in(bounds: tuple[int, int]) -> Callable[[int], str]:
+    return lambda value: "" if bounds[0] <= value <= bounds[1] else f"{value} is out of range"
 
 
-def _boolean(path: str, value: Any, problems: Problems) -> None:
-    if value is not None and not isinstance(value, bool):
-        problems.append(f"{path}: must be true or false, not {_type_name(value)}")
-
-
-def _integer(bounds: tuple[int, int]) -> Check:
-    def check(path: str, value: Any, problems: Problems) -> None:
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{path}: must be an integer, not {_type_name(value)}")
-        elif not bounds[0] <= value <= bounds[1]:
-            problems.append(f"{path}: {value} is out of range")
-
-    return check
-
-
-def _number(path: str, value: Any, problems: Problems) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        problems.append(f"{path}: must be a number, not {_type_name(value)}")
-
-
-def _duration(path: str, value: Any, problems: Problems) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str):
-        problems.append(f'{path}: must be a duration string such as "5s", not {_type_name(value)}')
-        return
+def _go_duration(value: str) -> str:
     try:
         parse_go_duration(value)
     except ValueError:
-        problems.append(f'{path}: {value!r} is not a duration (use Go syntax: "5s", "1m30s")')
+        return f'{value!r} is not a duration (use Go syntax: "5s", "1m30s")'
+    return ""
 
 
-def _base64_bytes(path: str, value: Any, problems: Problems) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str):
-        problems.append(f"{path}: must be a base64 string, not {_type_name(value)}")
-        return
+def _base64(value: str) -> str:
     try:
         base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        problems.append(f"{path}: is not valid base64 (it holds PEM bytes, base64-encoded)")
+        return "is not valid base64 (it holds PEM bytes, base64-encoded)"
+    return ""
 
 
-def _anything(path: str, value: Any, problems: Problems) -> None:
-    """Plugin args: kube-scheduler decodes them per plugin; not modelled here."""
+def _string() -> fields.Field:
+    return _Go(str, "a string")
+
+
+def _boolean() -> fields.Field:
+    return _Go(bool, "true or false")
+
+
+def _int32() -> fields.Field:
+    return _Go(int, "an integer", _in(_INT32))
+
+
+def _int64() -> fields.Field:
+    return _Go(int, "an integer", _in(_INT64))
+
+
+def _duration() -> fields.Field:
+    return _Go(str, 'a duration string such as "5s"', _go_duration)
+
+
+def _bytes() -> fields.Field:
+    return _Go(str, "a base64 string", _base64)
 
 
 # --- Structures --------------------------------------------------------------------
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _struct(fields: Mapping[str, Check]) -> Check:
+class _Struct(schemas.Strict):
     """A Go struct decoded strictly: every key must be a known, case-exact field."""
 
-    def check(path: str, value: Any, problems: Problems) -> None:
-        if value is None:
-            return
-        if not isinstance(value, dict):
-            problems.append(f"{path or '(top level)'}: must be a mapping, not {_type_name(value)}")
-            return
-        for key, item in value.items():
-            sub = _join(path, str(key))
-            if key not in fields:
-                problems.append(f"{sub}: unknown field{_suggest(str(key), fields)}")
-                continue
-            fields[key](sub, item, problems)
+    not_a_mapping = "must be a mapping, not {type}"
 
-    return check
+    def unknown_key(self, key: Any) -> str:
+        exact = [name for name in self.load_fields if name.lower() == str(key).lower()]
+        close = exact or difflib.get_close_matches(str(key), list(self.load_fields), n=1, cutoff=0.75)
+        return "unknown field" + (f" (did you mean {close[0]!r}? field names are case-sensitive)" if close else "")
 
 
-def _suggest(key: str, fields: Mapping[str, Check]) -> str:
-    exact = [name for name in fields if name.lower() == key.lower()]
-    close = exact or difflib.get_close_matches(key, list(fields), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}? field names are case-sensitive)" if close else ""
-
-
-def _list_of(item_check: Check) -> Check:
-    def check(path: str, value: Any, problems: Problems) -> None:
-        if value is None:
-            return
+class _List(fields.List):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         if not isinstance(value, list):
-            problems.append(f"{path}: must be a list, not {_type_name(value)}")
-            return
-        for index, item in enumerate(value):
-            item_check(f"{path}[{index}]", item, problems)
-
-    return check
+            raise ValidationError(f"must be a list, not {schemas.type_name(value)}")
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
-_LEADER_ELECTION = _struct(
-    {
-        "leaderElect": _boolean,
-        "leaseDuration": _duration,
-        "renewDeadline": _duration,
-        "retryPeriod": _duration,
-        "resourceLock": _string,
-        "resourceName": _string,
-        "resourceNamespace": _string,
-    }
-)
+def _struct(name: str, table: dict[str, fields.Field]) -> type[_Struct]:
+    return _Struct.from_dict(table, name=name)
 
-_CLIENT_CONNECTION = _struct(
-    {
-        "kubeconfig": _string,
-        "acceptContentTypes": _string,
-        "contentType": _string,
-        "qps": _number,
-        "burst": _integer(_INT32),
-    }
-)
 
-_PLUGIN = _struct({"name": _string, "weight": _integer(_INT32)})
-_PLUGIN_SET = _struct({"enabled": _list_of(_PLUGIN), "disabled": _list_of(_PLUGIN)})
+def _one(struct: type[_Struct]) -> fields.Field:
+    return fields.Nested(struct, allow_none=True)
+
+
+def _many(struct: type[_Struct]) -> fields.Field:
+    return _List(fields.Nested(struct, allow_none=True), allow_none=True)
+
+
+_LEADER_ELECTION = _struct("LeaderElection", {
+    "leaderElect": _boolean(),
+    "leaseDuration": _duration(),
+    "renewDeadline": _duration(),
+    "retryPeriod": _duration(),
+    "resourceLock": _string(),
+    "resourceName": _string(),
+    "resourceNamespace": _string(),
+})
+
+_CLIENT_CONNECTION = _struct("ClientConnection", {
+    "kubeconfig": _string(),
+    "acceptContentTypes": _string(),
+    "contentType": _string(),
+    "qps": _Go(int | float, "a number"),
+    "burst": _int32(),
+})
+
+_PLUGIN = _struct("Plugin", {"name": _string(), "weight": _int32()})
+_PLUGIN_SET = _struct("PluginSet", {"enabled": _many(_PLUGIN), "disabled": _many(_PLUGIN)})
 _EXTENSION_POINTS = (
     "preEnqueue",
     "queueSort",
@@ -255,69 +232,62 @@ _EXTENSION_POINTS = (
     "placementFeasible",
     "podGroupPostFilter",
 )
-_PLUGINS = _struct({point: _PLUGIN_SET for point in _EXTENSION_POINTS})
-_PLUGIN_CONFIG = _struct({"name": _string, "args": _anything})
+_PLUGINS = _struct("Plugins", {point: _one(_PLUGIN_SET) for point in _EXTENSION_POINTS})
+# Plugin args: kube-scheduler decodes them per plugin; not modelled here.
+_PLUGIN_CONFIG = _struct("PluginConfig", {"name": _string(), "args": fields.Raw(allow_none=True)})
 
-_PROFILE = _struct(
-    {
-        "schedulerName": _string,
-        "percentageOfNodesToScore": _integer(_INT32),
-        "percentageOfPlacementsToScore": _integer(_INT32),
-        "plugins": _PLUGINS,
-        "pluginConfig": _list_of(_PLUGIN_CONFIG),
-    }
-)
+_PROFILE = _struct("Profile", {
+    "schedulerName": _string(),
+    "percentageOfNodesToScore": _int32(),
+    "percentageOfPlacementsToScore": _int32(),
+    "plugins": _one(_PLUGINS),
+    "pluginConfig": _many(_PLUGIN_CONFIG),
+})
 
-_TLS_CONFIG = _struct(
-    {
-        "insecure": _boolean,
-        "serverName": _string,
-        "certFile": _string,
-        "keyFile": _string,
-        "caFile": _string,
-        "certData": _base64_bytes,
-        "keyData": _base64_bytes,
-        "caData": _base64_bytes,
-    }
-)
+_TLS_CONFIG = _struct("TLSConfig", {
+    "insecure": _boolean(),
+    "serverName": _string(),
+    "certFile": _string(),
+    "keyFile": _string(),
+    "caFile": _string(),
+    "certData": _bytes(),
+    "keyData": _bytes(),
+    "caData": _bytes(),
+})
 
-_MANAGED_RESOURCE = _struct({"name": _string, "ignoredByScheduler": _boolean})
+_MANAGED_RESOURCE = _struct("ManagedResource", {"name": _string(), "ignoredByScheduler": _boolean()})
 
-_EXTENDER = _struct(
-    {
-        "urlPrefix": _string,
-        "filterVerb": _string,
-        "preemptVerb": _string,
-        "prioritizeVerb": _string,
-        "weight": _integer(_INT64),
-        "bindVerb": _string,
-        "enableHTTPS": _boolean,
-        "tlsConfig": _TLS_CONFIG,
-        "httpTimeout": _duration,
-        "nodeCacheCapable": _boolean,
-        "managedResources": _list_of(_MANAGED_RESOURCE),
-        "ignorable": _boolean,
-    }
-)
+_EXTENDER = _struct("Extender", {
+    "urlPrefix": _string(),
+    "filterVerb": _string(),
+    "preemptVerb": _string(),
+    "prioritizeVerb": _string(),
+    "weight": _int64(),
+    "bindVerb": _string(),
+    "enableHTTPS": _boolean(),
+    "tlsConfig": _one(_TLS_CONFIG),
+    "httpTimeout": _duration(),
+    "nodeCacheCapable": _boolean(),
+    "managedResources": _many(_MANAGED_RESOURCE),
+    "ignorable": _boolean(),
+})
 
-_CONFIGURATION = _struct(
-    {
-        "apiVersion": _string,
-        "kind": _string,
-        "parallelism": _integer(_INT32),
-        "leaderElection": _LEADER_ELECTION,
-        "clientConnection": _CLIENT_CONNECTION,
-        "enableProfiling": _boolean,
-        "enableContentionProfiling": _boolean,
-        "percentageOfNodesToScore": _integer(_INT32),
-        "percentageOfPlacementsToScore": _integer(_INT32),
-        "podInitialBackoffSeconds": _integer(_INT64),
-        "podMaxBackoffSeconds": _integer(_INT64),
-        "profiles": _list_of(_PROFILE),
-        "extenders": _list_of(_EXTENDER),
-        "delayCacheUntilActive": _boolean,
-    }
-)
+_CONFIGURATION = _struct("KubeSchedulerConfiguration", {
+    "apiVersion": _string(),
+    "kind": _string(),
+    "parallelism": _int32(),
+    "leaderElection": _one(_LEADER_ELECTION),
+    "clientConnection": _one(_CLIENT_CONNECTION),
+    "enableProfiling": _boolean(),
+    "enableContentionProfiling": _boolean(),
+    "percentageOfNodesToScore": _int32(),
+    "percentageOfPlacementsToScore": _int32(),
+    "podInitialBackoffSeconds": _int64(),
+    "podMaxBackoffSeconds": _int64(),
+    "profiles": _many(_PROFILE),
+    "extenders": _many(_EXTENDER),
+    "delayCacheUntilActive": _boolean(),
+})()
 
 
 # --- Loading -----------------------------------------------------------------------
@@ -401,13 +371,12 @@ def validate_scheduler_config(
     (weights, verbs, TLS) assume the types are right, as kube-scheduler's own
     validation runs only after a successful decode.
     """
-    problems: Problems = []
-    if not isinstance(document, dict):
-        return [f"(top level): must be a mapping, not {_type_name(document)}"]
-    _CONFIGURATION("", document, problems)
-    if problems:
+    try:
+        _CONFIGURATION.load(document)
+    except ValidationError as exc:
         # Semantic checks below assume the types are right; fix those first.
-        return problems
+        return schemas.problems(exc, top="(top level)")
+    problems: Problems = []
     if document.get("apiVersion") != API_VERSION:
         problems.append(f"apiVersion: must be {API_VERSION!r}, not {document.get('apiVersion')!r}")
     if document.get("kind") != KIND:
