@@ -30,7 +30,11 @@ class QuantityError(InvalidObject):
 
 
 class PolicyError(ExtenderError):
-    """A policy file or plugin configuration that cannot be used."""
+    """A policy file or plugin configuration that cannot be used; `problems` lists each one."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 class ClusterError(ExtenderError):

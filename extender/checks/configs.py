@@ -169,8 +169,8 @@ class _Struct(schemas.Strict):
     not_a_mapping = "must be a mapping, not {type}"
 
     def unknown_key(self, key: Any) -> str:
-        exact = [name for name in self.load_fields if name.lower() == str(key).lower()]
-        close = exact or difflib.get_close_matches(str(key), list(self.load_fields), n=1, cutoff=0.75)
+        exact = [name for name in self.keys if name.lower() == str(key).lower()]
+        close = exact or difflib.get_close_matches(str(key), self.keys, n=1, cutoff=0.75)
         return "unknown field" + (f" (did you mean {close[0]!r}? field names are case-sensitive)" if close else "")
 
 

@@ -60,7 +60,7 @@ class _Weight(fields.Field):
 
 class _Entry(schemas.Strict):
     def unknown_key(self, key: Any) -> str:
-        return f"unknown key (allowed: {', '.join(self.declared_fields)})"
+        return f"unknown key (allowed: {', '.join(self.keys)})"
 
 
 def _name() -> fields.Field:
@@ -131,13 +131,13 @@ def _build(
     try:
         plugin = build(name, args)
     except PolicyError as exc:
-        message = str(exc)
-        if message.startswith("args: "):
-            errors.append(f"{section}[{index}].{message}")
-        elif _is_path(message):
-            errors.append(f"{section}[{index}].args.{message}")
-        else:
-            errors.append(f"{section}[{index}].args: {message}")
+        for message in exc.problems or (str(exc),):
+            if message.startswith("args: "):
+                errors.append(f"{section}[{index}].{message}")
+            elif _is_path(message):
+                errors.append(f"{section}[{index}].args.{message}")
+            else:
+                errors.append(f"{section}[{index}].args: {message}")
         return None
     except ExtenderError as exc:
         errors.append(f"{section}[{index}].args: {exc}")
@@ -193,7 +193,7 @@ def load_policy(
     try:
         parse_usage_settings(settings.get("usage"))
     except PolicyError as exc:
-        errors.append(str(exc))
+        errors.extend(exc.problems)
     if errors:
         raise PolicyError(f"{source}: " + "; ".join(errors))
     return Policy(

@@ -39,6 +39,11 @@ class Strict(Schema):
     #: The problem of a value that is no mapping; `{type}` names what it is.
     not_a_mapping = "expected a mapping"
 
+    @property
+    def keys(self) -> list[str]:
+        """The keys a mapping may hold, in declaration order."""
+        return [field.data_key or name for name, field in self.load_fields.items()]
+
     def unknown_key(self, key: Any) -> str:
         """The problem of a key that is not a field."""
         return "unknown field"
@@ -51,7 +56,8 @@ class Strict(Schema):
 
     @validates_schema(pass_original=True, skip_on_field_errors=False)
     def _known_keys(self, _: Any, original: Mapping[Any, Any], **__: Any) -> None:
-        unknown = {key: [self.unknown_key(key)] for key in original if key not in self.load_fields}
+        keys = self.keys
+        unknown = {key: [self.unknown_key(key)] for key in original or () if key not in keys}
         if unknown:
             raise ValidationError(unknown)
 

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.errors import PolicyError
 from extender.policy.builtin import arguments
 
 METRICS_SERVER = "metrics-server"
@@ -102,119 +101,108 @@ class UsageSettings:
         return 2.0 / (self.variance_samples + 1)
 
 
-def duration(raw: Any, where: str, *, minimum: float = 0.0) -> float:
+def duration(raw: Any, *, minimum: float = 0.0) -> float:
     """Seconds from a number or a string like `30s`, `2m`, `500ms`, `1h`."""
-    if isinstance(raw, bool):
-        raise PolicyError(f"{where}: expected a duration such as 30s, 2m or a number of seconds")
-    if isinstance(raw, int | float):
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
         seconds = float(raw)
     elif isinstance(raw, str) and (match := _DURATION.match(raw)):
         seconds = float(match[1]) * _SCALE[match[2]]
     else:
-        raise PolicyError(f"{where}: expected a duration such as 30s, 2m or a number of seconds")
+        raise arguments.Invalid("expected a duration such as 30s, 2m or a number of seconds")
     if seconds != seconds or not minimum <= seconds <= MAX_DURATION:
-        raise PolicyError(f"{where}: must be from {minimum:g}s to {MAX_DURATION:g}s")
+        raise arguments.Invalid(f"must be from {minimum:g}s to {MAX_DURATION:g}s")
     return seconds
 
 
-def _unit(raw: Any, where: str, default: str) -> str:
-    if raw is None:
-        return default
-    if raw not in UNITS:
-        raise PolicyError(f"{where}: must be one of {', '.join(UNITS)}")
-    return str(raw)
+def _unit(default: str) -> Any:
+    return arguments.one_of(UNITS, f"must be one of {', '.join(UNITS)}", default=default, null=default)
 
 
-def _query(raw: Any, where: str, default: Query | None) -> Query | None:
-    """`expr` text alone, or {query: ..., unit: ...}; null turns a default query off."""
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        return Query(arguments.string(raw, where), default.unit if default else RATIO)
-    table = arguments.mapping(raw, where)
-    arguments.only_keys(table, ("query", "unit"), where)
-    expr = arguments.string(table.get("query"), arguments.join(where, "query"))
-    return Query(expr, _unit(table.get("unit"), arguments.join(where, "unit"), RATIO))
+def _seconds(default: float | None, minimum: float = 0.0, **options: Any) -> Any:
+    return arguments.value(lambda raw: duration(raw, minimum=minimum), default=default, **options)
 
 
-def _prometheus(raw: Any, where: str) -> PrometheusSettings:
-    table = arguments.mapping(raw, where)
-    arguments.only_keys(table, ("url", "nodeLabel", "timeout", "queries", "window", "bearerTokenFile",
-                                "caFile"), where)
-    url = arguments.string(table.get("url"), arguments.join(where, "url"))
-    if not url.startswith(("http://", "https://")):
-        raise PolicyError(f"{arguments.join(where, 'url')}: must start with http:// or https://")
-    queries = arguments.mapping(table.get("queries"), arguments.join(where, "queries"))
-    qwhere = arguments.join(where, "queries")
-    arguments.only_keys(queries, ("cpu", "memory", "cpuStdev", "memoryStdev"), qwhere)
-    defaults = PrometheusSettings(url)
-    picked = {
-        name: _query(queries[key], arguments.join(qwhere, key), getattr(defaults, name))
-        if key in queries else getattr(defaults, name)
-        for key, name in (("cpu", "cpu"), ("memory", "memory"), ("cpuStdev", "cpu_stdev"),
-                          ("memoryStdev", "memory_stdev"))
-    }
-    if picked["cpu"] is None and picked["memory"] is None:
-        raise PolicyError(f"{qwhere}: needs a cpu or a memory query")
-    timeout = table.get("timeout")
-    window = table.get("window")
-    return PrometheusSettings(
-        url=url.rstrip("/"),
-        node_label=arguments.string(table.get("nodeLabel", "node"), arguments.join(where, "nodeLabel")),
-        timeout=duration(timeout, arguments.join(where, "timeout"), minimum=0.1) if timeout is not None else 5.0,
-        window=duration(window, arguments.join(where, "window")) if window is not None else 0.0,
-        bearer_token_file=_optional_string(table.get("bearerTokenFile"), arguments.join(where, "bearerTokenFile")),
-        ca_file=_optional_string(table.get("caFile"), arguments.join(where, "caFile")),
-        **picked,
-    )
+def _read_query(raw: Any) -> Query:
+    """`expr` text alone, or {query: ..., unit: ...}."""
+    return Query(arguments.read_string(raw)) if isinstance(raw, str) else _QUERY.load(raw)
 
 
-def _optional_string(raw: Any, where: str) -> str:
-    return "" if raw is None else arguments.string(raw, where)
+def _query(default: Query | None) -> Any:
+    return arguments.value(_read_query, default=default, null=None)  # null turns a default query off
 
 
-def _annotations(raw: Any, where: str) -> AnnotationSettings:
-    table = arguments.mapping(raw, where)
-    arguments.only_keys(table, ("cpu", "memory", "cpuStdev", "memoryStdev", "unit"), where)
-    default = AnnotationSettings()
-    keys = {}
-    for key, name in (("cpu", "cpu"), ("memory", "memory"), ("cpuStdev", "cpu_stdev"),
-                      ("memoryStdev", "memory_stdev")):
-        if key not in table:
-            keys[name] = getattr(default, name)
-        elif table[key] is None or table[key] == "":
-            keys[name] = ""
-        else:
-            keys[name] = arguments.string(table[key], arguments.join(where, key))
-    if not keys["cpu"] and not keys["memory"]:
-        raise PolicyError(f"{where}: needs a cpu or a memory annotation key")
-    return AnnotationSettings(unit=_unit(table.get("unit"), arguments.join(where, "unit"), PERCENT), **keys)
+def _one_of_both(table: dict[str, Any], message: str) -> dict[str, Any]:
+    if not table["cpu"] and not table["memory"]:
+        raise arguments.Invalid(message)
+    return table
+
+
+def _url(raw: Any) -> str:
+    url = arguments.read_string(raw)
+    return url.rstrip("/") if url.startswith(("http://", "https://")) else arguments.fail(
+        "must start with http:// or https://")
+
+
+def _annotation_key(default: str, **options: Any) -> Any:
+    return arguments.string(allow_empty=True, default=default, null="", **options)
+
+
+_QUERY = arguments.schema({"query": arguments.string(), "unit": _unit(RATIO)}, lambda q: Query(q["query"], q["unit"]))
+_QUERIES = arguments.schema({
+    "cpu": _query(Query(DEFAULT_CPU_QUERY)),
+    "memory": _query(Query(DEFAULT_MEMORY_QUERY)),
+    "cpuStdev": _query(None),
+    "memoryStdev": _query(None),
+}, lambda table: _one_of_both(table, "needs a cpu or a memory query"))
+_PROMETHEUS = arguments.schema({
+    "url": arguments.value(_url),
+    "nodeLabel": arguments.string(default="node"),
+    "timeout": _seconds(5.0, 0.1, null=5.0),
+    "queries": arguments.nested(_QUERIES, default=_QUERIES.load({})),
+    "window": _seconds(0.0, null=0.0),
+    "bearerTokenFile": arguments.string(default="", null=""),
+    "caFile": arguments.string(default="", null=""),
+}, lambda p: PrometheusSettings(p["url"], p["nodeLabel"], p["timeout"], p["queries"]["cpu"], p["queries"]["memory"],
+                                p["queries"]["cpuStdev"], p["queries"]["memoryStdev"], p["window"],
+                                p["bearerTokenFile"], p["caFile"]))
+_ANNOTATIONS = arguments.schema({
+    "cpu": _annotation_key(AnnotationSettings.cpu),
+    "memory": _annotation_key(AnnotationSettings.memory),
+    "cpu_stdev": _annotation_key("", data_key="cpuStdev"),
+    "memory_stdev": _annotation_key("", data_key="memoryStdev"),
+    "unit": _unit(PERCENT),
+}, lambda a: AnnotationSettings(**_one_of_both(a, "needs a cpu or a memory annotation key")))
+
+
+def _usage(table: dict[str, Any]) -> UsageSettings:
+    interval, max_age, source = table["interval"], table["maxAge"], table["source"]
+    if max_age is None:
+        max_age = 3 * interval
+    elif max_age < interval:
+        raise arguments.Invalid({"maxAge": [f"must be at least the interval ({interval:g}s), "
+                                            "or every sample would be stale before the next one"]})
+    if source == PROMETHEUS and table["prometheus"] is None:
+        raise arguments.Invalid({"prometheus": [_PROMETHEUS_REQUIRED]})
+    return UsageSettings(source, interval, max_age, table["reportingLag"], table["varianceSamples"],
+                         table["prometheus"], table["annotations"])
+
+
+_PROMETHEUS_REQUIRED = "required with source: prometheus (at least its url)"
+_USAGE = arguments.schema({
+    "source": arguments.one_of(SOURCES, f"must be one of {', '.join(SOURCES)}", default=METRICS_SERVER),
+    "interval": _seconds(30.0, MIN_INTERVAL),
+    "maxAge": _seconds(None),  # None: 3 x interval
+    "reportingLag": _seconds(60.0),
+    "varianceSamples": arguments.integer(minimum=1, maximum=10_000, default=10),
+    "prometheus": arguments.value(lambda raw: _PROMETHEUS.load(raw) if raw is not None
+                                  else arguments.fail(_PROMETHEUS_REQUIRED), default=None),
+    "annotations": arguments.nested(_ANNOTATIONS, default=AnnotationSettings()),
+}, _usage)
 
 
 def parse_usage_settings(raw: Any) -> UsageSettings:
-    """The validated block; raises PolicyError whose message starts with `settings.usage...`."""
-    table = arguments.mapping(raw, WHERE)
-    arguments.only_keys(table, ("source", "interval", "maxAge", "reportingLag", "varianceSamples",
-                                "prometheus", "annotations"), WHERE)
-    source = table.get("source", METRICS_SERVER)
-    if source not in SOURCES:
-        raise PolicyError(f"{WHERE}.source: must be one of {', '.join(SOURCES)}")
-    interval = duration(table.get("interval", 30.0), f"{WHERE}.interval", minimum=MIN_INTERVAL)
-    max_age = duration(table["maxAge"], f"{WHERE}.maxAge") if "maxAge" in table else 3 * interval
-    if max_age < interval:
-        raise PolicyError(f"{WHERE}.maxAge: must be at least the interval ({interval:g}s), "
-                          "or every sample would be stale before the next one")
-    lag = duration(table.get("reportingLag", 60.0), f"{WHERE}.reportingLag")
-    samples = arguments.integer(table.get("varianceSamples", 10), f"{WHERE}.varianceSamples",
-                                minimum=1, maximum=10_000)
-    prometheus = None
-    if source == PROMETHEUS or "prometheus" in table:
-        if table.get("prometheus") is None:
-            raise PolicyError(f"{WHERE}.prometheus: required with source: prometheus (at least its url)")
-        prometheus = _prometheus(table["prometheus"], f"{WHERE}.prometheus")
-    annotations = _annotations(table["annotations"], f"{WHERE}.annotations") if "annotations" in table \
-        else AnnotationSettings()
-    return UsageSettings(source, interval, max_age, lag, samples, prometheus, annotations)
+    """The validated block; raises PolicyError naming every problem, each starting with `settings.usage`."""
+    return arguments.load(_USAGE, raw, WHERE)
 
 
 def usage_settings(settings: Mapping[str, Any]) -> UsageSettings:

@@ -1,7 +1,8 @@
 """Every message a plugin's `args` can produce, pinned word for word as a user reads it from `load_policy`.
 
 The arguments are checked by a schema when the policy loads; these cases hold the paths and the
-wording a user fixes their file by, whatever does the checking.
+wording a user fixes their file by, whatever does the checking. Where one entry holds two
+mistakes, both are reported (the loader has always reported every plugin's problems at once).
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ CASES = [
     ('filters', 'NodeLabels', {'rules': [{'forbid': [{'label': 'a'}], 'nmespaces': []}]},
      'args.rules[0].nmespaces: unknown argument (allowed: excludedNamespaces, forbid, namespaces, podSelector, require)'),
     ('scores', 'LabelPreference', {},
-     'args.label: required'),
+     'args.label: required; scores[0].args.values: required'),
     ('scores', 'LabelPreference', {'label': 'a'},
      'args.values: required'),
     ('scores', 'LabelPreference', {'label': '', 'values': {'a': 1}},
@@ -212,7 +213,8 @@ CASES = [
     ('filters', 'NodeAffinity', {'addedAffinity': {R: {'nodeSelectorTerms': []}}},
      f'args.addedAffinity.{R}.nodeSelectorTerms: expected a non-empty list of node selector terms'),
     ('filters', 'NodeAffinity', {'addedAffinity': {R: {'terms': []}}},
-     f'args.addedAffinity.{R}.terms: unknown argument (allowed: nodeSelectorTerms)'),
+     f'args.addedAffinity.{R}.nodeSelectorTerms: expected a non-empty list of node selector terms; '
+     f'filters[0].args.addedAffinity.{R}.terms: unknown argument (allowed: nodeSelectorTerms)'),
     ('filters', 'NodeAffinity', {'addedAffinity': {R: {'nodeSelectorTerms': [3]}}},
      f'args.addedAffinity.{R}.nodeSelectorTerms[0]: expected an object'),
     ('filters', 'NodeAffinity', {'addedAffinity': {R: {'nodeSelectorTerms': [{'matchExpressions': [{'key': 'a', 'operator': 'Is'}]}]}}},
@@ -230,7 +232,8 @@ CASES = [
     ('scores', 'PreferredNodeAffinity', {'addedAffinity': {P: [{'weight': 1, 'preference': {'matchFields': [{'key': 'x', 'operator': 'In', 'values': ['a']}]}}]}},
      f'args.addedAffinity.{P}[0].preference.matchFields[0].key: only metadata.name is supported'),
     ('scores', 'PreferredNodeAffinity', {'addedAffinity': {P: [{'weight': 1, 'pref': {}}]}},
-     f'args.addedAffinity.{P}[0].pref: unknown argument (allowed: preference, weight)'),
+     f'args.addedAffinity.{P}[0].pref: unknown argument (allowed: preference, weight); '
+     f'scores[0].args.addedAffinity.{P}[0].preference: expected an object'),
 ]
 
 

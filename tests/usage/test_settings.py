@@ -36,7 +36,7 @@ def test_max_age_defaults_to_three_intervals():
 @pytest.mark.parametrize(("raw", "seconds"), [(30, 30.0), (1.5, 1.5), ("30s", 30.0), ("2m", 120.0),
                                               ("500ms", 0.5), ("1h", 3600.0), (" 45 s ", 45.0)])
 def test_durations(raw, seconds):
-    assert duration(raw, "x") == seconds
+    assert duration(raw) == seconds
 
 
 def test_prometheus_block():

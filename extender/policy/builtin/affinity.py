@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import InvalidObject, PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView, PreferredTerm
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
@@ -43,34 +42,19 @@ def _matches_any(terms: tuple[NodeSelectorTerm, ...], info: NodeInfo) -> bool:
     return False
 
 
-def _required_terms(raw: Any, where: str) -> tuple[NodeSelectorTerm, ...]:
-    required = arguments.mapping(raw, where)
-    arguments.only_keys(required, ("nodeSelectorTerms",), where)
-    terms = required.get("nodeSelectorTerms")
-    path = f"{where}.nodeSelectorTerms"
-    if not isinstance(terms, list) or not terms:
-        raise PolicyError(f"{path}: expected a non-empty list of node selector terms")
-    try:
-        return tuple(parse_node_selector_term(term, f"{path}[{i}]") for i, term in enumerate(terms))
-    except InvalidObject as exc:
-        raise PolicyError(str(exc)) from None
-
-
-def _preferred_terms(raw: Any, where: str) -> tuple[PreferredTerm, ...]:
-    if not isinstance(raw, list):
-        raise PolicyError(f"{where}: expected a list of weighted terms")
-    parsed = []
-    for i, item in enumerate(raw):
-        path = f"{where}[{i}]"
-        item = arguments.mapping(item, path)
-        arguments.only_keys(item, ("weight", "preference"), path)
-        weight = arguments.integer(item.get("weight"), f"{path}.weight", minimum=1, maximum=100)
-        try:
-            term = parse_node_selector_term(item.get("preference"), f"{path}.preference")
-        except InvalidObject as exc:
-            raise PolicyError(str(exc)) from None
-        parsed.append(PreferredTerm(weight, term))
-    return tuple(parsed)
+_TERM = arguments.parsed(parse_node_selector_term)
+# kube-scheduler also takes preferred terms in NodeAffinity's addedAffinity; ours belong to PreferredNodeAffinity.
+_REQUIRED_ARGS = arguments.schema({"addedAffinity": arguments.nested(arguments.schema({
+    REQUIRED: arguments.nested(arguments.schema({
+        "nodeSelectorTerms": arguments.items(_TERM, "expected a non-empty list of node selector terms", non_empty=True),
+    }), default=None),
+}), default={REQUIRED: None})})
+_PREFERRED_ARGS = arguments.schema({"addedAffinity": arguments.nested(arguments.schema({
+    PREFERRED: arguments.items(arguments.schema({
+        "weight": arguments.integer(minimum=1, maximum=100),
+        "preference": arguments.value(_TERM),
+    }, lambda term: PreferredTerm(term["weight"], term["preference"])).load, "expected a list of weighted terms"),
+}), default={PREFERRED: ()})})
 
 
 @dataclass(frozen=True)
@@ -83,16 +67,8 @@ class NodeAffinity(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeAffinity:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("addedAffinity",))
-        if args.get("addedAffinity") is None:
-            return cls()
-        added = arguments.mapping(args["addedAffinity"], "addedAffinity")
-        # kube-scheduler also takes preferred terms here; ours belong to PreferredNodeAffinity.
-        arguments.only_keys(added, (REQUIRED,), "addedAffinity")
-        if added.get(REQUIRED) is None:
-            return cls()
-        return cls(_required_terms(added[REQUIRED], f"addedAffinity.{REQUIRED}"))
+        required = arguments.load(_REQUIRED_ARGS, args)["addedAffinity"][REQUIRED]
+        return cls() if required is None else cls(required["nodeSelectorTerms"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         selector = tuple(pod.node_selector.items())
@@ -126,13 +102,7 @@ class PreferredNodeAffinity(PrescoredScorer, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> PreferredNodeAffinity:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("addedAffinity",))
-        added = arguments.mapping(args.get("addedAffinity"), "addedAffinity")
-        arguments.only_keys(added, (PREFERRED,), "addedAffinity")
-        if added.get(PREFERRED) is None:
-            return cls()
-        return cls(_preferred_terms(added[PREFERRED], f"addedAffinity.{PREFERRED}"))
+        return cls(arguments.load(_PREFERRED_ARGS, args)["addedAffinity"][PREFERRED])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         terms = tuple((p.weight, p.term) for p in (*pod.preferred_terms, *self.added_terms) if p.weight)

@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
@@ -38,16 +37,12 @@ def is_scalar_resource(name: str) -> bool:
     return name.startswith("hugepages-") or "/" in name
 
 
-def _weights(raw: Any) -> tuple[tuple[str, int], ...]:
-    if raw is None:
-        return DEFAULT_RESOURCES
-    table = arguments.mapping(raw, "resources")
-    if not table:
-        raise PolicyError("resources: must name at least one resource")
-    return tuple(
-        (name, arguments.integer(weight, f"resources.{name}", minimum=1, maximum=100))
-        for name, weight in table.items()
-    )
+_SOME = "must name at least one resource"
+_WEIGHTED = arguments.schema({"resources": arguments.table(
+    lambda raw: arguments.read_integer(raw, minimum=1, maximum=100),
+    default=dict(DEFAULT_RESOURCES), null=dict(DEFAULT_RESOURCES), empty=_SOME)})
+_BALANCED = arguments.schema({"resources": arguments.strings(default=("cpu", "memory"), null=("cpu", "memory"),
+                                                             empty=_SOME)})
 
 
 Term = tuple[str, int, int, bool]
@@ -73,9 +68,7 @@ class _AllocationScorer(PrescoredScorer, NormalizeScores):
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> _AllocationScorer:
         """Args: `resources: {cpu: 1, memory: 1}`, resource name to weight 1..100."""
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("resources",))
-        return cls(_weights(args.get("resources")))
+        return cls(tuple(arguments.load(_WEIGHTED, args)["resources"].items()))
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         terms = _terms(self.resources, pod, nonzero=True)
@@ -141,14 +134,7 @@ class BalancedAllocation(PrescoredScorer, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> BalancedAllocation:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("resources",))
-        if args.get("resources") is None:
-            return cls()
-        resources = arguments.string_list(args["resources"], "resources")
-        if not resources:
-            raise PolicyError("resources: must name at least one resource")
-        return cls(resources)
+        return cls(arguments.load(_BALANCED, args)["resources"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         terms = _terms(tuple((name, 1) for name in self.resources), pod, nonzero=False)

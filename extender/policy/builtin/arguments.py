@@ -1,85 +1,215 @@
-"""Checking a plugin's `args` mapping without marshmallow (the policy layer must not import it).
+"""Plugin `args` (and `settings.usage`) checked by marshmallow schemas each plugin declares as a table.
 
-Every error is a `PolicyError` whose message starts with the path inside `args`
-(`values.spot: not a number`); the policy loader prefixes `scores[1].args.`, so a
-user sees exactly which line of the policy file to fix.
+    _ARGS = arguments.schema({"pressureConditions": arguments.strings(each=_not_ready)})
+    conditions = arguments.load(_ARGS, args)["pressureConditions"]
+
+Every problem is reported, each as `path: message` with its path inside `args`
+(`values.spot: not a number`); the policy loader prefixes `scores[1].args.`, so a user sees
+exactly which line of the policy file to fix. Plugins declare their schemas through this
+module only: marshmallow stays out of the engine and of the plugins' run-time code, and a
+schema runs when a policy loads, never per pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from marshmallow import Schema, ValidationError, fields, missing, post_load, pre_load
+
 from extender.errors import InvalidObject, PolicyError
-from extender.model.selectors import LabelSelector, parse_label_selector
+from extender.policy import schemas
+
+Read = Callable[[Any], Any]
+Problem = Callable[[Any], str]
+Invalid = ValidationError  # what a `build` raises: Invalid("message") or Invalid({"field": ["message"]})
 
 
-def join(where: str, key: str | int) -> str:
-    """`join("values", "spot")` -> `values.spot`; `join("rules", 0)` -> `rules[0]`."""
-    if isinstance(key, int):
-        return f"{where}[{key}]"
-    return f"{where}.{key}" if where else key
+class Args(schemas.Strict):
+    """A plugin's args: unknown keys are typos, never "use the default"."""
+
+    def unknown_key(self, key: Any) -> str:
+        return f"unknown argument (allowed: {', '.join(sorted(self.keys)) or 'none'})"
+
+    @pre_load
+    def _a_mapping(self, data: Any, **_: Any) -> Any:
+        """Replaces Strict's: a missing value (YAML `args:` with nothing after it) is no args."""
+        return {} if data is None else _mapping(data)
 
 
-def mapping(raw: Any, where: str) -> Mapping[str, Any]:
-    """A mapping, or {} for a missing value (YAML `args:` with nothing after it is None)."""
-    if raw is None:
-        return {}
+def _mapping(raw: Any) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
-        raise PolicyError(f"{where or 'args'}: expected a mapping")
+        raise ValidationError("expected a mapping")
     for key in raw:
         if not isinstance(key, str):
-            raise PolicyError(f"{where or 'args'}: key {key!r} is not a string (quote it in YAML)")
+            raise ValidationError(f"key {key!r} is not a string (quote it in YAML)")
     return raw
 
 
-def only_keys(args: Mapping[str, Any], allowed: Iterable[str], where: str = "") -> None:
-    """Refuse unknown keys: a typo in a policy must not silently mean "use the default"."""
-    known = sorted(allowed)
-    for key in args:
-        if key not in known:
-            hint = ", ".join(known) if known else "none"
-            raise PolicyError(f"{join(where, key)}: unknown argument (allowed: {hint})")
+class _Value(fields.Field):
+    """One value made by `read` (which raises ValidationError). A missing value is `default`, or
+    "required", or else read as null; null is `null` when given, else read like any value; an
+    empty result is the problem `empty` when given."""
+
+    def __init__(self, read: Read, *, default: Any = missing, required: bool = False, null: Any = missing,
+                 empty: str = "", data_key: str | None = None) -> None:
+        super().__init__(load_default=default, required=required, data_key=data_key,
+                         error_messages={"required": "required"})
+        self.read, self.null, self.empty = read, null, empty
+
+    def deserialize(self, value: Any, attr: str | None = None, data: Any = None, **kwargs: Any) -> Any:
+        if value is missing and (self.required or self.load_default is not missing):
+            return super().deserialize(value, attr, data, **kwargs)
+        if value in (None, missing) and self.null is not missing:
+            return self.null
+        made = self.read(None if value is missing else value)
+        return fail(self.empty) if self.empty and not made else made
 
 
-def string(raw: Any, where: str, *, allow_empty: bool = False) -> str:
+def schema(table: Mapping[str, fields.Field], build: Callable[[dict[str, Any]], Any] | None = None) -> Schema:
+    """The schema of one mapping; `build(values)` makes what `load` returns and may raise
+    ValidationError for rules across fields (it runs only when every field is valid)."""
+    attrs: dict[str, Any] = dict(table)
+    if build is not None:
+        attrs["_build"] = post_load(lambda self, data, **_: build(data))
+    return type("Args", (Args,), attrs)()
+
+
+NONE = schema({})  # the args of a plugin that takes none
+
+
+def load(args_schema: Schema, raw: Any, where: str = "") -> Any:
+    """The checked values of `raw`, or a PolicyError naming every problem under `where`."""
+    try:
+        return args_schema.load(raw)
+    except ValidationError as exc:
+        spell = (lambda path: schemas.bracketed((where, *path))) if where else schemas.bracketed
+        raise PolicyError(*schemas.problems(exc, top="args", spell=spell)) from None
+
+
+def fail(message: str) -> Any:
+    """Raise `message` as the problem of the value being read (for use inside an expression)."""
+    raise ValidationError(message)
+
+
+def _each(pairs: Iterable[tuple[Any, Any]], read: Read) -> list[tuple[Any, Any]]:
+    """(key, read(item)) for each pair, every problem kept at its key (an index or a name)."""
+    made, problems = [], {}
+    for key, item in pairs:
+        try:
+            made.append((key, read(item)))
+        except ValidationError as exc:
+            problems[key] = exc.messages
+    if problems:
+        raise ValidationError(problems)
+    return made
+
+
+# ---- the fields ---------------------------------------------------------------------------------
+
+
+def read_string(raw: Any, *, allow_empty: bool = False) -> str:
     if not isinstance(raw, str) or (not raw and not allow_empty):
-        raise PolicyError(f"{where}: expected a non-empty string")
+        raise ValidationError("expected a non-empty string")
     return raw
 
 
-def string_list(raw: Any, where: str) -> tuple[str, ...]:
-    """A list of non-empty strings, kept in order, duplicates dropped."""
+def string(*, allow_empty: bool = False, **options: Any) -> fields.Field:
+    return _Value(lambda raw: read_string(raw, allow_empty=allow_empty), **options)
+
+
+def read_strings(raw: Any, each: Problem | None = None) -> tuple[str, ...]:
+    """A list of non-empty strings, kept in order, duplicates dropped; `each(item)` names a problem."""
+
+    def read_item(raw: Any) -> str:
+        item = read_string(raw)
+        problem = each(item) if each else ""
+        return fail(problem) if problem else item
+
     if raw is None:
         return ()
     if not isinstance(raw, list | tuple):
-        raise PolicyError(f"{where}: expected a list of strings")
-    seen: dict[str, None] = {}
-    for index, item in enumerate(raw):
-        seen[string(item, join(where, index))] = None
-    return tuple(seen)
+        raise ValidationError("expected a list of strings")
+    return tuple(dict.fromkeys(item for _, item in _each(enumerate(raw), read_item)))
 
 
-def number(raw: Any, where: str, *, minimum: float | None = None) -> float:
+def strings(*, each: Problem | None = None, **options: Any) -> fields.Field:
+    return _Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
+
+
+def read_number(raw: Any, *, minimum: float | None = None) -> float:
     """An int or float (never a bool, which YAML produces from `yes`/`no`)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != raw:
-        raise PolicyError(f"{where}: not a number")
-    if raw in (float("inf"), float("-inf")):
-        raise PolicyError(f"{where}: not a finite number")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or math.isnan(raw):
+        raise ValidationError("not a number")
+    if math.isinf(raw):
+        raise ValidationError("not a finite number")
     if minimum is not None and raw < minimum:
-        raise PolicyError(f"{where}: must be at least {minimum:g}")
-    return raw
+        raise ValidationError(f"must be at least {minimum:g}")
+    return float(raw)
 
 
-def integer(raw: Any, where: str, *, minimum: int, maximum: int) -> int:
+def number(*, minimum: float | None = None, **options: Any) -> fields.Field:
+    return _Value(lambda raw: read_number(raw, minimum=minimum), **options)
+
+
+def read_integer(raw: Any, *, minimum: int, maximum: int) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int) or not minimum <= raw <= maximum:
-        raise PolicyError(f"{where}: must be an integer from {minimum} to {maximum}")
+        raise ValidationError(f"must be an integer from {minimum} to {maximum}")
     return raw
 
 
-def label_selector(raw: Any, where: str) -> LabelSelector:
-    """metav1.LabelSelector; the model's parser already names the field, we only re-type the error."""
-    try:
-        return parse_label_selector(raw, where)
-    except InvalidObject as exc:
-        raise PolicyError(str(exc)) from None
+def integer(*, minimum: int, maximum: int, **options: Any) -> fields.Field:
+    return _Value(lambda raw: read_integer(raw, minimum=minimum, maximum=maximum), **options)
+
+
+def boolean(**options: Any) -> fields.Field:
+    return _Value(lambda raw: raw if isinstance(raw, bool) else fail("expected true or false"), **options)
+
+
+def one_of(options_: tuple[Any, ...], message: str, **options: Any) -> fields.Field:
+    """One of `options_`; `message` may name the value as `{value!r}`."""
+    return _Value(lambda raw: raw if raw in options_ else fail(message.format(value=raw)), **options)
+
+
+def value(read: Read, **options: Any) -> fields.Field:
+    """A value only `read` knows how to check (it raises ValidationError)."""
+    return _Value(read, **options)
+
+
+def nested(args_schema: Schema, **options: Any) -> fields.Field:
+    """A mapping checked by its own schema; null is an empty mapping."""
+    return _Value(args_schema.load, **options)
+
+
+def items(read_item: Read, what: str, *, non_empty: bool = False, **options: Any) -> fields.Field:
+    """A list (null: empty unless `non_empty`), each item made by `read_item` (a schema's `load` for
+    mappings); `what` is the problem of anything else."""
+
+    def read(raw: Any) -> tuple[Any, ...]:
+        if raw is None and not non_empty:
+            return ()
+        if not isinstance(raw, list) or (non_empty and not raw):
+            raise ValidationError(what)
+        return tuple(item for _, item in _each(enumerate(raw), read_item))
+
+    return _Value(read, **options)
+
+
+def table(read_value: Read, **options: Any) -> fields.Field:
+    """A mapping of names to values made by `read_value`; each problem at its name."""
+    return _Value(lambda raw: dict(_each(_mapping(raw).items(), read_value)), **options)
+
+
+def parsed(parse: Callable[[Any, str], Any]) -> Read:
+    """A reader for a model parser (`parse(raw, where)`, raising InvalidObject whose message starts
+    with `where`): its problem lands at the path the parser names below the field."""
+
+    def read(raw: Any) -> Any:
+        try:
+            return parse(raw, "")
+        except InvalidObject as exc:
+            below, _, message = str(exc).partition(": ")
+            raise ValidationError({below[1:]: [message]} if below else message) from None
+
+    return read

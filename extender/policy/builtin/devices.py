@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import InvalidObject, PolicyError
+from extender.errors import InvalidObject
 from extender.model.devices import (
     ASSIGNMENT_ANNOTATION,
     BINPACK,
@@ -78,11 +78,9 @@ _NO_DEVICES = Status(Code.UNRESOLVABLE, (REASON_NO_DEVICES,),
                      names.DEVICE_FIT)
 
 
-def _strategy(args: Mapping[str, Any]) -> str:
-    strategy = args.get("strategy", BINPACK)
-    if strategy not in STRATEGIES:
-        raise PolicyError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
-    return str(strategy)
+_ARGS = arguments.schema({
+    "strategy": arguments.one_of(STRATEGIES, f"{{value!r}} is not one of {', '.join(STRATEGIES)}", default=BINPACK),
+})
 
 
 def pod_device_request(pod: PodView) -> DeviceRequest | Status | None:
@@ -142,9 +140,7 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("strategy",))
-        return cls(_strategy(args))
+        return cls(arguments.load(_ARGS, args)["strategy"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> _DeviceCheck | Status | None:
         request = pod_device_request(pod)
@@ -256,9 +252,7 @@ class DeviceAllocation(PreScorePlugin, ScorePlugin, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceAllocation:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("strategy",))
-        return cls(_strategy(args))
+        return cls(arguments.load(_ARGS, args)["strategy"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         request = pod_device_request(pod)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.quantities import format_units
@@ -39,6 +38,12 @@ def _order(name: str) -> tuple[int, str]:
     # kube-scheduler reports cpu, memory, ephemeral-storage, then the others.
     return _FIRST.get(name, 3), name
 
+_ARGS = arguments.schema({
+    "ignoredResources": arguments.strings(),
+    "ignoredResourceGroups": arguments.strings(
+        each=lambda group: f"{group!r} is a group, it must not contain '/'" if "/" in group else ""),
+})
+
 
 @dataclass(frozen=True)
 class ResourceFit(PrefilteredFilter):
@@ -50,16 +55,8 @@ class ResourceFit(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> ResourceFit:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("ignoredResources", "ignoredResourceGroups"))
-        ignored = arguments.string_list(args.get("ignoredResources"), "ignoredResources")
-        groups = arguments.string_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups")
-        for index, group in enumerate(groups):
-            if "/" in group:
-                raise PolicyError(
-                    f"ignoredResourceGroups[{index}]: {group!r} is a group, it must not contain '/'"
-                )
-        return cls(frozenset(ignored), frozenset(groups))
+        args = arguments.load(_ARGS, args)
+        return cls(frozenset(args["ignoredResources"]), frozenset(args["ignoredResourceGroups"]))
 
     def _ignored(self, resource: str) -> bool:
         if not is_extended_resource(resource):

@@ -32,7 +32,7 @@ class SchedulingGates(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> SchedulingGates:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:

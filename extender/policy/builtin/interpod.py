@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.affinity import AffinityTerm, WeightedTerm
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
@@ -244,7 +243,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> InterPodAffinity:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> AffinityCheck | None:
@@ -298,6 +297,12 @@ def _add_term(scores: dict[str, dict[str, int]], term: AffinityTerm, labels: Map
         values[value] = values.get(value, 0) + amount
 
 
+_PREFERRED_ARGS = arguments.schema({
+    "hardPodAffinityWeight": arguments.integer(minimum=0, maximum=100, default=1),
+    "ignorePreferredTermsOfExistingPods": arguments.boolean(default=False),
+})
+
+
 @dataclass(frozen=True)
 class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
     """Scorer. Args `hardPodAffinityWeight` (0..100, default 1) and
@@ -309,14 +314,8 @@ class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> PreferredInterPodAffinity:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"))
-        weight = arguments.integer(args.get("hardPodAffinityWeight", 1), "hardPodAffinityWeight",
-                                   minimum=0, maximum=100)
-        ignore = args.get("ignorePreferredTermsOfExistingPods", False)
-        if not isinstance(ignore, bool):
-            raise PolicyError("ignorePreferredTermsOfExistingPods: expected true or false")
-        return cls(weight, ignore)
+        args = arguments.load(_PREFERRED_ARGS, args)
+        return cls(args["hardPodAffinityWeight"], args["ignorePreferredTermsOfExistingPods"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> AffinityScore | None:
         terms = pod.affinity

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.model.selectors import LabelSelector
+from extender.model.selectors import LabelSelector, parse_label_selector
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer
@@ -74,23 +73,11 @@ class LabelRule:
         return self.pod_selector is None or self.pod_selector.matches(pod.labels)
 
 
-def _checks(raw: Any, where: str, required: bool, scope: str) -> list[LabelCheck]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise PolicyError(f"{where}: expected a list of {{label, values}} entries")
+def _checks(entries: tuple[dict[str, Any], ...], where: str, required: bool, scope: str) -> list[LabelCheck]:
     checks = []
-    for index, item in enumerate(raw):
-        path = arguments.join(where, index)
-        item = arguments.mapping(item, path)
-        arguments.only_keys(item, ("label", "values"), path)
-        label = arguments.string(item.get("label"), f"{path}.label")
-        values = None
-        if "values" in item:
-            listed = arguments.string_list(item["values"], f"{path}.values")
-            if not listed:
-                raise PolicyError(f"{path}.values: must not be empty (omit it to mean any value)")
-            values = frozenset(listed)
+    for entry in entries:
+        label = entry["label"]
+        values = None if entry["values"] is None else frozenset(entry["values"])
         text = _describe(label, values)
         if required:
             reason = f"node(s) didn't have required label {text}"
@@ -102,16 +89,10 @@ def _checks(raw: Any, where: str, required: bool, scope: str) -> list[LabelCheck
     return checks
 
 
-def _rule(raw: Any, where: str) -> LabelRule:
-    raw = arguments.mapping(raw, where)
-    arguments.only_keys(raw, ("namespaces", "excludedNamespaces", "podSelector", "require", "forbid"), where)
-    namespaces = None
-    if "namespaces" in raw:
-        namespaces = frozenset(arguments.string_list(raw["namespaces"], f"{where}.namespaces"))
-    excluded = frozenset(arguments.string_list(raw.get("excludedNamespaces"), f"{where}.excludedNamespaces"))
-    selector = None
-    if raw.get("podSelector") is not None:
-        selector = arguments.label_selector(raw["podSelector"], f"{where}.podSelector")
+def _rule(raw: dict[str, Any], where: str) -> LabelRule:
+    namespaces = None if raw["namespaces"] is None else frozenset(raw["namespaces"])
+    excluded = frozenset(raw["excludedNamespaces"])
+    selector = raw["podSelector"]
     if namespaces is not None:
         scope = "of namespace(s) " + ", ".join(sorted(namespaces))
     else:
@@ -120,11 +101,46 @@ def _rule(raw: Any, where: str) -> LabelRule:
         scope += " except " + ", ".join(sorted(excluded))
     if selector is not None:
         scope += " matching the rule's podSelector"
-    checks = _checks(raw.get("require"), f"{where}.require", True, scope)
-    checks += _checks(raw.get("forbid"), f"{where}.forbid", False, scope)
-    if not checks:
-        raise PolicyError(f"{where}: a rule needs at least one require or forbid entry")
+    checks = _checks(raw["require"], f"{where}.require", True, scope)
+    checks += _checks(raw["forbid"], f"{where}.forbid", False, scope)
     return LabelRule(namespaces, excluded, selector, tuple(checks))
+
+
+def _some_values(entry: dict[str, Any]) -> dict[str, Any]:
+    if entry["values"] == ():
+        raise arguments.Invalid({"values": ["must not be empty (omit it to mean any value)"]})
+    return entry
+
+
+def _some_checks(rule: dict[str, Any]) -> dict[str, Any]:
+    if not rule["require"] and not rule["forbid"]:
+        raise arguments.Invalid("a rule needs at least one require or forbid entry")
+    return rule
+
+
+_ENTRY = arguments.schema({"label": arguments.string(), "values": arguments.strings(default=None)}, _some_values)
+_ENTRIES = "expected a list of {label, values} entries"
+_SELECTOR = arguments.parsed(parse_label_selector)
+_RULES = arguments.schema({"rules": arguments.items(arguments.schema({
+    "namespaces": arguments.strings(default=None),  # None: any namespace
+    "excludedNamespaces": arguments.strings(),
+    "podSelector": arguments.value(lambda raw: None if raw is None else _SELECTOR(raw), default=None),
+    "require": arguments.items(_ENTRY.load, _ENTRIES),
+    "forbid": arguments.items(_ENTRY.load, _ENTRIES),
+}, _some_checks).load, "expected a list of rules")})
+
+
+def _some_label_values(args: dict[str, Any]) -> dict[str, Any]:
+    if not args["values"]:
+        raise arguments.Invalid({"values": ["must name at least one label value"]})
+    return args
+
+
+_PREFERENCE = arguments.schema({
+    "label": arguments.string(required=True),
+    "values": arguments.table(lambda raw: arguments.read_number(raw, minimum=0), required=True),
+    "default": arguments.number(minimum=0, default=0.0),
+}, _some_label_values)
 
 
 @dataclass(frozen=True)
@@ -137,14 +153,8 @@ class NodeLabels(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeLabels:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("rules",))
-        raw = args.get("rules")
-        if raw is None:
-            return cls()
-        if not isinstance(raw, list):
-            raise PolicyError("rules: expected a list of rules")
-        return cls(tuple(_rule(item, f"rules[{i}]") for i, item in enumerate(raw)))
+        rules = arguments.load(_RULES, args)["rules"]
+        return cls(tuple(_rule(rule, f"rules[{i}]") for i, rule in enumerate(rules)))
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         checks = tuple(check for rule in self.rules if rule.applies_to(pod) for check in rule.checks)
@@ -173,21 +183,8 @@ class LabelPreference(PrescoredScorer):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> LabelPreference:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("label", "values", "default"))
-        if "label" not in args:
-            raise PolicyError("label: required")
-        label = arguments.string(args["label"], "label")
-        if "values" not in args:
-            raise PolicyError("values: required")
-        table = arguments.mapping(args["values"], "values")
-        if not table:
-            raise PolicyError("values: must name at least one label value")
-        values = tuple(
-            sorted((key, float(arguments.number(v, f"values.{key}", minimum=0))) for key, v in table.items())
-        )
-        default = float(arguments.number(args.get("default", 0), "default", minimum=0))
-        return cls(label, values, default)
+        args = arguments.load(_PREFERENCE, args)
+        return cls(args["label"], tuple(sorted(args["values"].items())), args["default"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         label, table, default = self.label, dict(self.values), self.default

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError, QuantityError
+from extender.errors import QuantityError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.quantities import to_units
@@ -77,13 +77,21 @@ def go_round(value: float) -> int:
     return int(math.floor(value + 0.5)) if value >= 0 else -int(math.floor(-value + 0.5))
 
 
-def _percent_arg(raw: Any, where: str) -> float | None:
+def _percent(raw: Any) -> float | None:
     if raw is None:
         return None
-    value = arguments.number(raw, where)
-    if not 0 < value <= 100:
-        raise PolicyError(f"{where}: must be a percentage above 0 and at most 100")
-    return float(value)
+    value = arguments.read_number(raw)
+    return value if 0 < value <= 100 else arguments.fail("must be a percentage above 0 and at most 100")
+
+
+def _a_threshold(args: dict[str, Any]) -> dict[str, Any]:
+    if args["cpu"] is None and args["memory"] is None:
+        raise arguments.Invalid("give a cpu or a memory threshold (percent of the node's capacity)")
+    return args
+
+
+_NODE_LOAD = arguments.schema({"cpu": arguments.value(_percent, default=None),
+                               "memory": arguments.value(_percent, default=None)}, _a_threshold)
 
 
 def _cores(millicores: float) -> str:
@@ -114,13 +122,8 @@ class NodeLoad(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeLoad:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("cpu", "memory"))
-        cpu = _percent_arg(args.get("cpu"), "cpu")
-        memory = _percent_arg(args.get("memory"), "memory")
-        if cpu is None and memory is None:
-            raise PolicyError("args: give a cpu or a memory threshold (percent of the node's capacity)")
-        return cls(cpu, memory)
+        args = arguments.load(_NODE_LOAD, args)
+        return cls(args["cpu"], args["memory"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         table = cluster.node_usage()
@@ -214,6 +217,31 @@ def target_load_score(predicted: float, target: float) -> int:
     return go_round((100 - target) * predicted / target + target)
 
 
+def _millicores(raw: Any) -> int:
+    try:
+        return to_units("cpu", raw)
+    except QuantityError as exc:
+        raise arguments.Invalid(str(exc)) from None
+
+
+def _multiplier(raw: Any) -> float:
+    if isinstance(raw, str):  # Trimaran's own config spells it as a string ("1.5")
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise arguments.Invalid("not a number") from None
+    return arguments.read_number(raw, minimum=0)
+
+
+_TARGET_LOAD_PACKING = arguments.schema({
+    "targetUtilization": arguments.integer(minimum=1, maximum=100, default=DEFAULT_TARGET),
+    "defaultRequests": arguments.nested(arguments.schema({
+        "cpu": arguments.value(_millicores, default=DEFAULT_REQUEST_MILLICORES)}),
+        default={"cpu": DEFAULT_REQUEST_MILLICORES}),
+    "defaultRequestsMultiplier": arguments.value(_multiplier, default=DEFAULT_MULTIPLIER),
+})
+
+
 @dataclass(frozen=True)
 class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
     """Pack cpu up to `targetUtilization` percent, then spread (Trimaran's best-fit packing).
@@ -231,26 +259,8 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> TargetLoadPacking:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("targetUtilization", "defaultRequests", "defaultRequestsMultiplier"))
-        target = arguments.integer(args.get("targetUtilization", DEFAULT_TARGET), "targetUtilization",
-                                   minimum=1, maximum=100)
-        defaults = arguments.mapping(args.get("defaultRequests"), "defaultRequests")
-        arguments.only_keys(defaults, ("cpu",), "defaultRequests")
-        default_cpu = DEFAULT_REQUEST_MILLICORES
-        if "cpu" in defaults:
-            try:
-                default_cpu = to_units("cpu", defaults["cpu"])
-            except QuantityError as exc:
-                raise PolicyError(f"defaultRequests.cpu: {exc}") from None
-        raw_multiplier = args.get("defaultRequestsMultiplier", DEFAULT_MULTIPLIER)
-        if isinstance(raw_multiplier, str):  # Trimaran's own config spells it as a string ("1.5")
-            try:
-                raw_multiplier = float(raw_multiplier)
-            except ValueError:
-                raise PolicyError("defaultRequestsMultiplier: not a number") from None
-        multiplier = arguments.number(raw_multiplier, "defaultRequestsMultiplier", minimum=0)
-        return cls(target, default_cpu, float(multiplier))
+        args = arguments.load(_TARGET_LOAD_PACKING, args)
+        return cls(args["targetUtilization"], args["defaultRequests"]["cpu"], args["defaultRequestsMultiplier"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         table = cluster.node_usage()
@@ -331,6 +341,12 @@ def _risk_total(cpu: tuple[float, float, float] | None, memory: tuple[float, flo
     return go_round(max(cpu[0] if cpu else 0.0, memory[0] if memory else 0.0))
 
 
+_LOAD_VARIATION = arguments.schema({
+    "safeVarianceMargin": arguments.number(minimum=0, default=1.0),
+    "safeVarianceSensitivity": arguments.number(minimum=0, default=1.0),
+})
+
+
 @dataclass(frozen=True)
 class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
     """Prefer nodes with low and steady usage: risk = (mean + margin x stdev) / 2 per resource.
@@ -346,12 +362,8 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> LoadVariationRiskBalancing:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("safeVarianceMargin", "safeVarianceSensitivity"))
-        margin = arguments.number(args.get("safeVarianceMargin", 1.0), "safeVarianceMargin", minimum=0)
-        sensitivity = arguments.number(args.get("safeVarianceSensitivity", 1.0), "safeVarianceSensitivity",
-                                       minimum=0)
-        return cls(float(margin), float(sensitivity))
+        args = arguments.load(_LOAD_VARIATION, args)
+        return cls(args["safeVarianceMargin"], args["safeVarianceSensitivity"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         table = cluster.node_usage()

@@ -39,7 +39,7 @@ class NodePorts(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodePorts:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
@@ -60,6 +59,11 @@ def _tolerates(pod: PodView, key: str) -> bool:
     return any(t.tolerates(key, "", "NoSchedule") for t in pod.tolerations)
 
 
+_ARGS = arguments.schema({
+    "pressureConditions": arguments.strings(each=lambda c: "Ready is always checked" if c == "Ready" else ""),
+})
+
+
 @dataclass(frozen=True)
 class NodeReady(PrefilteredFilter):
     """Refuse NotReady and cordoned nodes, and nodes with any of `pressure_conditions` True."""
@@ -80,13 +84,7 @@ class NodeReady(PrefilteredFilter):
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeReady:
         """Args: `pressureConditions: [MemoryPressure, ...]`, any condition type (True refuses)."""
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("pressureConditions",))
-        conditions = arguments.string_list(args.get("pressureConditions"), "pressureConditions")
-        for index, condition in enumerate(conditions):
-            if condition == "Ready":
-                raise PolicyError(f"pressureConditions[{index}]: Ready is always checked")
-        return cls(conditions)
+        return cls(arguments.load(_ARGS, args)["pressureConditions"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck:
         cordon_ok = _tolerates(pod, UNSCHEDULABLE_TAINT)

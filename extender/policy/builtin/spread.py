@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
@@ -201,39 +200,29 @@ def _rules(pod: PodView, action: str, defaults: tuple[SpreadConstraint, ...]) ->
     return tuple(_Rule(c, owner) for c in defaults if c.when_unsatisfiable == action)
 
 
-def _parse_defaults(raw: Any) -> tuple[SpreadConstraint, ...]:
-    if not isinstance(raw, list):
-        raise PolicyError("defaultConstraints: expected a list")
-    parsed = []
-    for i, item in enumerate(raw):
-        where = f"defaultConstraints[{i}]"
-        item = arguments.mapping(item, where)
-        arguments.only_keys(item, ("maxSkew", "topologyKey", "whenUnsatisfiable"), where)
-        when = item.get("whenUnsatisfiable", DO_NOT_SCHEDULE)
-        if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            raise PolicyError(f"{where}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
-        parsed.append(SpreadConstraint(
-            arguments.integer(item.get("maxSkew"), f"{where}.maxSkew", minimum=1, maximum=_MAX_INT32),
-            arguments.string(item.get("topologyKey"), f"{where}.topologyKey"), when, LabelSelector(())))
-    return tuple(parsed)
-
-
 SYSTEM_DEFAULTS = tuple(SpreadConstraint(skew, key, SCHEDULE_ANYWAY, LabelSelector(()))
                         for key, skew in SYSTEM_DEFAULT_CONSTRAINTS)
 
 
-def _from_args(args: Mapping[str, Any]) -> tuple[tuple[SpreadConstraint, ...], bool]:
+def _defaulting(args: dict[str, Any]) -> tuple[tuple[SpreadConstraint, ...], bool]:
     """kube-scheduler's PodTopologySpreadArgs: `defaultingType` System (default) or List."""
-    args = arguments.mapping(args, "")
-    arguments.only_keys(args, ("defaultConstraints", "defaultingType"))
-    kind = args.get("defaultingType", SYSTEM)
-    if kind not in (SYSTEM, LIST):
-        raise PolicyError("defaultingType: must be System or List")
-    if kind == SYSTEM:
-        if args.get("defaultConstraints"):
-            raise PolicyError("defaultConstraints: must be empty when defaultingType is System")
-        return SYSTEM_DEFAULTS, True
-    return _parse_defaults(args.get("defaultConstraints") or []), False
+    if args["defaultingType"] == LIST:
+        return args["defaultConstraints"], False
+    if args["defaultConstraints"]:
+        raise arguments.Invalid({"defaultConstraints": ["must be empty when defaultingType is System"]})
+    return SYSTEM_DEFAULTS, True
+
+
+_CONSTRAINT = arguments.schema({
+    "maxSkew": arguments.integer(minimum=1, maximum=_MAX_INT32),
+    "topologyKey": arguments.string(),
+    "whenUnsatisfiable": arguments.one_of((DO_NOT_SCHEDULE, SCHEDULE_ANYWAY), "must be DoNotSchedule or ScheduleAnyway",
+                                          default=DO_NOT_SCHEDULE),
+}, lambda c: SpreadConstraint(c["maxSkew"], c["topologyKey"], c["whenUnsatisfiable"], LabelSelector(())))
+_ARGS = arguments.schema({
+    "defaultingType": arguments.one_of((SYSTEM, LIST), "must be System or List", default=SYSTEM),
+    "defaultConstraints": arguments.items(_CONSTRAINT.load, "expected a list", default=()),
+}, _defaulting)
 
 
 @dataclass(frozen=True)
@@ -246,7 +235,7 @@ class _SpreadPlugin:
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Any:
-        return cls(*_from_args(args))
+        return cls(*arguments.load(_ARGS, args))
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ class TaintToleration(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> TaintToleration:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
@@ -91,7 +91,7 @@ class TaintPreferNoSchedule(PrescoredScorer, NormalizeScores):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> TaintPreferNoSchedule:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:

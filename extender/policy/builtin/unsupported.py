@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
@@ -43,6 +42,15 @@ _FINDERS = {
 }
 
 
+def _unsupported(check: str) -> str:
+    if check in _EVALUATED_NOW:
+        return f"{check!r} is evaluated by the {_EVALUATED_NOW[check]} plugin now: remove it here and list that plugin"
+    return "" if check in _FINDERS else f"{check!r} is not one of {', '.join(CHECKS)}"
+
+
+_ARGS = arguments.schema({"checks": arguments.strings(each=_unsupported, default=CHECKS)})
+
+
 @dataclass(frozen=True)
 class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
     """Refuse every node, unresolvably, for a pod with a constraint listed in `checks`."""
@@ -53,16 +61,7 @@ class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> UnsupportedConstraints:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("checks",))
-        checks = arguments.string_list(args.get("checks", list(CHECKS)), "checks")
-        for index, check in enumerate(checks):
-            if check in _EVALUATED_NOW:
-                raise PolicyError(f"checks[{index}]: {check!r} is evaluated by the {_EVALUATED_NOW[check]} "
-                                  "plugin now: remove it here and list that plugin")
-            if check not in _FINDERS:
-                raise PolicyError(f"checks[{index}]: {check!r} is not one of {', '.join(CHECKS)}")
-        return cls(checks)
+        return cls(arguments.load(_ARGS, args)["checks"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
         spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None

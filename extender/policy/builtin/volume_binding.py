@@ -398,6 +398,11 @@ def _reserve(pod: PodView, node: NodeView, storage: StorageView, timeout: float)
 # ---- the plugin -----------------------------------------------------------------------------
 
 
+_ARGS = arguments.schema({
+    "bindTimeoutSeconds": arguments.integer(minimum=1, maximum=MAX_BIND_TIMEOUT, default=DEFAULT_BIND_TIMEOUT),
+})
+
+
 @dataclass(frozen=True)
 class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
     """Args: `bindTimeoutSeconds` (default 600, as kube-scheduler's VolumeBindingArgs): how long
@@ -408,10 +413,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeBinding:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("bindTimeoutSeconds",))
-        timeout = args.get("bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT)
-        return cls(arguments.integer(timeout, "bindTimeoutSeconds", minimum=1, maximum=MAX_BIND_TIMEOUT))
+        return cls(arguments.load(_ARGS, args)["bindTimeoutSeconds"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         if not pod.volumes.claims:

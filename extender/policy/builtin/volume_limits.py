@@ -113,7 +113,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeVolumeLimits:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:

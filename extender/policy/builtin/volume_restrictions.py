@@ -90,7 +90,7 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeRestrictions:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> RestrictionsCheck | Status | None:

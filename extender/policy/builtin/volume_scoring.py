@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
@@ -34,21 +33,20 @@ MAX_CUSTOM_SCORE = 10
 DEFAULT_SHAPE = ((0, MAX_CUSTOM_SCORE), (100, 0))  # StorageCapacityScoring's default: prefer room
 
 
-def _shape(raw: Any) -> tuple[tuple[int, int], ...]:
+def _increasing(args: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     """ValidateVolumeBindingArgs' shape: utilizations 0..100, strictly increasing; scores 0..10."""
-    if not isinstance(raw, list) or not raw:
-        raise PolicyError("shape: expected a non-empty list of {utilization, score}")
-    points = []
-    for i, point in enumerate(raw):
-        point = arguments.mapping(point, f"shape[{i}]")
-        arguments.only_keys(point, ("utilization", "score"), f"shape[{i}]")
-        utilization = arguments.integer(point.get("utilization"), f"shape[{i}].utilization",
-                                        minimum=0, maximum=MAX_UTILIZATION)
-        score = arguments.integer(point.get("score"), f"shape[{i}].score", minimum=0, maximum=MAX_CUSTOM_SCORE)
-        if points and utilization <= points[-1][0]:
-            raise PolicyError(f"shape[{i}].utilization: must be greater than the previous point's")
-        points.append((utilization, score))
-    return tuple(points)
+    points = tuple((point["utilization"], point["score"]) for point in args["shape"])
+    for i in range(1, len(points)):
+        if points[i][0] <= points[i - 1][0]:
+            raise arguments.Invalid({"shape": {i: {"utilization": ["must be greater than the previous point's"]}}})
+    return points
+
+
+_ARGS = arguments.schema({"shape": arguments.items(arguments.schema({
+    "utilization": arguments.integer(minimum=0, maximum=MAX_UTILIZATION),
+    "score": arguments.integer(minimum=0, maximum=MAX_CUSTOM_SCORE),
+}).load, "expected a non-empty list of {utilization, score}", non_empty=True,
+    default=tuple({"utilization": utilization, "score": score} for utilization, score in DEFAULT_SHAPE))}, _increasing)
 
 
 def broken_linear(shape: tuple[tuple[int, int], ...], utilization: int) -> int:
@@ -109,11 +107,7 @@ class VolumeBindingScore(PreScorePlugin, ScorePlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeBindingScore:
-        args = arguments.mapping(args, "")
-        arguments.only_keys(args, ("shape",))
-        if "shape" not in args:
-            return cls()
-        return cls(_shape(args["shape"]))
+        return cls(arguments.load(_ARGS, args))
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         if not pod.volumes.claims:

@@ -98,7 +98,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeZone:
-        arguments.only_keys(arguments.mapping(args, ""), ())
+        arguments.load(arguments.NONE, args)
         return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
