@@ -21,6 +21,7 @@ import binascii
 import difflib
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import UnionType
 from typing import Any
@@ -54,9 +55,6 @@ SERVED_VERBS: dict[str, str] = {
 }
 
 Problems = list[str]
-
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 # --- Go-compatible scalars ---------------------------------------------------------
@@ -116,8 +114,8 @@ class _Go(fields.Field):
         return value
 
 
-def _in(bounds: tuple[int, int]) -> Callable[[int], str]:
-    return lambda value: "" if bounds[0] <= value <= bounds[1] else f"{value} is out of range"
+def _in(low: int, high: int) -> Callable[[int], str]:
+    return lambda value: "" if low <= value <= high else f"{value} is out of range"
 
 
 def _go_duration(value: str) -> str:
@@ -136,28 +134,12 @@ def _base64(value: str) -> str:
     return ""
 
 
-def _string() -> fields.Field:
-    return _Go(str, "a string")
-
-
-def _boolean() -> fields.Field:
-    return _Go(bool, "true or false")
-
-
-def _int32() -> fields.Field:
-    return _Go(int, "an integer", _in(_INT32))
-
-
-def _int64() -> fields.Field:
-    return _Go(int, "an integer", _in(_INT64))
-
-
-def _duration() -> fields.Field:
-    return _Go(str, 'a duration string such as "5s"', _go_duration)
-
-
-def _bytes() -> fields.Field:
-    return _Go(str, "a base64 string", _base64)
+_string = partial(_Go, str, "a string")
+_boolean = partial(_Go, bool, "true or false")
+_int32 = partial(_Go, int, "an integer", _in(-(2**31), 2**31 - 1))
+_int64 = partial(_Go, int, "an integer", _in(-(2**63), 2**63 - 1))
+_duration = partial(_Go, str, 'a duration string such as "5s"', _go_duration)
+_bytes = partial(_Go, str, "a base64 string", _base64)
 
 
 # --- Structures --------------------------------------------------------------------

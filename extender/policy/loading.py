@@ -63,20 +63,16 @@ class _Entry(schemas.Strict):
         return f"unknown key (allowed: {', '.join(self.keys)})"
 
 
-def _name() -> fields.Field:
-    return fields.String(required=True, validate=validate.Length(min=1, error="must not be empty"))
-
-
-def _args() -> fields.Field:
-    return fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
-
-
 class _FilterEntry(_Entry):
-    name, args = _name(), _args()
+    name = fields.String(required=True, validate=validate.Length(min=1, error="must not be empty"))
+    args = fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
 
 
-class _ScoreEntry(_Entry):
-    name, weight, args = _name(), _Weight(load_default=1), _args()
+class _ScoreEntry(_FilterEntry):
+    weight = _Weight(load_default=1)
+
+    class Meta(_Entry.Meta):
+        fields = ("name", "weight", "args")  # in this order in the message of an unknown key
 
 
 class _PolicySchema(_Entry):

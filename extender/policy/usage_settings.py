@@ -158,7 +158,7 @@ _PROMETHEUS = arguments.schema({
     "url": arguments.value(_url),
     "nodeLabel": arguments.string(default="node"),
     "timeout": _seconds(5.0, 0.1, null=5.0),
-    "queries": arguments.nested(_QUERIES, default=_QUERIES.load({})),
+    "queries": arguments.value(_QUERIES.load, default=_QUERIES.load({})),
     "window": _seconds(0.0, null=0.0),
     "bearerTokenFile": arguments.string(default="", null=""),
     "caFile": arguments.string(default="", null=""),
@@ -196,7 +196,7 @@ _USAGE = arguments.schema({
     "varianceSamples": arguments.integer(minimum=1, maximum=10_000, default=10),
     "prometheus": arguments.value(lambda raw: _PROMETHEUS.load(raw) if raw is not None
                                   else arguments.fail(_PROMETHEUS_REQUIRED), default=None),
-    "annotations": arguments.nested(_ANNOTATIONS, default=AnnotationSettings()),
+    "annotations": arguments.value(_ANNOTATIONS.load, default=AnnotationSettings()),
 }, _usage)
 
 

@@ -44,17 +44,19 @@ def _matches_any(terms: tuple[NodeSelectorTerm, ...], info: NodeInfo) -> bool:
 
 _TERM = arguments.parsed(parse_node_selector_term)
 # kube-scheduler also takes preferred terms in NodeAffinity's addedAffinity; ours belong to PreferredNodeAffinity.
-_REQUIRED_ARGS = arguments.schema({"addedAffinity": arguments.nested(arguments.schema({
-    REQUIRED: arguments.nested(arguments.schema({
-        "nodeSelectorTerms": arguments.items(_TERM, "expected a non-empty list of node selector terms", non_empty=True),
-    }), default=None),
-}), default={REQUIRED: None})})
-_PREFERRED_ARGS = arguments.schema({"addedAffinity": arguments.nested(arguments.schema({
-    PREFERRED: arguments.items(arguments.schema({
-        "weight": arguments.integer(minimum=1, maximum=100),
-        "preference": arguments.value(_TERM),
-    }, lambda term: PreferredTerm(term["weight"], term["preference"])).load, "expected a list of weighted terms"),
-}), default={PREFERRED: ()})})
+_TERMS = arguments.schema({
+    "nodeSelectorTerms": arguments.items(_TERM, "expected a non-empty list of node selector terms", non_empty=True),
+}, lambda required: required["nodeSelectorTerms"])
+_REQUIRED_ARGS = arguments.schema({"addedAffinity": arguments.value(arguments.schema({
+    REQUIRED: arguments.value(_TERMS.load, default=None, null=None),
+}).load, default={REQUIRED: None})})
+_WEIGHTED_TERM = arguments.schema({
+    "weight": arguments.integer(minimum=1, maximum=100),
+    "preference": arguments.value(_TERM),
+}, lambda term: PreferredTerm(term["weight"], term["preference"]))
+_PREFERRED_ARGS = arguments.schema({"addedAffinity": arguments.value(arguments.schema({
+    PREFERRED: arguments.items(_WEIGHTED_TERM.load, "expected a list of weighted terms"),
+}).load, default={PREFERRED: ()})})
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,7 @@ class NodeAffinity(PrefilteredFilter):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeAffinity:
-        required = arguments.load(_REQUIRED_ARGS, args)["addedAffinity"][REQUIRED]
-        return cls() if required is None else cls(required["nodeSelectorTerms"])
+        return cls(arguments.load(_REQUIRED_ARGS, args)["addedAffinity"][REQUIRED])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         selector = tuple(pod.node_selector.items())

@@ -1,7 +1,7 @@
 """Plugin `args` (and `settings.usage`) checked by marshmallow schemas each plugin declares as a table.
 
-    _ARGS = arguments.schema({"pressureConditions": arguments.strings(each=_not_ready)})
-    conditions = arguments.load(_ARGS, args)["pressureConditions"]
+    _ARGS = arguments.schema({"bindTimeoutSeconds": arguments.integer(minimum=1, maximum=86400, default=600)})
+    timeout = arguments.load(_ARGS, args)["bindTimeoutSeconds"]     # in the plugin's factory
 
 Every problem is reported, each as `path: message` with its path inside `args`
 (`values.spot: not a number`); the policy loader prefixes `scores[1].args.`, so a user sees
@@ -47,7 +47,7 @@ def _mapping(raw: Any) -> Mapping[str, Any]:
     return raw
 
 
-class _Value(fields.Field):
+class Value(fields.Field):
     """One value made by `read` (which raises ValidationError). A missing value is `default`, or
     "required", or else read as null; null is `null` when given, else read like any value; an
     empty result is the problem `empty` when given."""
@@ -61,10 +61,13 @@ class _Value(fields.Field):
     def deserialize(self, value: Any, attr: str | None = None, data: Any = None, **kwargs: Any) -> Any:
         if value is missing and (self.required or self.load_default is not missing):
             return super().deserialize(value, attr, data, **kwargs)
-        if value in (None, missing) and self.null is not missing:
+        if (value is None or value is missing) and self.null is not missing:
             return self.null
         made = self.read(None if value is missing else value)
         return fail(self.empty) if self.empty and not made else made
+
+
+value = Value  # the field of a value only its `read` knows how to check
 
 
 def schema(table: Mapping[str, fields.Field], build: Callable[[dict[str, Any]], Any] | None = None) -> Schema:
@@ -116,7 +119,7 @@ def read_string(raw: Any, *, allow_empty: bool = False) -> str:
 
 
 def string(*, allow_empty: bool = False, **options: Any) -> fields.Field:
-    return _Value(lambda raw: read_string(raw, allow_empty=allow_empty), **options)
+    return Value(lambda raw: read_string(raw, allow_empty=allow_empty), **options)
 
 
 def read_strings(raw: Any, each: Problem | None = None) -> tuple[str, ...]:
@@ -135,7 +138,7 @@ def read_strings(raw: Any, each: Problem | None = None) -> tuple[str, ...]:
 
 
 def strings(*, each: Problem | None = None, **options: Any) -> fields.Field:
-    return _Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
+    return Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
 
 
 def read_number(raw: Any, *, minimum: float | None = None) -> float:
@@ -150,7 +153,7 @@ def read_number(raw: Any, *, minimum: float | None = None) -> float:
 
 
 def number(*, minimum: float | None = None, **options: Any) -> fields.Field:
-    return _Value(lambda raw: read_number(raw, minimum=minimum), **options)
+    return Value(lambda raw: read_number(raw, minimum=minimum), **options)
 
 
 def read_integer(raw: Any, *, minimum: int, maximum: int) -> int:
@@ -160,26 +163,16 @@ def read_integer(raw: Any, *, minimum: int, maximum: int) -> int:
 
 
 def integer(*, minimum: int, maximum: int, **options: Any) -> fields.Field:
-    return _Value(lambda raw: read_integer(raw, minimum=minimum, maximum=maximum), **options)
+    return Value(lambda raw: read_integer(raw, minimum=minimum, maximum=maximum), **options)
 
 
 def boolean(**options: Any) -> fields.Field:
-    return _Value(lambda raw: raw if isinstance(raw, bool) else fail("expected true or false"), **options)
+    return Value(lambda raw: raw if isinstance(raw, bool) else fail("expected true or false"), **options)
 
 
 def one_of(options_: tuple[Any, ...], message: str, **options: Any) -> fields.Field:
     """One of `options_`; `message` may name the value as `{value!r}`."""
-    return _Value(lambda raw: raw if raw in options_ else fail(message.format(value=raw)), **options)
-
-
-def value(read: Read, **options: Any) -> fields.Field:
-    """A value only `read` knows how to check (it raises ValidationError)."""
-    return _Value(read, **options)
-
-
-def nested(args_schema: Schema, **options: Any) -> fields.Field:
-    """A mapping checked by its own schema; null is an empty mapping."""
-    return _Value(args_schema.load, **options)
+    return Value(lambda raw: raw if raw in options_ else fail(message.format(value=raw)), **options)
 
 
 def items(read_item: Read, what: str, *, non_empty: bool = False, **options: Any) -> fields.Field:
@@ -193,12 +186,12 @@ def items(read_item: Read, what: str, *, non_empty: bool = False, **options: Any
             raise ValidationError(what)
         return tuple(item for _, item in _each(enumerate(raw), read_item))
 
-    return _Value(read, **options)
+    return Value(read, **options)
 
 
 def table(read_value: Read, **options: Any) -> fields.Field:
     """A mapping of names to values made by `read_value`; each problem at its name."""
-    return _Value(lambda raw: dict(_each(_mapping(raw).items(), read_value)), **options)
+    return Value(lambda raw: dict(_each(_mapping(raw).items(), read_value)), **options)
 
 
 def parsed(parse: Callable[[Any, str], Any]) -> Read:

@@ -235,8 +235,8 @@ def _multiplier(raw: Any) -> float:
 
 _TARGET_LOAD_PACKING = arguments.schema({
     "targetUtilization": arguments.integer(minimum=1, maximum=100, default=DEFAULT_TARGET),
-    "defaultRequests": arguments.nested(arguments.schema({
-        "cpu": arguments.value(_millicores, default=DEFAULT_REQUEST_MILLICORES)}),
+    "defaultRequests": arguments.value(arguments.schema({
+        "cpu": arguments.value(_millicores, default=DEFAULT_REQUEST_MILLICORES)}).load,
         default={"cpu": DEFAULT_REQUEST_MILLICORES}),
     "defaultRequestsMultiplier": arguments.value(_multiplier, default=DEFAULT_MULTIPLIER),
 })
