@@ -7,10 +7,12 @@ also be used the simple way (tests, explain, third-party code) with the same ans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.builtin import arguments
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import (
     FilterPlugin,
@@ -22,6 +24,15 @@ from extender.policy.plugins import (
     ScorePlugin,
 )
 from extender.policy.status import Status
+
+
+class TakesNoArgs:
+    """A plugin without args: its factory refuses any key, so that a typo never passes silently."""
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> Self:
+        arguments.load(arguments.NONE, args)
+        return cls()
 
 
 class PrefilteredFilter(PreFilterPlugin, FilterPlugin):

@@ -8,14 +8,13 @@ runs once per pod and costs nothing per node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
-from extender.policy.builtin import arguments
+from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
@@ -24,16 +23,11 @@ NAME = names.SCHEDULING_GATES
 
 
 @dataclass(frozen=True)
-class SchedulingGates(PreFilterPlugin, FilterPlugin):
+class SchedulingGates(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """Refuse every node for a gated pod, with kube-scheduler's wording."""
 
     name: ClassVar[str] = NAME
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> SchedulingGates:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
         if not pod.scheduling_gates:

@@ -31,6 +31,7 @@ from extender.model.pods import PodView
 from extender.model.records import PodRecord
 from extender.policy import names
 from extender.policy.builtin import arguments
+from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
@@ -236,15 +237,10 @@ def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTer
 
 
 @dataclass(frozen=True)
-class InterPodAffinity(PreFilterPlugin, FilterPlugin):
+class InterPodAffinity(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """Filter. No args."""
 
     name: ClassVar[str] = names.INTER_POD_AFFINITY
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> InterPodAffinity:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> AffinityCheck | None:
         terms = pod.affinity

@@ -9,16 +9,14 @@ kube-scheduler's reason; the detail names the port.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.ports import HostPort, conflict
 from extender.policy import names
-from extender.policy.builtin import arguments
-from extender.policy.builtin.base import PrefilteredFilter
+from extender.policy.builtin.base import PrefilteredFilter, TakesNoArgs
 from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
@@ -32,15 +30,10 @@ def _refusal(port: HostPort) -> Status:
 
 
 @dataclass(frozen=True)
-class NodePorts(PrefilteredFilter):
+class NodePorts(TakesNoArgs, PrefilteredFilter):
     """No args."""
 
     name: ClassVar[str] = names.NODE_PORTS
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> NodePorts:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         wanted = pod.host_ports

@@ -10,16 +10,20 @@ tolerate and reverse-normalises, so the node with the fewest gets 100.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo, Taint
 from extender.model.pods import PodView, Toleration
 from extender.policy import names
-from extender.policy.builtin import arguments
-from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
+from extender.policy.builtin.base import (
+    PrefilteredFilter,
+    PrescoredScorer,
+    TakesNoArgs,
+    default_normalize_int,
+)
 from extender.policy.cluster import ClusterView
 from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
 from extender.policy.status import Code, Status
@@ -47,16 +51,11 @@ def untolerated_taint(tolerations: Sequence[Toleration], taints: Sequence[Taint]
 
 
 @dataclass(frozen=True)
-class TaintToleration(PrefilteredFilter):
+class TaintToleration(TakesNoArgs, PrefilteredFilter):
     """No args."""
 
     name: ClassVar[str] = names.TAINT_TOLERATION
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> TaintToleration:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         tolerations = tuple(t for t in pod.tolerations if t.effect in ("", *_FILTER_EFFECTS))
@@ -83,16 +82,11 @@ class TaintToleration(PrefilteredFilter):
 
 
 @dataclass(frozen=True)
-class TaintPreferNoSchedule(PrescoredScorer, NormalizeScores):
+class TaintPreferNoSchedule(TakesNoArgs, PrescoredScorer, NormalizeScores):
     """No args. Raw score: the number of intolerable PreferNoSchedule taints."""
 
     name: ClassVar[str] = names.TAINT_PREFER_NO_SCHEDULE
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> TaintPreferNoSchedule:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore:
         tolerations = tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
@@ -37,7 +37,7 @@ from extender.model.volumes import (
     PodVolumes,
 )
 from extender.policy import names
-from extender.policy.builtin import arguments
+from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
@@ -106,15 +106,10 @@ def _limit_refusal(csi_node: CSINode, counts: Mapping[str, int], new: Mapping[st
 
 
 @dataclass(frozen=True)
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
+class NodeVolumeLimits(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> NodeVolumeLimits:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         volumes = pod.volumes

@@ -18,15 +18,15 @@ in use, as kube-scheduler's AddPod/RemovePod do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.volumes import NO_VOLUMES, READ_WRITE_ONCE_POD, InlineDisk
 from extender.policy import names
-from extender.policy.builtin import arguments
+from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import FilterPlugin, FilterResult, PreFilterPlugin
@@ -83,15 +83,10 @@ class RestrictionsCheck:
 
 
 @dataclass(frozen=True)
-class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
+class VolumeRestrictions(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> VolumeRestrictions:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> RestrictionsCheck | Status | None:
         volumes = pod.volumes

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.wellknown import BETA_REGION, BETA_ZONE, REGION, ZONE
 from extender.policy import names
-from extender.policy.builtin import arguments
+from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
@@ -91,15 +91,10 @@ def _detail(topology: VolumeTopology, labels: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class VolumeZone(PreFilterPlugin, FilterPlugin):
+class VolumeZone(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> VolumeZone:
-        arguments.load(arguments.NONE, args)
-        return cls()
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         if not pod.volumes.claims:
