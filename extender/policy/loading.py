@@ -29,6 +29,7 @@ from marshmallow import ValidationError, fields, validate
 
 from extender.errors import ExtenderError, PolicyError
 from extender.policy import schemas
+from extender.policy.builtin import arguments
 from extender.policy.engine import Policy, WeightedScorer
 from extender.policy.plugins import extension_points
 from extender.policy.registry import Registry, default_registry
@@ -49,15 +50,6 @@ _MESSAGES = {
 }
 
 
-class _Weight(fields.Field):
-    """An integer 1..100; YAML's `true` or `1.5` are refused, not coerced."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WEIGHT:
-            raise ValidationError(f"must be an integer from 1 to {MAX_WEIGHT}")
-        return value
-
-
 class _Entry(schemas.Strict):
     def unknown_key(self, key: Any) -> str:
         return f"unknown key (allowed: {', '.join(self.keys)})"
@@ -69,7 +61,7 @@ class _FilterEntry(_Entry):
 
 
 class _ScoreEntry(_FilterEntry):
-    weight = _Weight(load_default=1)
+    weight = arguments.integer(minimum=1, maximum=MAX_WEIGHT, default=1)  # YAML's `true` or `1.5` refused
 
     class Meta(_Entry.Meta):
         fields = ("name", "weight", "args")  # in this order in the message of an unknown key

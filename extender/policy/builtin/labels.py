@@ -106,19 +106,14 @@ def _rule(raw: dict[str, Any], where: str) -> LabelRule:
     return LabelRule(namespaces, excluded, selector, tuple(checks))
 
 
-def _some_values(entry: dict[str, Any]) -> dict[str, Any]:
-    if entry["values"] == ():
-        raise arguments.Invalid({"values": ["must not be empty (omit it to mean any value)"]})
-    return entry
-
-
 def _some_checks(rule: dict[str, Any]) -> dict[str, Any]:
     if not rule["require"] and not rule["forbid"]:
         raise arguments.Invalid("a rule needs at least one require or forbid entry")
     return rule
 
 
-_ENTRY = arguments.schema({"label": arguments.string(), "values": arguments.strings(default=None)}, _some_values)
+_ENTRY = arguments.schema({"label": arguments.string(), "values": arguments.strings(
+    default=None, empty="must not be empty (omit it to mean any value)")})
 _ENTRIES = "expected a list of {label, values} entries"
 _SELECTOR = arguments.parsed(parse_label_selector)
 _RULES = arguments.schema({"rules": arguments.items(arguments.schema({
@@ -130,17 +125,12 @@ _RULES = arguments.schema({"rules": arguments.items(arguments.schema({
 }, _some_checks).load, "expected a list of rules")})
 
 
-def _some_label_values(args: dict[str, Any]) -> dict[str, Any]:
-    if not args["values"]:
-        raise arguments.Invalid({"values": ["must name at least one label value"]})
-    return args
-
-
 _PREFERENCE = arguments.schema({
     "label": arguments.string(required=True),
-    "values": arguments.table(lambda raw: arguments.read_number(raw, minimum=0), required=True),
+    "values": arguments.table(lambda raw: arguments.read_number(raw, minimum=0), required=True,
+                              empty="must name at least one label value"),
     "default": arguments.number(minimum=0, default=0.0),
-}, _some_label_values)
+})
 
 
 @dataclass(frozen=True)
