@@ -131,12 +131,6 @@ def _query(default: Query | None) -> Any:
     return arguments.value(_read_query, default=default, null=None)  # null turns a default query off
 
 
-def _one_of_both(table: dict[str, Any], message: str) -> dict[str, Any]:
-    if not table["cpu"] and not table["memory"]:
-        raise arguments.Invalid(message)
-    return table
-
-
 def _url(raw: Any) -> str:
     url = arguments.read_string(raw)
     return url.rstrip("/") if url.startswith(("http://", "https://")) else arguments.fail(
@@ -153,7 +147,7 @@ _QUERIES = arguments.schema({
     "memory": _query(Query(DEFAULT_MEMORY_QUERY)),
     "cpuStdev": _query(None),
     "memoryStdev": _query(None),
-}, lambda table: _one_of_both(table, "needs a cpu or a memory query"))
+}, arguments.one_needed(("cpu", "memory"), "needs a cpu or a memory query"))
 _PROMETHEUS = arguments.schema({
     "url": arguments.value(_url),
     "nodeLabel": arguments.string(default="node"),
@@ -171,7 +165,8 @@ _ANNOTATIONS = arguments.schema({
     "cpu_stdev": _annotation_key("", data_key="cpuStdev"),
     "memory_stdev": _annotation_key("", data_key="memoryStdev"),
     "unit": _unit(PERCENT),
-}, lambda a: AnnotationSettings(**_one_of_both(a, "needs a cpu or a memory annotation key")))
+}, arguments.one_needed(("cpu", "memory"), "needs a cpu or a memory annotation key",
+                        lambda a: AnnotationSettings(**a)))
 
 
 def _usage(table: dict[str, Any]) -> UsageSettings:

@@ -82,6 +82,15 @@ def schema(table: Mapping[str, fields.Field], build: Callable[[dict[str, Any]], 
 NONE = schema({})  # the args of a plugin that takes none
 
 
+def one_needed(keys: tuple[str, ...], message: str, build: Callable[[dict[str, Any]], Any] = dict) -> Callable:
+    """A `build` that refuses values in which none of `keys` is set, then makes `build(values)`."""
+
+    def check(values: dict[str, Any]) -> Any:
+        return build(values) if any(values[key] for key in keys) else fail(message)
+
+    return check
+
+
 def load(args_schema: Schema, raw: Any, where: str = "") -> Any:
     """The checked values of `raw`, or a PolicyError naming every problem under `where`."""
     try:

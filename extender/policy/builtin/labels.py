@@ -106,23 +106,17 @@ def _rule(raw: dict[str, Any], where: str) -> LabelRule:
     return LabelRule(namespaces, excluded, selector, tuple(checks))
 
 
-def _some_checks(rule: dict[str, Any]) -> dict[str, Any]:
-    if not rule["require"] and not rule["forbid"]:
-        raise arguments.Invalid("a rule needs at least one require or forbid entry")
-    return rule
-
-
 _ENTRY = arguments.schema({"label": arguments.string(), "values": arguments.strings(
     default=None, empty="must not be empty (omit it to mean any value)")})
 _ENTRIES = "expected a list of {label, values} entries"
-_SELECTOR = arguments.parsed(parse_label_selector)
 _RULES = arguments.schema({"rules": arguments.items(arguments.schema({
     "namespaces": arguments.strings(default=None),  # None: any namespace
     "excludedNamespaces": arguments.strings(),
-    "podSelector": arguments.value(lambda raw: None if raw is None else _SELECTOR(raw), default=None),
+    "podSelector": arguments.value(arguments.parsed(parse_label_selector), default=None, null=None),
     "require": arguments.items(_ENTRY.load, _ENTRIES),
     "forbid": arguments.items(_ENTRY.load, _ENTRIES),
-}, _some_checks).load, "expected a list of rules")})
+}, arguments.one_needed(("require", "forbid"), "a rule needs at least one require or forbid entry")).load,
+    "expected a list of rules")})
 
 
 _PREFERENCE = arguments.schema({

@@ -77,21 +77,15 @@ def go_round(value: float) -> int:
     return int(math.floor(value + 0.5)) if value >= 0 else -int(math.floor(-value + 0.5))
 
 
-def _percent(raw: Any) -> float | None:
-    if raw is None:
-        return None
+def _percent(raw: Any) -> float:
     value = arguments.read_number(raw)
     return value if 0 < value <= 100 else arguments.fail("must be a percentage above 0 and at most 100")
 
 
-def _a_threshold(args: dict[str, Any]) -> dict[str, Any]:
-    if args["cpu"] is None and args["memory"] is None:
-        raise arguments.Invalid("give a cpu or a memory threshold (percent of the node's capacity)")
-    return args
-
-
-_NODE_LOAD = arguments.schema({"cpu": arguments.value(_percent, default=None),
-                               "memory": arguments.value(_percent, default=None)}, _a_threshold)
+_THRESHOLD = "give a cpu or a memory threshold (percent of the node's capacity)"
+_NODE_LOAD = arguments.schema({"cpu": arguments.value(_percent, default=None, null=None),
+                               "memory": arguments.value(_percent, default=None, null=None)},
+                              arguments.one_needed(("cpu", "memory"), _THRESHOLD))
 
 
 def _cores(millicores: float) -> str:
