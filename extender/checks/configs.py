@@ -163,10 +163,6 @@ class _List(fields.List):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
-def _struct(name: str, table: dict[str, fields.Field]) -> type[_Struct]:
-    return _Struct.from_dict(table, name=name)
-
-
 def _one(struct: type[_Struct]) -> fields.Field:
     return fields.Nested(struct, allow_none=True)
 
@@ -175,7 +171,7 @@ def _many(struct: type[_Struct]) -> fields.Field:
     return _List(fields.Nested(struct, allow_none=True), allow_none=True)
 
 
-_LEADER_ELECTION = _struct("LeaderElection", {
+_LEADER_ELECTION = _Struct.from_dict({
     "leaderElect": _boolean(),
     "leaseDuration": _duration(),
     "renewDeadline": _duration(),
@@ -185,7 +181,7 @@ _LEADER_ELECTION = _struct("LeaderElection", {
     "resourceNamespace": _string(),
 })
 
-_CLIENT_CONNECTION = _struct("ClientConnection", {
+_CLIENT_CONNECTION = _Struct.from_dict({
     "kubeconfig": _string(),
     "acceptContentTypes": _string(),
     "contentType": _string(),
@@ -193,8 +189,8 @@ _CLIENT_CONNECTION = _struct("ClientConnection", {
     "burst": _int32(),
 })
 
-_PLUGIN = _struct("Plugin", {"name": _string(), "weight": _int32()})
-_PLUGIN_SET = _struct("PluginSet", {"enabled": _many(_PLUGIN), "disabled": _many(_PLUGIN)})
+_PLUGIN = _Struct.from_dict({"name": _string(), "weight": _int32()})
+_PLUGIN_SET = _Struct.from_dict({"enabled": _many(_PLUGIN), "disabled": _many(_PLUGIN)})
 _EXTENSION_POINTS = (
     "preEnqueue",
     "queueSort",
@@ -214,11 +210,11 @@ _EXTENSION_POINTS = (
     "placementFeasible",
     "podGroupPostFilter",
 )
-_PLUGINS = _struct("Plugins", {point: _one(_PLUGIN_SET) for point in _EXTENSION_POINTS})
+_PLUGINS = _Struct.from_dict({point: _one(_PLUGIN_SET) for point in _EXTENSION_POINTS})
 # Plugin args: kube-scheduler decodes them per plugin; not modelled here.
-_PLUGIN_CONFIG = _struct("PluginConfig", {"name": _string(), "args": fields.Raw(allow_none=True)})
+_PLUGIN_CONFIG = _Struct.from_dict({"name": _string(), "args": fields.Raw(allow_none=True)})
 
-_PROFILE = _struct("Profile", {
+_PROFILE = _Struct.from_dict({
     "schedulerName": _string(),
     "percentageOfNodesToScore": _int32(),
     "percentageOfPlacementsToScore": _int32(),
@@ -226,7 +222,7 @@ _PROFILE = _struct("Profile", {
     "pluginConfig": _many(_PLUGIN_CONFIG),
 })
 
-_TLS_CONFIG = _struct("TLSConfig", {
+_TLS_CONFIG = _Struct.from_dict({
     "insecure": _boolean(),
     "serverName": _string(),
     "certFile": _string(),
@@ -237,9 +233,9 @@ _TLS_CONFIG = _struct("TLSConfig", {
     "caData": _bytes(),
 })
 
-_MANAGED_RESOURCE = _struct("ManagedResource", {"name": _string(), "ignoredByScheduler": _boolean()})
+_MANAGED_RESOURCE = _Struct.from_dict({"name": _string(), "ignoredByScheduler": _boolean()})
 
-_EXTENDER = _struct("Extender", {
+_EXTENDER = _Struct.from_dict({
     "urlPrefix": _string(),
     "filterVerb": _string(),
     "preemptVerb": _string(),
@@ -254,7 +250,7 @@ _EXTENDER = _struct("Extender", {
     "ignorable": _boolean(),
 })
 
-_CONFIGURATION = _struct("KubeSchedulerConfiguration", {
+_CONFIGURATION = _Struct.from_dict({
     "apiVersion": _string(),
     "kind": _string(),
     "parallelism": _int32(),

@@ -1,10 +1,8 @@
 """The one way this project checks what a user wrote: marshmallow schemas, each problem a `path: message` line.
 
-The policy file (policy/loading), plugin arguments (policy/builtin/arguments), `settings.usage`
-(policy/usage_settings), kube-scheduler's configuration (checks/configs) and the extender/v1
-bodies (wire) all load through marshmallow and report through `problems`, so a path reads the
-same everywhere (`scores[1].args.values.spot`). Schemas run when a policy or a file loads and
-on a request's envelope; the engine never imports this module.
+The policy file, plugin args, `settings.usage`, kube-scheduler's configuration (checks/configs)
+and the extender/v1 envelope (wire) all load through marshmallow and report through `problems`.
+They run when a policy or a file loads and on a request's envelope; the engine never imports this.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ def type_name(value: Any) -> str:
 
 class Strict(Schema):
     """A mapping whose every key is a declared field: each unknown key is a problem at its own path,
-    reported beside the problems of the known ones (marshmallow's RAISE says neither which
-    fields exist nor anything else about the object)."""
+    beside the problems of the known ones (marshmallow's RAISE names no field that exists)."""
 
     class Meta:
         unknown = EXCLUDE

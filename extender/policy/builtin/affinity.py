@@ -44,8 +44,9 @@ def _matches_any(terms: tuple[NodeSelectorTerm, ...], info: NodeInfo) -> bool:
 
 _TERM = arguments.parsed(parse_node_selector_term)
 # kube-scheduler also takes preferred terms in NodeAffinity's addedAffinity; ours belong to PreferredNodeAffinity.
+_NON_EMPTY = "expected a non-empty list of node selector terms"
 _TERMS = arguments.schema({
-    "nodeSelectorTerms": arguments.items(_TERM, "expected a non-empty list of node selector terms", non_empty=True),
+    "nodeSelectorTerms": arguments.items(_TERM, _NON_EMPTY, empty=_NON_EMPTY),
 }, lambda required: required["nodeSelectorTerms"])
 _REQUIRED_ARGS = arguments.schema({"addedAffinity": arguments.value(arguments.schema({
     REQUIRED: arguments.value(_TERMS.load, default=None, null=None),

@@ -22,7 +22,6 @@ from extender.errors import InvalidObject, PolicyError
 from extender.policy import schemas
 
 Read = Callable[[Any], Any]
-Problem = Callable[[Any], str]
 Invalid = ValidationError  # what a `build` raises: Invalid("message") or Invalid({"field": ["message"]})
 
 
@@ -131,7 +130,7 @@ def string(*, allow_empty: bool = False, **options: Any) -> fields.Field:
     return Value(lambda raw: read_string(raw, allow_empty=allow_empty), **options)
 
 
-def read_strings(raw: Any, each: Problem | None = None) -> tuple[str, ...]:
+def read_strings(raw: Any, each: Callable[[str], str] | None = None) -> tuple[str, ...]:
     """A list of non-empty strings, kept in order, duplicates dropped; `each(item)` names a problem."""
 
     def read_item(raw: Any) -> str:
@@ -146,7 +145,7 @@ def read_strings(raw: Any, each: Problem | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item for _, item in _each(enumerate(raw), read_item)))
 
 
-def strings(*, each: Problem | None = None, **options: Any) -> fields.Field:
+def strings(*, each: Callable[[str], str] | None = None, **options: Any) -> fields.Field:
     return Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
 
 
@@ -184,16 +183,14 @@ def one_of(options_: tuple[Any, ...], message: str, **options: Any) -> fields.Fi
     return Value(lambda raw: raw if raw in options_ else fail(message.format(value=raw)), **options)
 
 
-def items(read_item: Read, what: str, *, non_empty: bool = False, **options: Any) -> fields.Field:
-    """A list (null: empty unless `non_empty`), each item made by `read_item` (a schema's `load` for
-    mappings); `what` is the problem of anything else."""
+def items(read_item: Read, what: str, **options: Any) -> fields.Field:
+    """A list (null: empty), each item made by `read_item` (a schema's `load` for mappings); `what`
+    is the problem of anything else."""
 
     def read(raw: Any) -> tuple[Any, ...]:
-        if raw is None and not non_empty:
-            return ()
-        if not isinstance(raw, list) or (non_empty and not raw):
+        if raw is not None and not isinstance(raw, list):
             raise ValidationError(what)
-        return tuple(item for _, item in _each(enumerate(raw), read_item))
+        return tuple(item for _, item in _each(enumerate(raw or ()), read_item))
 
     return Value(read, **options)
 

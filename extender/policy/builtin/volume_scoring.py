@@ -42,11 +42,11 @@ def _increasing(args: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     return points
 
 
+_POINTS = "expected a non-empty list of {utilization, score}"
 _ARGS = arguments.schema({"shape": arguments.items(arguments.schema({
     "utilization": arguments.integer(minimum=0, maximum=MAX_UTILIZATION),
     "score": arguments.integer(minimum=0, maximum=MAX_CUSTOM_SCORE),
-}).load, "expected a non-empty list of {utilization, score}", non_empty=True,
-    default=tuple({"utilization": utilization, "score": score} for utilization, score in DEFAULT_SHAPE))}, _increasing)
+}).load, _POINTS, empty=_POINTS, default=tuple({"utilization": u, "score": s} for u, s in DEFAULT_SHAPE))}, _increasing)
 
 
 def broken_linear(shape: tuple[tuple[int, int], ...], utilization: int) -> int:
