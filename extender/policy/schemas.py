@@ -13,17 +13,13 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, pre_load, validates_schema
 
 Path = tuple[str | int, ...]
+_KINDS = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (Mapping, "a mapping"))
 
 
 def type_name(value: Any) -> str:
     """How a message names what it got: `a number`, `a mapping`, `null`."""
-    if value is None:
-        return "null"
-    for kind, name in ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"),
-                       (Mapping, "a mapping")):
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
+    return "null" if value is None else next((name for kind, name in _KINDS if isinstance(value, kind)),
+                                             type(value).__name__)
 
 
 class Strict(Schema):
