@@ -50,7 +50,7 @@ class Strict(Schema):
     @validates_schema(pass_original=True, skip_on_field_errors=False)
     def _known_keys(self, _: Any, original: Mapping[Any, Any], **__: Any) -> None:
         keys = self.keys
-        unknown = {key: [self.unknown_key(key)] for key in original or () if key not in keys}
+        unknown = {str(key): [self.unknown_key(key)] for key in original or () if key not in keys}
         if unknown:
             raise ValidationError(unknown)
 

@@ -12,7 +12,7 @@ schema runs when a policy loads, never per pod.
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -151,9 +151,9 @@ def strings(*, each: Callable[[str], str] | None = None, **options: Any) -> fiel
 
 def read_number(raw: Any, *, minimum: float | None = None) -> float:
     """An int or float (never a bool, which YAML produces from `yes`/`no`)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or math.isnan(raw):
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw != raw:
         raise ValidationError("not a number")
-    if math.isinf(raw):
+    if abs(raw) > sys.float_info.max:  # inf, or an int no float holds
         raise ValidationError("not a finite number")
     if minimum is not None and raw < minimum:
         raise ValidationError(f"must be at least {minimum:g}")
@@ -178,9 +178,9 @@ def boolean(**options: Any) -> fields.Field:
     return Value(lambda raw: raw if isinstance(raw, bool) else fail("expected true or false"), **options)
 
 
-def one_of(options_: tuple[Any, ...], message: str, **options: Any) -> fields.Field:
-    """One of `options_`; `message` may name the value as `{value!r}`."""
-    return Value(lambda raw: raw if raw in options_ else fail(message.format(value=raw)), **options)
+def one_of(choices: tuple[Any, ...], message: str, **options: Any) -> fields.Field:
+    """One of `choices`; `message` may name the value as `{value!r}`."""
+    return Value(lambda raw: raw if raw in choices else fail(message.format(value=raw)), **options)
 
 
 def items(read_item: Read, what: str, **options: Any) -> fields.Field:
