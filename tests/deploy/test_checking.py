@@ -521,6 +521,13 @@ def test_each_mistake_reads_as_before(where: str, value: object, expected: list[
     assert problems_of(doc) == expected
 
 
+def test_a_key_that_is_no_string_is_named_as_written() -> None:
+    doc = good()
+    doc[1] = 2
+    doc["extenders"][0][True] = 1
+    assert problems_of(doc) == ["1: unknown field", "extenders[0].True: unknown field"]
+
+
 @pytest.mark.parametrize("document", [None, "x", [], 3])
 def test_a_document_that_is_no_mapping(document: object) -> None:
     (problem,) = problems_of(document)  # type: ignore[arg-type]
