@@ -38,6 +38,7 @@ def _order(name: str) -> tuple[int, str]:
     # kube-scheduler reports cpu, memory, ephemeral-storage, then the others.
     return _FIRST.get(name, 3), name
 
+
 _ARGS = arguments.schema({
     "ignoredResources": arguments.strings(),
     "ignoredResourceGroups": arguments.strings(
