@@ -122,13 +122,10 @@ def _seconds(default: float | None, minimum: float = 0.0, **options: Any) -> Any
     return arguments.value(lambda raw: duration(raw, minimum=minimum), default=default, **options)
 
 
-def _read_query(raw: Any) -> Query:
-    """`expr` text alone, or {query: ..., unit: ...}."""
-    return Query(arguments.read_string(raw)) if isinstance(raw, str) else _QUERY.load(raw)
-
-
 def _query(default: Query | None) -> Any:
-    return arguments.value(_read_query, default=default, null=None)  # null turns a default query off
+    """`expr` text alone, or {query: ..., unit: ...}; null turns a default query off."""
+    return arguments.value(lambda raw: Query(arguments.read_string(raw)) if isinstance(raw, str) else _QUERY.load(raw),
+                           default=default, null=None)
 
 
 def _url(raw: Any) -> str:
