@@ -1,4 +1,5 @@
-"""The layering of docs/architecture.md, enforced: model, the policy engine and the cluster state stay pure.
+"""The layering of docs/architecture.md, enforced: model, the policy engine, the gang coordinator and the
+cluster state stay pure.
 
 model <- policy <- cluster <- kube, wire <- webhook, scheduler <- cli. The engine imports no
 HTTP framework, no Kubernetes client and no schema library, so the webhook, the
@@ -39,7 +40,8 @@ def _bad(path: Path, forbidden: set[str]) -> set[str]:
             if any(name == f or name.startswith(f + ".") for f in forbidden - allowed)}
 
 
-@pytest.mark.parametrize("path", sorted([*PACKAGE.glob("model/*.py"), *PACKAGE.glob("policy/**/*.py")]),
+@pytest.mark.parametrize("path", sorted([*PACKAGE.glob("model/*.py"), *PACKAGE.glob("policy/**/*.py"),
+                                          *PACKAGE.glob("gangs/*.py")]),
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_pure_layers_import_no_adapters(path: Path) -> None:
     bad = _bad(path, FORBIDDEN)
@@ -55,3 +57,4 @@ def test_the_cluster_state_speaks_to_no_api_server(path: Path) -> None:
 def test_the_layer_tests_see_the_packages() -> None:
     """A renamed folder must not make the tests above pass on nothing."""
     assert len(list(PACKAGE.glob("cluster/*.py"))) > 5 and len(list(PACKAGE.glob("policy/builtin/*.py"))) > 10
+    assert len(list(PACKAGE.glob("gangs/*.py"))) >= 4

@@ -1,0 +1,8 @@
+"""Gang scheduling, pure: who may be tried, who waits at Permit, when a group is released or sent back.
+
+`coordinator` keeps the members of every pod group and their holds (time injected, thread-safe,
+no I/O); `fitting` answers "can the members still to place fit at all" for the webhook's filter;
+`topology` gives the candidate node sets of a group with a topology constraint. The adapters
+(the standalone queue and Permit, the webhook's filter and bind) feed them; docs/gangs.md says
+which kube-scheduler and Coscheduling facts each rule follows.
+"""
