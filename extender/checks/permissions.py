@@ -95,8 +95,12 @@ _STORAGE_READS = (
 _EVENT_WRITE = ("create", "patch")
 
 
+#: The two pod-group APIs (docs/gangs.md): kube-scheduler v1.36's and Coscheduling's CRD.
+POD_GROUP_API_GROUPS = ("scheduling.k8s.io", "scheduling.x-k8s.io")
+
+
 def required_permissions(
-    mode: str, *, bind: bool = True, leader_elect: bool = True, devices: bool = True
+    mode: str, *, bind: bool = True, leader_elect: bool = True, devices: bool = True, gangs: bool = True
 ) -> list[Permission]:
     """Everything `mode` ("webhook" or "standalone") needs, sorted, without duplicates.
 
@@ -104,7 +108,8 @@ def required_permissions(
     standalone scheduler always binds. `leader_elect` matters for standalone only
     (the webhook is stateless and never elects a leader). `devices`: binds of shared-GPU
     pods go through the device ledger (deploy/ grants it; a policy without DeviceFit
-    never writes it).
+    never writes it). `gangs`: pod groups of both APIs are read, and their status written
+    (PodGroupScheduled, Coscheduling's phase and counts), as kube-scheduler's own RBAC does.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
@@ -124,6 +129,13 @@ def required_permissions(
     # Events tell users why a pod went where it did, or why it did not go anywhere.
     perms += _verbs(_EVENT_WRITE, "events", "post Scheduled/FailedScheduling events")
     perms += _verbs(_EVENT_WRITE, "events", "post events (events.k8s.io/v1)", group="events.k8s.io")
+    if gangs:
+        for group in POD_GROUP_API_GROUPS:
+            perms += _verbs(_READ, "podgroups", "watch pod groups to place their members all or nothing",
+                            group=group)
+            perms += [Permission(verb, "podgroups", group, "status",
+                                 why="record a pod group's scheduling outcome on its status")
+                      for verb in ("update", "patch")]
     if mode == "standalone" or bind:
         # Binding is core/v1: POST pods/NAME/binding, and the older POST .../bindings.
         perms.append(Permission("create", "pods", subresource="binding", why="bind pods to nodes"))

@@ -23,11 +23,12 @@ from extender.checks.permissions import DEFAULT_NAMESPACE
 
 from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render
 
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 EXPECTED_KINDS = {
     "": {
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
         "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
+        "CustomResourceDefinition",
     },
     "overlays/webhook": {
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
@@ -119,6 +120,7 @@ def test_objects_match_the_kubernetes_schema(relative: str) -> None:
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): client.V1ClusterRoleBinding,
         ("rbac.authorization.k8s.io/v1", "Role"): client.V1Role,
         ("rbac.authorization.k8s.io/v1", "RoleBinding"): client.V1RoleBinding,
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): client.V1CustomResourceDefinition,
     }
     for doc in render(relative):
         model = models[(doc["apiVersion"], doc["kind"])]
