@@ -207,13 +207,14 @@ def scheduled_condition_patch(raw_group: Any, reason: str, message: str, now: st
     existing = next((c for c in conditions if c.get("type") == SCHEDULED_CONDITION), None)
     if existing is not None and existing.get("status") == "True" and status != "True":
         return None
-    condition = {
+    condition: dict[str, Any] = {
         "type": SCHEDULED_CONDITION, "status": status, "reason": reason, "message": message,
-        "observedGeneration": generation,
         "lastTransitionTime": (existing.get("lastTransitionTime") or now
                                if existing is not None and existing.get("status") == status else now),
     }
-    if existing is not None and all(existing.get(k) == condition[k]
+    if generation:  # omitempty: the API server stores no 0 (and sets no generation on PodGroups)
+        condition["observedGeneration"] = generation
+    if existing is not None and all(existing.get(k) == condition.get(k)
                                     for k in ("status", "reason", "message", "observedGeneration")):
         return None
     kept = [dict(c) if c is not existing else condition for c in conditions]

@@ -147,6 +147,10 @@ def test_scheduled_condition_first_write() -> None:
     patch = pg.scheduled_condition_patch(v1alpha2(), pg.REASON_UNSCHEDULABLE, "waiting", "T1")
     assert condition(patch) == {"type": pg.SCHEDULED_CONDITION, "status": "False", "reason": "Unschedulable",
                                 "message": "waiting", "observedGeneration": 2, "lastTransitionTime": "T1"}
+    # The API server sets no generation on PodGroups: then no observedGeneration (omitempty).
+    raw = v1alpha2()
+    del raw["metadata"]["generation"]
+    assert "observedGeneration" not in condition(pg.scheduled_condition_patch(raw, pg.REASON_SCHEDULED, "", "T1"))
 
 
 def with_conditions(*conditions: dict[str, Any]) -> dict[str, Any]:
