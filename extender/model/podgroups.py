@@ -74,7 +74,7 @@ class PodGroup:
     min_count: int  # 1 for basic groups
     timeout: float  # seconds a placed member may wait for its quorum
     min_resources: Resources  # Coscheduling's spec.minResources, {} when absent
-    topology_keys: tuple[str, ...]  # v1alpha2 spec.schedulingConstraints.topology[].key
+    topology_keys: tuple[str, ...]  # v1alpha2 spec.schedulingConstraints.topology[].key (at most one)
 
     @property
     def is_gang(self) -> bool:
@@ -140,7 +140,10 @@ def _parse_v1alpha2(raw: Any) -> PodGroup:
         policy, min_count = BASIC, 1
     constraints = as_object(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
     keys = []
-    for i, item in enumerate(as_list(constraints.get("topology"), "spec.schedulingConstraints.topology")):
+    topology = as_list(constraints.get("topology"), "spec.schedulingConstraints.topology")
+    if len(topology) > 1:
+        raise InvalidObject(f"spec.schedulingConstraints.topology: at most 1 item, got {len(topology)}")
+    for i, item in enumerate(topology):
         where = f"spec.schedulingConstraints.topology[{i}]"
         key = as_str(as_object(item, where).get("key"), f"{where}.key")
         if not key:
@@ -153,7 +156,7 @@ def _parse_v1alpha2(raw: Any) -> PodGroup:
 def _parse_coscheduling(raw: Any) -> PodGroup:
     name, namespace, uid, generation, spec = _meta_parts(raw, "PodGroup")
     # minMember is `omitempty` with minimum 1: absent reads as 0, which Coscheduling treats like 1.
-    min_count = max(_int(spec.get("minMember"), "spec.minMember", minimum=0, default=0), 1)
+    min_count = _int(spec.get("minMember"), "spec.minMember", minimum=1, default=1)
     seconds = spec.get("scheduleTimeoutSeconds")
     timeout = (COSCHEDULING_TIMEOUT_SECONDS if seconds is None
                else float(_int(seconds, "spec.scheduleTimeoutSeconds", minimum=1)))

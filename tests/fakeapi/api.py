@@ -505,6 +505,8 @@ class ApiHandler:
             old = self.store.get(rt.storage, route.namespace or "", route.name)
             if old is None:
                 raise ApiError.not_found(rt.plural, route.name, rt.group)
+            if rt.custom and content_type.split(";", 1)[0].strip().lower() == patches.STRATEGIC_MERGE_PATCH:
+                raise ApiError.unsupported_media_type_for_custom_resource()
             patched = patches.apply_patch(content_type, self._serve(rt, old), patch)
             self._check_body_type(rt, patched)
             patched = self._to_storage(rt, patched)

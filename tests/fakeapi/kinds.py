@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import events, pods, storage
+from . import events, podgroups, pods, storage
 from .resources import ResourceType
 from .status import ApiError, FieldError, GoLiteral
 from .validation import check_times, qualified_name_errors, validate_metadata
@@ -125,6 +125,8 @@ def prepare_create(
     _check_times(rt, obj)
     if rt.storage in storage.STORAGE_KINDS:
         return storage.prepare_create(rt, obj, store)
+    if rt.storage in podgroups.STORAGE_KINDS:
+        return podgroups.prepare_create(rt, obj, store)
     if rt.storage == "pods":
         return pods.prepare_create(obj, priority_classes)
     if rt.storage == "events":
@@ -155,6 +157,8 @@ def validate_update(
     _check_times(rt, new)
     if rt.storage in storage.STORAGE_KINDS:
         storage.validate_update(rt, new, old, subresource)
+    elif rt.storage in podgroups.STORAGE_KINDS:
+        podgroups.validate_update(rt, new, old, subresource)
     elif rt.storage == "pods":
         if subresource != "status":
             pods.apply_spec_defaults(new.setdefault("spec", {}))

@@ -16,7 +16,7 @@ from typing import Any
 
 from .quantities import parse_quantity, quantities_equal
 from .status import ApiError, FieldError
-from .validation import check_times, is_dns_label, validate_metadata
+from .validation import check_times, is_dns_label, is_dns_subdomain, validate_metadata
 
 DEFAULT_PRIORITY_CLASSES = {
     "system-node-critical": 2000001000,
@@ -171,7 +171,28 @@ def validate_spec(spec: Any) -> list[FieldError]:
     for i, gate in enumerate(spec.get("schedulingGates") or []):
         if not isinstance(gate, dict) or not gate.get("name"):
             errs.append(FieldError("Required", f"spec.schedulingGates[{i}].name"))
+    errs += _scheduling_group_errors(spec.get("schedulingGroup"))
     return errs
+
+
+_SUBDOMAIN_DETAIL = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _scheduling_group_errors(group: Any) -> list[FieldError]:
+    """spec.schedulingGroup (GenericWorkload): a union whose only member is podGroupName."""
+    if group is None:
+        return []
+    name = group.get("podGroupName") if isinstance(group, dict) else None
+    path = "spec.schedulingGroup.podGroupName"
+    if name is None:
+        return [FieldError("Invalid", path, None, "must specify one of: `podGroupName`")]
+    if not isinstance(name, str) or not is_dns_subdomain(name):
+        return [FieldError("Invalid", path, name, _SUBDOMAIN_DETAIL)]
+    return []
 
 
 def check_pod_times(obj: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ class ResourceType:
     allow_unconditional_update: bool = True  # PUT without metadata.resourceVersion
     return_deleted_object: bool = False
     has_status: bool = False  # main-resource writes keep status; /status writes keep the rest
+    custom: bool = False  # served by a CRD: no strategic merge patch
     verbs: tuple[str, ...] = (
         "create",
         "delete",
@@ -224,11 +225,29 @@ VOLUME_ATTACHMENT = ResourceType(
     "volumeattachments", _META, selectors.meta_fields, subresources=("status",), has_status=True,
 )
 
+# Pod groups (tests/fakeapi/podgroups.py): kube-scheduler v1.36's alpha API, served as with
+# `--runtime-config=scheduling.k8s.io/v1alpha2=true` and the gang gates, and Coscheduling's CRD,
+# served as if deploy/components/podgroup-crd were installed.
+SCHEDULING_GROUP = "scheduling.k8s.io"
+COSCHEDULING_GROUP = "scheduling.x-k8s.io"
+POD_GROUP = ResourceType(
+    SCHEDULING_GROUP, "v1alpha2", "podgroups", "podgroup", "PodGroup", True, "podgroups", _META,
+    selectors.meta_fields, subresources=("status",), has_status=True,
+)
+WORKLOAD = ResourceType(
+    SCHEDULING_GROUP, "v1alpha2", "workloads", "workload", "Workload", True, "workloads", _META,
+    selectors.meta_fields,
+)
+COSCHEDULING_POD_GROUP = ResourceType(
+    COSCHEDULING_GROUP, "v1alpha1", "podgroups", "podgroup", "PodGroup", True, "coschedulingpodgroups", _META,
+    selectors.meta_fields, subresources=("status",), short_names=("pg", "pgs"), has_status=True, custom=True,
+)
+
 RESOURCES: dict[tuple[str, str], ResourceType] = {
     (r.group, r.plural): r for r in (
         POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, NODE_METRICS,
         PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS, CSI_NODE, CSI_DRIVER, CSI_STORAGE_CAPACITY,
-        VOLUME_ATTACHMENT,
+        VOLUME_ATTACHMENT, POD_GROUP, WORKLOAD, COSCHEDULING_POD_GROUP,
     )
 }
 
@@ -237,8 +256,9 @@ BINDINGS = "bindings"
 SELF_SUBJECT_ACCESS_REVIEWS = "selfsubjectaccessreviews"
 AUTHZ_GROUP = "authorization.k8s.io"
 
+# The preferred version of each group; a group may serve more (`served_versions`).
 GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1",
-                  "scheduling.k8s.io": "v1", "policy": "v1", STORAGE_GROUP: "v1"}
+                  SCHEDULING_GROUP: "v1", "policy": "v1", STORAGE_GROUP: "v1", COSCHEDULING_GROUP: "v1alpha1"}
 # Aggregated groups: listed by discovery only while their backend is installed.
 AGGREGATED_GROUP_VERSIONS = {METRICS_GROUP: "v1beta1"}
 
@@ -283,13 +303,22 @@ def group_version(group: str, aggregated: frozenset[str] = frozenset()) -> str |
     return GROUP_VERSIONS.get(group) if group else "v1"
 
 
+def served_versions(group: str, aggregated: frozenset[str] = frozenset()) -> list[str]:
+    """Every version of `group` served, the preferred one first (scheduling.k8s.io: v1, v1alpha2)."""
+    preferred = group_version(group, aggregated)
+    if preferred is None:
+        return []
+    others = sorted({r.version for r in RESOURCES.values() if r.group == group} - {preferred})
+    return [preferred, *others]
+
+
 def resource_list(group: str, version: str, aggregated: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """APIResourceList for /api/v1 or /apis/{group}/{version}."""
-    if group_version(group, aggregated) != version:
+    if version not in served_versions(group, aggregated):
         return None
     entries: list[dict[str, Any]] = []
     for r in RESOURCES.values():
-        if r.group != group:
+        if r.group != group or r.version != version:
             continue
         entries.append(_resource_entry(r))
         for sub in r.subresources:
@@ -342,16 +371,16 @@ def api_versions(address: str) -> dict[str, Any]:
 
 
 def api_group(group: str, aggregated: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-    version = group_version(group, aggregated) if group else None
-    if version is None:
+    versions = served_versions(group, aggregated) if group else []
+    if not versions:
         return None
-    gv = {"groupVersion": f"{group}/{version}", "version": version}
+    listed = [{"groupVersion": f"{group}/{version}", "version": version} for version in versions]
     return {
         "kind": "APIGroup",
         "apiVersion": "v1",
         "name": group,
-        "versions": [gv],
-        "preferredVersion": gv,
+        "versions": listed,
+        "preferredVersion": listed[0],
     }
 
 

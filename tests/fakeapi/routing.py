@@ -129,8 +129,7 @@ def parse_route(group: str, version: str, rest: list[str]) -> Route:
     ):
         raise ApiError.unknown_path()
     if rt is not None:
-        served = resources.GROUP_VERSIONS.get(group) or resources.AGGREGATED_GROUP_VERSIONS.get(group, "v1")
-        if (served != version) or (
+        if (rt.version != version) or (
             rt.namespaced and namespace is None and name is not None
         ):
             raise ApiError.unknown_path()

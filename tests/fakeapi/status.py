@@ -104,7 +104,7 @@ def qualified(resource: str, group: str) -> str:
 class FieldError:
     """One validation failure, formatted like k8s.io/apimachinery/pkg/util/validation/field."""
 
-    kind: str  # Required | Invalid | Forbidden | NotSupported | Duplicate
+    kind: str  # Required | Invalid | Forbidden | NotSupported | Duplicate | TooMany
     path: str
     value: Any = None
     detail: str = ""
@@ -116,6 +116,7 @@ class FieldError:
         "Forbidden": "FieldValueForbidden",
         "NotSupported": "FieldValueNotSupported",
         "Duplicate": "FieldValueDuplicate",
+        "TooMany": "FieldValueTooMany",
     }
 
     def body(self) -> str:
@@ -124,6 +125,8 @@ class FieldError:
             text = "Required value"
         elif self.kind == "Forbidden":
             text = "Forbidden"
+        elif self.kind == "TooMany":
+            text = f"Too many: {_go_value(self.value)}"
         elif self.kind == "Duplicate":
             text = f"Duplicate value: {_go_value(self.value)}"
         elif self.kind == "NotSupported":
@@ -286,6 +289,16 @@ class ApiError(Exception):
             f"application/json-patch+json, application/merge-patch+json, "
             f"application/apply-patch+yaml, application/strategic-merge-patch+json "
             f"(got {content_type!r})",
+        )
+
+    @classmethod
+    def unsupported_media_type_for_custom_resource(cls) -> ApiError:
+        """Custom resources have no Go struct to merge by: no strategic merge patch."""
+        return cls(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: "
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         )
 
     @classmethod

@@ -67,6 +67,8 @@ def test_v1alpha2_missing_policy_and_bad_topology() -> None:
         pg.parse_pod_group(raw)
     with pytest.raises(InvalidObject, match=r"topology\[0\].key: required"):
         pg.parse_pod_group(v1alpha2(topology=[{}]))
+    with pytest.raises(InvalidObject, match=r"topology: at most 1 item, got 2"):
+        pg.parse_pod_group(v1alpha2(topology=[{"key": "a"}, {"key": "b"}]))
     with pytest.raises(InvalidObject, match=r"topology: expected a list"):
         pg.parse_pod_group(v1alpha2(topology={"key": "zone"}))
 
@@ -98,7 +100,7 @@ def test_coscheduling_defaults() -> None:
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ({"minMember": -1}, r"spec.minMember: must be at least 0"),
+    ({"minMember": 0}, r"spec.minMember: must be at least 1, got 0"),
     ({"minMember": 1.5}, "spec.minMember: expected an integer"),
     ({"scheduleTimeoutSeconds": 0}, r"scheduleTimeoutSeconds: must be at least 1"),
     ({"minResources": {"cpu": "lots"}}, r"spec.minResources.cpu"),
