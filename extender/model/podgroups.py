@@ -44,6 +44,12 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 SCHEDULED_REASONS = (REASON_SCHEDULED, REASON_UNSCHEDULABLE, REASON_SCHEDULER_ERROR)
 
+# kube-scheduler v1.36.3's messages, as observed on the binary (docs/gangs.md), for parity: the
+# group's condition when its cycle fails, and each placed member's when the gang cannot complete.
+KUBE_GROUP_UNSCHEDULABLE_MESSAGE = "pod group is unschedulable"
+KUBE_MEMBER_UNSCHEDULABLE_MESSAGE = ("pod group is unschedulable, waiting for minCount pods from a gang to be "
+                                     "scheduled, one or more plugins asked to wait and no plugin rejected pod")
+
 # Coscheduling's phases (apis/scheduling/v1alpha1/types.go); `Unknown` is declared, never set.
 PHASE_PENDING = "Pending"
 PHASE_SCHEDULING = "Scheduling"
