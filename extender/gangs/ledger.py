@@ -3,7 +3,7 @@
 In webhook mode a gang's members reach `/bind` on different gunicorn workers and replicas, each
 with its own memory, so the count of held members must live where all of them read and write
 it with optimistic concurrency: the API server. As the device ledger does
-(extender/cluster/deviceledger.py), one `coordination.k8s.io/v1` Lease per group
+(extender/kube/deviceledger.py), one `coordination.k8s.io/v1` Lease per group
 (`lease_name(group uid)`, in the extender's namespace) carries a JSON annotation, and every
 change is read-modify-PUT with the resourceVersion read, so of two concurrent writers one gets
 409 Conflict and starts over from a fresh read. This module is the "modify" step and nothing
