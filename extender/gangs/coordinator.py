@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -109,16 +110,38 @@ class _Hold:
 
 @dataclass(slots=True)
 class _Group:
+    """One group's members and holds, with the counts admission reads kept as members come and
+    go (a 1,000-member gang must not rescan its members for each of them)."""
+
     group: PodGroup | None = None
     members: dict[str, Member] = field(default_factory=dict)
     held: dict[str, _Hold] = field(default_factory=dict)
     allowed: dict[str, str] = field(default_factory=dict)  # uid -> node
+    bound_count: int = 0
+    gated_unbound: int = 0
+    unbound_names: Counter[str] = field(default_factory=Counter)  # schedulerName -> unbound members
 
-    def bound(self) -> int:
-        return sum(1 for m in self.members.values() if m.node)
+    def put(self, member: Member) -> None:
+        self.take(member.uid)
+        self.members[member.uid] = member
+        self._count(member, 1)
+
+    def take(self, uid: str) -> None:
+        old = self.members.pop(uid, None)
+        if old is not None:
+            self._count(old, -1)
+
+    def _count(self, member: Member, sign: int) -> None:
+        if member.node:
+            self.bound_count += sign
+            return
+        self.gated_unbound += sign * member.gated
+        self.unbound_names[member.scheduler_name] += sign
+        if not self.unbound_names[member.scheduler_name]:
+            del self.unbound_names[member.scheduler_name]
 
     def scheduled(self) -> int:
-        return self.bound() + len(self.held) + len(self.allowed)
+        return self.bound_count + len(self.held) + len(self.allowed)
 
     def empty(self) -> bool:
         return self.group is None and not self.members
@@ -173,7 +196,7 @@ class GangCoordinator:
             if previous is not None and previous != member.group:  # the pod was recreated elsewhere
                 verdicts += self._drop(member.uid, previous)
             state = self._groups.setdefault(member.group, _Group())
-            state.members[member.uid] = member
+            state.put(member)
             self._member_group[member.uid] = member.group
             if member.node:
                 state.held.pop(member.uid, None)
@@ -200,7 +223,7 @@ class GangCoordinator:
             state = self._groups[key]
             if state.group is None:
                 return Admission(False, REASON_NO_GROUP, f"pod group {key} does not exist (yet)", True)
-            names = sorted({m.scheduler_name for m in state.members.values() if not m.node})
+            names = sorted(state.unbound_names)
             if len(names) > 1:
                 return Admission(False, REASON_SCHEDULER_NAMES,
                                  f"members of pod group {key} use schedulerNames {', '.join(map(repr, names))}; "
@@ -213,7 +236,7 @@ class GangCoordinator:
                 return Admission(False, REASON_TOO_FEW, f"pod group {key} has {members} of {group.min_count} "
                                  f"members (minCount {group.min_count}); {group.min_count - members} missing", True)
             if key.api == API_COSCHEDULING:
-                gated = sum(1 for m in state.members.values() if m.gated and not m.node)
+                gated = state.gated_unbound
                 if members - gated < group.min_count:
                     return Admission(False, REASON_GATED, f"pod group {key} has {gated} scheduling-gated of "
                                      f"{members} members, minCount {group.min_count}", True)
@@ -225,7 +248,7 @@ class GangCoordinator:
             group = state.group
             since = min((h.since for h in state.held.values()), default=None)
             return GroupStatus(key, group is not None, group.min_count if group else 0, len(state.members),
-                               state.bound(), len(state.held), len(state.allowed), since)
+                               state.bound_count, len(state.held), len(state.allowed), since)
 
     def group_of(self, uid: str) -> PodGroup | None:
         """The group object of a known member (None: not a member, or the group does not exist)."""
@@ -351,7 +374,7 @@ class GangCoordinator:
 
     def _drop(self, uid: str, key: GroupKey) -> list[Verdict]:
         state = self._groups[key]
-        state.members.pop(uid, None)
+        state.take(uid)
         state.allowed.pop(uid, None)
         self._member_group.pop(uid, None)
         self._mailbox.pop(uid, None)

@@ -303,6 +303,8 @@ def test_no_gang_is_ever_released_in_part(ops: list[tuple]) -> None:
     for uid in UIDS:
         gangs.upsert_member(member(uid, KEY_OF[uid]))
     released: set[str] = set()  # members allowed and not sent back, withdrawn, deleted or bound since
+    bound: set[str] = set()
+    gated: set[str] = set()
     for op in ops:
         before = set(released)
         verdicts: list[gc.Verdict] = []
@@ -335,12 +337,25 @@ def test_no_gang_is_ever_released_in_part(ops: list[tuple]) -> None:
         event(f"{op[0]}: {sorted({v.decision.value for v in verdicts})}")
         if op[0] in ("bind", "delete", "withdraw"):
             released.discard(op[1])
+        if op[0] == "member":
+            bound.discard(op[1])
+            (gated.add if op[2] else gated.discard)(op[1])
+        elif op[0] == "bind" and op[1] in known:
+            bound.add(op[1])
+        elif op[0] == "delete":
+            bound.discard(op[1])
+            gated.discard(op[1])
         for verdict in verdicts:
             (released.add if verdict.decision is Decision.ALLOW else released.discard)(verdict.uid)
         uids = [v.uid for v in verdicts]
         assert len(uids) == len(set(uids)), f"one verdict per member per call: {verdicts}"
         for key, min_count in GROUPS.items():
             status = gangs.status(key)
+            mine = {uid for uid in known if KEY_OF[uid] == key}
+            assert (status.members, status.bound) == (len(mine), len(mine & bound)), "counts drifted"
+            if policies.get(key) == GANG and key.api == API_COSCHEDULING and len(mine) >= min_count:
+                unbound_gated = len((mine & gated) - bound)
+                assert gangs.admission(next(iter(mine))).admitted == (len(mine) - unbound_gated >= min_count)
             # (An allowed member asked again gets the same answer: not a new release.)
             allowed_now = [v for v in verdicts
                            if v.decision is Decision.ALLOW and KEY_OF[v.uid] == key and v.uid not in before]
