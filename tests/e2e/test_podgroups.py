@@ -1,0 +1,63 @@
+"""kube-scheduler v1.36.3 with the gang gates through podgroup_test.go's scenarios (podgroups.py).
+
+The reference behaviour our standalone scheduler must match (phase 2 runs the same scenarios
+under it): a control plane with `--feature-gates=GenericWorkload=true,GangScheduling=true,
+TopologyAwareWorkloadScheduling=true --runtime-config=scheduling.k8s.io/v1alpha2=true`, and for
+each scenario a fresh kube-scheduler with `GenericWorkload` and `GangScheduling` (plus
+`TopologyAwareWorkloadScheduling` for the scenario that needs it), its own schedulerName and
+namespace. Skipped, saying why, without the binaries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e import podgroups
+from tests.e2e.conftest import NO_BINARIES
+from tests.e2e.controlplane import ControlPlane, scheduler_configuration
+from tests.fakeapi.envtest import find_assets
+
+pytestmark = [pytest.mark.e2e]
+
+GANG_GATES = "GenericWorkload=true,GangScheduling=true"
+TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling=true"
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    assets = find_assets()
+    if assets is None or assets.kube_scheduler is None:
+        pytest.skip(NO_BINARIES)
+    control = ControlPlane(apiserver_args=(f"--feature-gates={GANG_GATES},{TOPOLOGY_GATE}",
+                                           "--runtime-config=scheduling.k8s.io/v1alpha2=true")).start()
+    try:
+        node = dict(podgroups.NODE)
+        control.client.create_node(node.pop("name"), **node)
+        yield control
+    finally:
+        control.stop()
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+@pytest.mark.parametrize("index", range(len(podgroups.SCENARIOS)),
+                         ids=[_slug(s.name) for s in podgroups.SCENARIOS])
+def test_kube_scheduler_passes_the_podgroup_scenarios(plane: ControlPlane, index: int) -> None:
+    scenario = podgroups.SCENARIOS[index]
+    gates = f"{GANG_GATES},{TOPOLOGY_GATE}" if scenario.needs_topology_gate else GANG_GATES
+    name = f"podgroups-{index}"
+    scheduler = plane.start_kube_scheduler(scheduler_configuration(name), name=name,
+                                           extra_args=(f"--feature-gates={gates}",))
+    try:
+        podgroups.run(plane.client, scenario, namespace=name, scheduler_name=name)
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}\n--- kube-scheduler log (tail) ---\n{scheduler.log()[-4000:]}") from None
+    finally:
+        podgroups.clean(plane.client, name)
+        scheduler.stop()
+        plane.schedulers.remove(scheduler)
