@@ -250,6 +250,29 @@ class GangCoordinator:
             return GroupStatus(key, group is not None, group.min_count if group else 0, len(state.members),
                                state.bound_count, len(state.held), len(state.allowed), since)
 
+    def describe(self, uid: str) -> list[str]:
+        """What `explain` says about a member: its group, the quorum, and what it waits for.
+        Empty for a pod of no group."""
+        with self._lock:
+            key = self._member_group.get(uid)
+        if key is None:
+            return []
+        status = self.status(key)
+        group = self.group_of(uid)
+        lines = [f"member of pod group {key} ({key.api})"]
+        if group is None:
+            return [*lines, "waits for: the pod group to exist"]
+        quorum = f"gang, minCount {group.min_count}" if group.is_gang else "basic (no quorum)"
+        lines.append(f"policy: {quorum}; members {status.members}, bound {status.bound}, held {status.held}, "
+                     f"allowed {status.allowed}")
+        admission = self.admission(uid)
+        if not admission.admitted:
+            lines.append(f"waits for: {admission.message}")
+        elif group.is_gang and status.missing:
+            lines.append(f"waits for: {status.missing} more member(s) placed (held members wait up to "
+                         f"{group.timeout:g} s)")
+        return lines
+
     def group_of(self, uid: str) -> PodGroup | None:
         """The group object of a known member (None: not a member, or the group does not exist)."""
         with self._lock:

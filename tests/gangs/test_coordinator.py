@@ -230,6 +230,23 @@ def test_a_policy_change_releases_held_members(gangs: GangCoordinator) -> None:
     assert decisions(gangs.upsert_group(group(min_count=1))) == {"p1": Decision.ALLOW}
 
 
+def test_describe_says_group_quorum_and_what_a_member_waits_for(gangs: GangCoordinator) -> None:
+    assert gangs.describe("nobody") == []
+    gangs.upsert_member(member("p1"))
+    assert gangs.describe("p1") == [f"member of pod group ns/pg1 ({API_V1ALPHA2})",
+                                    "waits for: the pod group to exist"]
+    gangs.upsert_group(group())
+    assert gangs.describe("p1")[1:] == ["policy: gang, minCount 3; members 1, bound 0, held 0, allowed 0",
+                                        "waits for: pod group ns/pg1 has 1 of 3 members (minCount 3); 2 missing"]
+    gangs.upsert_member(member("p2"))
+    gangs.upsert_member(member("p3"))
+    gangs.hold("p1", "n1")
+    assert gangs.describe("p2")[1:] == ["policy: gang, minCount 3; members 3, bound 0, held 1, allowed 0",
+                                        "waits for: 2 more member(s) placed (held members wait up to 300 s)"]
+    gangs.upsert_group(group(policy=BASIC))
+    assert gangs.describe("p2")[1:] == ["policy: basic (no quorum); members 3, bound 0, held 0, allowed 1"]
+
+
 def test_unknown_members_are_a_programming_error(gangs: GangCoordinator) -> None:
     with pytest.raises(KeyError):
         gangs.admission("nobody")
