@@ -8,8 +8,12 @@ members unschedulable, some bound and some unschedulable, the group's `PodGroupS
 condition, pods removed by preemption. The scenarios that need `WorkloadAwarePreemption` are
 left out (alpha, off in the issue's side-by-side runs); their pod-by-pod counterparts are in.
 
-No pytest here: tests/e2e/test_podgroups.py runs these under kube-scheduler (gates on), and
-phase 2 runs them under our standalone scheduler too.
+`WEBHOOK_SCENARIOS` are the issue's webhook checks with Coscheduling's groups, for a stock
+kube-scheduler: what it does alone (binds part of a gang), and what it must do with the
+extender registered.
+
+No pytest here: tests/e2e/test_podgroups.py runs these under kube-scheduler, and phase 2 runs
+them under our standalone scheduler and with the webhook too.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model.podgroups import API_V1ALPHA2, SCHEDULED_CONDITION
+from extender.model.podgroups import (
+    API_COSCHEDULING,
+    API_V1ALPHA2,
+    POD_GROUP_LABEL,
+    SCHEDULED_CONDITION,
+)
 from tests.fakeapi.client import KubeTestClient
 
 NODE = {"name": "node", "cpu": "4", "labels": {"topology.kubernetes.io/zone": "zone1"}}
@@ -106,15 +115,59 @@ SCENARIOS = [
 ]
 
 
+# Webhook mode (docs/gangs.md): a stock kube-scheduler, Coscheduling's groups and labels. The
+# steps under kube-scheduler alone are the baseline (members bound one by one: part of a gang);
+# with the extender registered (phase 2) the same scenarios must bind all or none.
+def cosched_group(name: str, min_member: int) -> dict[str, Any]:
+    return {"apiVersion": API_COSCHEDULING, "kind": "PodGroup", "metadata": {"name": name},
+            "spec": {"minMember": min_member}}
+
+
+def labelled(name: str, group: str, cpu: str = "1") -> dict[str, Any]:
+    return {"name": name, "cpu": cpu, "priority": "gang-100", "group": None, "label": group}
+
+
+COSCHEDULING_PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
+JOB = [labelled(f"w{i}", "job") for i in range(1, 5)]
+OTHER_JOB = [labelled(f"v{i}", "other-job") for i in range(1, 5)]
+
+
+@dataclass(frozen=True)
+class WebhookScenario:
+    name: str  # the issue's "How it is checked"
+    node_cpu: str
+    alone: tuple[Step, ...]  # a stock kube-scheduler by itself
+    with_extender: tuple[Step, ...]  # the same with the extender registered (phase 2)
+
+
+WEBHOOK_SCENARIOS = [
+    WebhookScenario("a gang of 4 where only 3 fit binds none; room freed, all 4 bind", "4", (
+        ("pods", [solo("blocker", "1")]), ("bound", "blocker"), ("cosched", cosched_group("job", 4)),
+        ("pods", JOB), ("some", ("w1", "w2", "w3", "w4"), 3, 1)), (
+        ("pods", [solo("blocker", "1")]), ("bound", "blocker"), ("cosched", cosched_group("job", 4)),
+        ("pods", JOB), ("held", "w1", "w2", "w3", "w4"), ("delete", "blocker"), ("bound", "w1", "w2", "w3", "w4"))),
+    WebhookScenario("two competing gangs end with one complete and no partial one", "6", (
+        ("cosched", cosched_group("job", 4)), ("cosched", cosched_group("other-job", 4)),
+        ("pods", [p for pair in zip(JOB, OTHER_JOB, strict=True) for p in pair]),
+        ("bound_count", ("w1", "w2", "w3", "w4", "v1", "v2", "v3", "v4"), 6)), (
+        ("cosched", cosched_group("job", 4)), ("cosched", cosched_group("other-job", 4)),
+        ("pods", [p for pair in zip(JOB, OTHER_JOB, strict=True) for p in pair]),
+        ("one_whole", ("w1", "w2", "w3", "w4"), ("v1", "v2", "v3", "v4")))),
+]
+
+
 def _pod_body(spec: Mapping[str, Any], scheduler_name: str) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "schedulerName": scheduler_name, "priorityClassName": spec["priority"], "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                         "resources": {"requests": {"cpu": spec["cpu"]}}}],
     }
-    if spec["group"]:
+    metadata: dict[str, Any] = {"name": spec["name"]}
+    if spec.get("label"):
+        metadata["labels"] = {POD_GROUP_LABEL: spec["label"]}
+    elif spec["group"]:
         pod_spec["schedulingGroup"] = {"podGroupName": spec["group"]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": spec["name"]}, "spec": pod_spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float = SETTLE) -> None:
@@ -180,6 +233,24 @@ def _step(kube: KubeTestClient, namespace: str, scheduler_name: str, step: Step,
             return sum(_bound(now.get(n)) for n in names), sum(_unschedulable(now.get(n)) for n in names)
 
         _wait(where, lambda: counts() == (bound, unschedulable))
+    elif kind == "cosched":
+        kube.call("POST", COSCHEDULING_PODGROUPS.format(ns=namespace), args[0])
+    elif kind == "bound_count":
+        names, count = args
+        _wait(where, lambda: sum(_bound(pods().get(n)) for n in names) == count)
+        time.sleep(HELD_FOR)
+        assert sum(_bound(pods().get(n)) for n in names) == count, where
+    elif kind == "one_whole":
+        first, second = args
+
+        def one_whole() -> bool:
+            now = pods()
+            bound = [sum(_bound(now.get(n)) for n in group) for group in (first, second)]
+            return sorted(bound) == [0, len(first)]
+
+        _wait(where, one_whole)
+        time.sleep(HELD_FOR)
+        assert one_whole(), where
     elif kind == "removed":
         _wait(where, lambda: not any(n in pods() for n in args))
     elif kind == "condition":
@@ -200,10 +271,13 @@ def clean(kube: KubeTestClient, namespace: str) -> None:
     protection finalizer on a test control plane)."""
     for name in _pods(kube, namespace):
         kube.delete_pod(name, namespace, grace_period_seconds=0)
-    groups = PODGROUPS.format(ns=namespace)
-    for item in kube.call("GET", groups)["items"]:
-        name = item["metadata"]["name"]
-        kube.call("PATCH", f"{groups}/{name}", {"metadata": {"finalizers": None}},
-                  content_type="application/merge-patch+json")
-        kube.request("DELETE", f"{groups}/{name}")
+    for path in (PODGROUPS, COSCHEDULING_PODGROUPS):
+        groups = path.format(ns=namespace)
+        if kube.request("GET", groups).status_code != 200:
+            continue  # that API is not served here
+        for item in kube.call("GET", groups)["items"]:
+            name = item["metadata"]["name"]
+            kube.call("PATCH", f"{groups}/{name}", {"metadata": {"finalizers": None}},
+                      content_type="application/merge-patch+json")
+            kube.request("DELETE", f"{groups}/{name}")
     _wait(f"namespace {namespace} emptied", lambda: not _pods(kube, namespace))

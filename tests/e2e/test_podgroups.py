@@ -1,7 +1,8 @@
 """kube-scheduler v1.36.3 with the gang gates through podgroup_test.go's scenarios (podgroups.py).
 
 The reference behaviour our standalone scheduler must match (phase 2 runs the same scenarios
-under it): a control plane with `--feature-gates=GenericWorkload=true,GangScheduling=true,
+under it), and the baseline of the webhook checks (a stock kube-scheduler alone binds part of a
+gang): a control plane with `--feature-gates=GenericWorkload=true,GangScheduling=true,
 TopologyAwareWorkloadScheduling=true --runtime-config=scheduling.k8s.io/v1alpha2=true`, and for
 each scenario a fresh kube-scheduler with `GenericWorkload` and `GangScheduling` (plus
 `TopologyAwareWorkloadScheduling` for the scenario that needs it), its own schedulerName and
@@ -11,9 +12,12 @@ namespace. Skipped, saying why, without the binaries.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e import podgroups
 from tests.e2e.conftest import NO_BINARIES
@@ -61,3 +65,29 @@ def test_kube_scheduler_passes_the_podgroup_scenarios(plane: ControlPlane, index
         podgroups.clean(plane.client, name)
         scheduler.stop()
         plane.schedulers.remove(scheduler)
+
+
+CRD = Path(__file__).resolve().parents[2] / "deploy" / "components" / "podgroup-crd" / "scheduling.x-k8s.io_podgroups.yaml"
+
+
+@pytest.mark.parametrize("scenario", podgroups.WEBHOOK_SCENARIOS, ids=[_slug(s.name) for s in podgroups.WEBHOOK_SCENARIOS])
+def test_a_stock_kube_scheduler_alone_binds_part_of_a_gang(scenario: podgroups.WebhookScenario) -> None:
+    """The baseline of the webhook checks: without the extender, members are bound one by one."""
+    assets = find_assets()
+    if assets is None or assets.kube_scheduler is None:
+        pytest.skip(NO_BINARIES)
+    control = ControlPlane().start()
+    try:
+        kube = control.client
+        kube.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(CRD.read_text()))
+        served = podgroups.COSCHEDULING_PODGROUPS.format(ns="default")
+        deadline = time.monotonic() + 30
+        while kube.request("GET", served).status_code != 200:
+            assert time.monotonic() < deadline, "the CRD is not served"
+            time.sleep(0.2)
+        kube.create_node("node", cpu=scenario.node_cpu)
+        control.start_kube_scheduler(scheduler_configuration("stock"), name="stock")
+        podgroups.run(kube, podgroups.PodGroupScenario(scenario.name, scenario.alone), namespace="webhook",
+                      scheduler_name="stock")
+    finally:
+        control.stop()
