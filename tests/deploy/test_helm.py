@@ -122,6 +122,15 @@ def test_renders_the_objects_of_deploy(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODE_IDS)
+def test_the_podgroup_crd_is_deploys(mode: str) -> None:
+    """Coscheduling's PodGroup CRD, as deploy/ has it, unless podGroupCRD.install is false."""
+    values, overlay = MODES[mode]
+    kustomize = find(render(overlay), "CustomResourceDefinition")
+    assert kustomize and find(template(values), "CustomResourceDefinition") == kustomize
+    assert not find(template(merge(values, {"podGroupCRD": {"install": False}})), "CustomResourceDefinition")
+
+
+@pytest.mark.parametrize("mode", MODE_IDS)
 def test_rbac_is_deploys_exactly(mode: str) -> None:
     """One source of truth: the same Roles (rules) and bindings (role, subjects) as deploy/."""
     values, overlay = MODES[mode]
@@ -243,6 +252,7 @@ def test_objects_match_the_kubernetes_schema(variant: str) -> None:
         "PodDisruptionBudget": client.V1PodDisruptionBudget, "NetworkPolicy": client.V1NetworkPolicy,
         "ClusterRole": client.V1ClusterRole, "ClusterRoleBinding": client.V1ClusterRoleBinding,
         "Role": client.V1Role, "RoleBinding": client.V1RoleBinding,
+        "CustomResourceDefinition": client.V1CustomResourceDefinition,
     }  # fmt: skip
     for doc in template(VARIANTS[variant], tests=True):
         models[doc["kind"]].model_validate(doc)  # raises on unknown fields and wrong types

@@ -32,11 +32,11 @@ EXPECTED_KINDS = {
     },
     "overlays/webhook": {
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-        "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
+        "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "CustomResourceDefinition",
     },
     "overlays/standalone": {
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-        "ConfigMap", "Deployment", "PodDisruptionBudget",
+        "ConfigMap", "Deployment", "PodDisruptionBudget", "CustomResourceDefinition",
     },
 }  # fmt: skip
 DEPLOYMENTS = {
