@@ -127,6 +127,16 @@ PREEMPTION_VICTIMS = Counter("extender_preemption_victims_total", "Pods evicted 
                              ["outcome"])
 LEADER = Gauge("extender_leader", "1 while this instance holds the lease.", multiprocess_mode="livemax")
 
+# ---- pod groups (docs/gangs.md) ---------------------------------------------------------
+GANG_GROUPS_WAITING = Gauge("extender_gang_groups_waiting",
+                            "Pod groups with members waiting: for their group or quorum of members (gated), or "
+                            "placed and held until the quorum is placed.", multiprocess_mode="livesum")
+GANG_COMPLETION = Histogram("extender_gang_completion_seconds",
+                            "From a pod group's first member admitted to its quorum released for binding.",
+                            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+GANG_TIMEOUTS = Counter("extender_gang_timeouts_total",
+                        "Pod groups whose held members were all sent back because the wait ran out.")
+
 # ---- volume binding (bind time) ----------------------------------------------------
 VOLUME_WRITES = Counter("extender_volume_binding_writes_total",
                         "API writes before a bind: PV claimRef and claim selected-node, by kind and result.",

@@ -273,6 +273,10 @@ class GangCoordinator:
                          f"{group.timeout:g} s)")
         return lines
 
+    def is_member(self, uid: str) -> bool:
+        with self._lock:
+            return uid in self._member_group
+
     def group_of(self, uid: str) -> PodGroup | None:
         """The group object of a known member (None: not a member, or the group does not exist)."""
         with self._lock:

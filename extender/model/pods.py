@@ -18,6 +18,7 @@ from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
 from extender.model.fields import controller_owner, object_name, object_parts
+from extender.model.podgroups import GroupKey, group_key_from_parts
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_request_pair
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
@@ -154,6 +155,7 @@ class PodView:
     nominated_node_name: str = ""
     start_time: str = ""
     volumes: PodVolumes = NO_VOLUMES  # claims and inline disks, for the volume plugins
+    group: GroupKey | None = None  # the pod group it belongs to (docs/gangs.md); None for most pods
 
     @property
     def key(self) -> str:
@@ -210,4 +212,5 @@ class PodView:
             nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
             start_time=_str(status.get("startTime"), "status.startTime"),
             volumes=parse_pod_volumes(spec, name),
+            group=group_key_from_parts(namespace, spec, labels),
         )

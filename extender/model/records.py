@@ -25,6 +25,7 @@ from extender.model.fields import (
     object_name,
     object_parts,
 )
+from extender.model.podgroups import GroupKey, group_key_from_parts
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_request_pair
@@ -86,6 +87,7 @@ class PodRecord:
     preempted: bool = False
     volumes: PodVolumes = NO_VOLUMES  # claims and inline disks (volume limits, conflicts, ReadWriteOncePod)
     devices: Shares | None = None  # GPU shares held on node_name, from the assignment annotation
+    group: GroupKey | None = None  # the pod group it belongs to (docs/gangs.md); None for most pods
 
     @property
     def name(self) -> str:
@@ -139,6 +141,7 @@ def record_from_view(view: PodView, *, node_name: str | None = None, assumed: bo
         start_time=view.start_time,
         nominated_node=view.nominated_node_name,
         volumes=view.volumes,
+        group=view.group,
     )
 
 
@@ -177,6 +180,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         volumes=parse_pod_volumes(spec, name),
         devices=devices_held(meta.get("annotations"), node_name, f"{namespace}/{name}") if node_name else None,
+        group=group_key_from_parts(namespace, spec, labels),
     )
 
 

@@ -117,8 +117,11 @@ class BindPool:
         workers: int = 16,
         prebind_workers: int = 64,
         may_bind: Callable[[], bool] = lambda: True,
+        on_undone: Callable[[QueuedPod], None] | None = None,
     ) -> None:
+        """`on_undone(entry)`: a pod's place was given back (bind failed or not tried)."""
         self.binder = binder
+        self.on_undone = on_undone
         self.state = state
         self.queue = queue
         self.reporter = reporter
@@ -144,8 +147,7 @@ class BindPool:
             pool.submit(self._run, job)
         except RuntimeError:  # shut down under us: undo as if the bind had never been tried
             self._finish()
-            self._release(job)
-            self.state.forget(entry.key)
+            self._unassume(job)
             self.queue.give_back(entry)
 
     def drain(self, timeout: float | None = None) -> bool:
@@ -177,10 +179,15 @@ class BindPool:
             self._finish()
 
     def _undo(self, job: BindJob) -> None:
-        self._release(job)
-        self.state.forget(job.entry.key)
+        self._unassume(job)
         # The space it held is free again: pods waiting for space may fit now.
         self.queue.move_all("assumed-pod-forgotten")
+
+    def _unassume(self, job: BindJob) -> None:
+        self._release(job)
+        self.state.forget(job.entry.key)
+        if self.on_undone is not None:
+            self.on_undone(job.entry)
 
     @staticmethod
     def _release(job: BindJob) -> None:
@@ -194,8 +201,7 @@ class BindPool:
         pod = entry.pod
         if not self.may_bind():
             # Leadership lost (or stopping without finishing): hand the pod back untried.
-            self._release(job)
-            self.state.forget(entry.key)
+            self._unassume(job)
             self.queue.give_back(entry)
             return
         problem = node_problem(self.state, node, pod)
@@ -212,8 +218,7 @@ class BindPool:
                 with prebinding.stoppable(self._stopping):
                     self.binder.prebind(actions)
                 if not self.may_bind():  # leadership lost while waiting: the next leader takes it
-                    self._release(job)
-                    self.state.forget(entry.key)
+                    self._unassume(job)
                     self.queue.give_back(entry)
                     return
             self.binder.bind(pod.namespace, pod.name, pod.uid, node,

@@ -7,7 +7,8 @@
   cluster does, so they wait for `move_all` (a node added, a pod deleted, ...) or, as a
   safety net, `max_unschedulable_seconds`.
 * **gated**: pods with `spec.schedulingGates` are held aside, never popped and never
-  reported on, until an update without gates arrives.
+  reported on, until an update without gates arrives; so are members of a pod group that
+  `pre_enqueue` does not admit yet (kube-scheduler's PreEnqueue), until `ungate` re-checks them.
 
 Each pod key is in exactly one place (or "in flight" between `pop` and the outcome), so
 watch re-lists and duplicate events never schedule a pod twice. Heaps use lazy deletion:
@@ -105,8 +106,12 @@ class SchedulingQueue:
         max_backoff: float = MAX_BACKOFF,
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
         publish_metrics: bool = True,
+        pre_enqueue: Callable[[PodView], bool] | None = None,
     ) -> None:
+        """`pre_enqueue(pod)`, asked only for pods of a pod group (`pod.group`), with the queue's
+        lock held (it must not call back into the queue): may the pod be tried now?"""
         self._clock = clock
+        self.pre_enqueue = pre_enqueue
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable_seconds = max_unschedulable_seconds
@@ -177,7 +182,7 @@ class SchedulingQueue:
             if entry is None:
                 entry = QueuedPod(pod, profile, now, signature=signature)
                 self._entries[pod.key] = entry
-                self._place(entry, GATED if pod.scheduling_gates else ACTIVE)
+                self._place(entry, ACTIVE if self._admitted(pod) else GATED)
                 return
             changed = signature != entry.signature
             priority_changed = pod.priority != entry.pod.priority
@@ -190,7 +195,8 @@ class SchedulingQueue:
                     self._place(entry, GATED)
                 return
             if entry.where == GATED:
-                self._place(entry, ACTIVE)
+                if self._admitted(pod):
+                    self._place(entry, ACTIVE)
             elif entry.where == UNSCHEDULABLE and changed:
                 self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
             elif entry.where == ACTIVE and priority_changed:
@@ -242,6 +248,37 @@ class SchedulingQueue:
                 moved += 1
             return moved
 
+    def ungate(self, keys: Iterable[str]) -> int:
+        """Ask `pre_enqueue` again for these gated pods (their pod group or its members changed);
+        the admitted ones become active. Returns how many moved."""
+        moved = 0
+        with self._lock:
+            for key in keys:
+                entry = self._entries.get(key)
+                if entry is not None and entry.where == GATED and self._admitted(entry.pod):
+                    self._place(entry, ACTIVE)
+                    moved += 1
+        return moved
+
+    def pop_members(self, keys: Iterable[str]) -> list[QueuedPod]:
+        """Take these waiting pods out of the queue together with one just popped (a pod group's
+        cycle tries its members at once): each is then in flight, as after `pop`. Pods not waiting
+        (in flight, unknown) or not admitted are left where they are."""
+        taken = []
+        with self._lock:
+            now = self._clock()
+            for key in keys:
+                entry = self._entries.get(key)
+                if entry is None or entry.where in ("", IN_FLIGHT) or not self._admitted(entry.pod):
+                    continue
+                entry.attempts += 1
+                entry.move_seq_at_pop = self._move_seq
+                entry.hinted_seq_at_pop = self._hinted_seq
+                entry.popped_at = now
+                self._place(entry, IN_FLIGHT)
+                taken.append(entry)
+        return taken
+
     def retry(self, key: str) -> None:
         """Something done in the background for a waiting pod failed (an eviction): try it
         again after its backoff, without waiting for a cluster event."""
@@ -269,6 +306,9 @@ class SchedulingQueue:
                     return None
                 self._flush_locked()
                 entry = self._pop_active()
+                if entry is not None and not self._admitted(entry.pod):
+                    self._place(entry, GATED)  # its pod group changed since it was admitted
+                    continue
                 if entry is not None:
                     entry.attempts += 1
                     entry.move_seq_at_pop = self._move_seq
@@ -320,7 +360,7 @@ class SchedulingQueue:
             if self._drop_if_gone(entry):
                 return
             entry.attempts = max(0, entry.attempts - 1)
-            self._place(entry, GATED if entry.pod.scheduling_gates else ACTIVE)
+            self._place(entry, ACTIVE if self._admitted(entry.pod) else GATED)
 
     def flush(self) -> None:
         """Move due backoff pods to active, and long-waiting unschedulable pods back into play."""
@@ -334,6 +374,12 @@ class SchedulingQueue:
             self._wakeup.notify_all()
 
     # ---- internals (lock held) ------------------------------------------------------------
+
+    def _admitted(self, pod: PodView) -> bool:
+        """Not gated: no scheduling gates, and admitted by `pre_enqueue` if it is a group's member."""
+        if pod.scheduling_gates:
+            return False
+        return pod.group is None or self.pre_enqueue is None or self.pre_enqueue(pod)
 
     def _backoff_for(self, entry: QueuedPod) -> float:
         return backoff_seconds(entry.attempts, self.initial_backoff, self.max_backoff)

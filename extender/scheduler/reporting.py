@@ -118,6 +118,22 @@ class Reporter:
             return
         self._submit(self._post_failure, entry, message, CONDITION_UNSCHEDULABLE, nominated_node)
 
+    def unschedulable_message(self, entry: QueuedPod, message: str, *, duration: float) -> None:
+        """Unschedulable for a reason of its pod group (the gang cannot complete, its wait ran
+        out): FailedScheduling and PodScheduled=False/Unschedulable with `message`."""
+        metrics.SCHEDULE_ATTEMPTS.labels(profile=entry.profile, result=UNSCHEDULABLE).inc()
+        log.info("pod unschedulable", extra={"fields": {
+            "pod": entry.key, "profile": entry.profile, "result": UNSCHEDULABLE, "message": message,
+            "attempts": entry.attempts, "duration_ms": round(duration * 1000, 2),
+        }})
+        if self._repeated(entry, message):
+            return
+        self._submit(self._post_failure, entry, message, CONDITION_UNSCHEDULABLE)
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run another report (a pod group's status) on the reporting pool, bounded the same way."""
+        self._submit(fn, *args)
+
     def failed(self, entry: QueuedPod, message: str, *, duration: float, node: str = "") -> None:
         """The attempt failed for a reason other than fit (plugin error, bind refused)."""
         metrics.SCHEDULE_ATTEMPTS.labels(profile=entry.profile, result=ERROR).inc()

@@ -36,7 +36,8 @@ from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 from extender.scheduler.binding import BindPool
-from extender.scheduler.cycle import schedule_one
+from extender.scheduler.cycle import CycleResult, schedule_one
+from extender.scheduler.gangs import GangScheduling
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
 from extender.scheduler.preemption import PREEMPT_WORKERS, Preemptor
@@ -55,6 +56,7 @@ _WATCHES = 4 + len(STORAGE_PATHS)
 _OTHER_CONNECTIONS = 12
 _INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
 _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
+_POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
 def connections_needed(parallel_binds: int, profiles: int) -> int:
@@ -119,8 +121,11 @@ class Scheduler:
         self.queue = queue if queue is not None else SchedulingQueue()
         self.reporter = reporter if reporter is not None else Reporter(
             api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
+        self.gangs = GangScheduling(self, api_client, **options)
+        if self.gangs.enabled:
+            self.queue.pre_enqueue = self.gangs.pre_enqueue
         self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
-                              may_bind=self._may_bind)
+                              may_bind=self._may_bind, on_undone=self.gangs.undone if self.gangs.enabled else None)
         self.preemptor = Preemptor(api_client, self.state, self.queue, rng=rng,
                                    instance=instance or (leader.identity if leader else "")) if preemption else None
         self.pending = [
@@ -152,6 +157,7 @@ class Scheduler:
             profile.policy.start_watching()
         if self.source is not None:
             self.source.start()
+        self.gangs.start()
         self.usage.start()
         for watch in self.pending:
             watch.start()
@@ -188,6 +194,7 @@ class Scheduler:
             self.preemptor.close(timeout if finish_binds else 0)
         self.reporter.close(timeout if finish_binds else 0.5)
         self.usage.stop()
+        self.gangs.stop()
         if self.source is not None:
             self.source.stop()
         for profile in self.profiles.values():
@@ -205,7 +212,7 @@ class Scheduler:
 
     @property
     def ready(self) -> bool:
-        return self.state.ready and all(watch.synced for watch in self.pending)
+        return self.state.ready and all(watch.synced for watch in self.pending) and self.gangs.synced
 
     @property
     def leading(self) -> bool:
@@ -256,6 +263,8 @@ class Scheduler:
                 time.sleep(0.05)
                 continue
             entry = self.queue.pop(timeout=_IDLE_WAIT)
+            if self.gangs.enabled:
+                self.gangs.tick()
             if entry is None:
                 continue
             if not self._may_schedule():
@@ -271,39 +280,59 @@ class Scheduler:
         """One attempt for a popped pod: decide, then assume and hand off, or report and requeue."""
         started = time.perf_counter()
         pod = entry.pod
-        record = self.state.pod(entry.key)
-        if record is not None and record.node_name and record.uid == pod.uid:
-            self.queue.done(entry)  # bound (or being bound) already; the pending watch lags
+        if self.placed_already(entry):
             return
         profile = self.profiles.get(entry.profile)
         if profile is None:
             self.queue.done(entry)
             return
-        try:
-            result = schedule_one(profile.engine, self.state, pod, rng=self.rng,
-                                  percentage_of_nodes_to_score=self.percentage_of_nodes_to_score,
-                                  start_index=self._next_start)
-        except Exception as exc:
-            self.reporter.failed(entry, f"running the policy failed: {exc}", duration=time.perf_counter() - started)
-            self.queue.requeue_backoff(entry)
+        if pod.group is not None and self.gangs.handles(pod):
+            self.gangs.schedule_group(entry, profile)
             return
-        self._next_start = result.next_start_index
+        result = self.decide(entry, profile.engine, started)
+        if result is None:
+            return
         if result.node is None:
-            entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
-            outcome, nominated = self.preemptor.attempt(entry, profile.engine, result.decision) \
-                if self.preemptor is not None else (None, None)
-            self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
-                                        preemption=outcome, nominated_node=nominated)
-            self.queue.requeue_unschedulable(entry)
+            self.unschedulable(entry, profile.engine, result, started)
             return
-        reservations = self._reserve(entry, profile.engine, result.node, started)
+        reservations = self.reserve(entry, profile.engine, result.node, started)
         if reservations is None:
             return
         self.state.assume(pod.key, result.node, uid=pod.uid, view=pod)
         metrics.SCHEDULING_LATENCY.labels(profile=entry.profile).observe(time.perf_counter() - started)
         self.binds.submit(entry, result.node, started, reservations)
 
-    def _reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float) -> list[Reservation] | None:
+    def placed_already(self, entry: QueuedPod) -> bool:
+        """Bound (or being bound) already, the pending watch lagging: the attempt ends."""
+        record = self.state.pod(entry.key)
+        if record is not None and record.node_name and record.uid == entry.uid:
+            self.queue.done(entry)
+            return True
+        return False
+
+    def decide(self, entry: QueuedPod, engine: Engine, started: float) -> CycleResult | None:
+        """Run the cycle for one pod; None when the policy failed (reported, requeued)."""
+        try:
+            result = schedule_one(engine, self.state, entry.pod, rng=self.rng,
+                                  percentage_of_nodes_to_score=self.percentage_of_nodes_to_score,
+                                  start_index=self._next_start)
+        except Exception as exc:
+            self.reporter.failed(entry, f"running the policy failed: {exc}", duration=time.perf_counter() - started)
+            self.queue.requeue_backoff(entry)
+            return None
+        self._next_start = result.next_start_index
+        return result
+
+    def unschedulable(self, entry: QueuedPod, engine: Engine, result: CycleResult, started: float) -> None:
+        """No node fits: try preemption, report, wait for a cluster event."""
+        entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
+        outcome, nominated = self.preemptor.attempt(entry, engine, result.decision) \
+            if self.preemptor is not None else (None, None)
+        self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
+                                    preemption=outcome, nominated_node=nominated)
+        self.queue.requeue_unschedulable(entry)
+
+    def reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float) -> list[Reservation] | None:
         """Let the plugins claim what the pod needs on `node` (Reserve); None when one refuses."""
         info = self.state.node_info(node)
         if info is None:
@@ -327,6 +356,8 @@ class Scheduler:
 
     def _on_cluster_event(self, event: str, obj: Any) -> None:
         """Runs on the watch threads: move unschedulable pods when the cluster got roomier."""
+        if event in _POD_EVENTS and obj.group is not None:
+            self.gangs.pod_event(event, obj)
         if event == listeners.NODE_ADDED:
             self._node_signatures[obj.name] = _node_signature(obj)
             self.queue.move_all(event)

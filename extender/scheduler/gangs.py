@@ -1,0 +1,275 @@
+"""Pod groups in the standalone scheduler: the gang coordinator wired to the queue, the cycle and the binds.
+
+kube-scheduler v1.36's gang scheduling, from outside its framework (docs/gangs.md):
+
+* **PreEnqueue**: a member enters the active queue only when `GangCoordinator.admission` admits it
+  (its group exists, `minCount` members exist, one schedulerName); until then it sits in the
+  queue's gated set, and every event of its group or of a member asks again (`queue.ungate`).
+* **The group cycle**: a popped member takes its group's other waiting members out of the queue
+  with it (`queue.pop_members`); each is placed in turn on the live state and assumed, so the next
+  sees it. If the group's quorum (bound + held + placed) is not there, every place is given back
+  and the placed members fail with kube-scheduler's gang message; the group's `PodGroupScheduled`
+  condition says `Unschedulable`.
+* **Permit**: each placed member is `hold`-ed, still assumed (its room counts for every other pod);
+  ALLOW verdicts hand every released member to the bind pool together; REJECT verdicts (the wait
+  ran out, the group was deleted) give the places back and retry the pods with backoff. `tick`
+  runs the time-outs from the loop.
+
+A pod of no group never reaches this module: the scheduler looks at `pod.group` (None) once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from extender import metrics
+from extender.cluster import listeners
+from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator, Member, Verdict
+from extender.kube.events import rfc3339
+from extender.model.podgroups import (
+    API_V1ALPHA2,
+    KUBE_GROUP_UNSCHEDULABLE_MESSAGE,
+    KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
+    REASON_SCHEDULED,
+    REASON_UNSCHEDULABLE,
+    GroupKey,
+    PodGroup,
+    scheduled_condition_patch,
+)
+from extender.model.pods import TERMINAL_PHASES, PodView
+from extender.model.records import PodRecord
+from extender.policy.reservations import Reservation, release_all
+from extender.scheduler.queueing import QueuedPod
+
+if TYPE_CHECKING:
+    from extender.scheduler.profiles import Profile
+    from extender.scheduler.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+_POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A member placed by a group cycle and assumed on `node`: held, or about to be."""
+
+    entry: QueuedPod
+    node: str
+    started: float  # perf_counter when the group cycle began
+    reservations: tuple[Reservation, ...]
+
+
+def _member(pod: PodView | PodRecord, group: GroupKey, node: str, gated: bool) -> Member:
+    return Member(pod.uid, pod.key, group, pod.scheduler_name, node, gated, dict(pod.requests))
+
+
+class GangScheduling:
+    """One per Scheduler. Watch threads call `pod_event` and the group callbacks, the queue calls
+    `pre_enqueue` (under its lock), the loop calls `schedule_group` and `tick`, bind workers call
+    `undone`."""
+
+    def __init__(self, scheduler: Scheduler, api_client: Any, *, apis: Iterable[str] | None = None,
+                 clock: Any = time.monotonic, **watch_options: Any) -> None:
+        """`apis`: the pod-group APIs to watch (default: those the API server serves)."""
+        self.scheduler = scheduler
+        self.coordinator = GangCoordinator(clock=clock)
+        self._clock = clock
+        self.source = None
+        if api_client is not None:
+            from extender.kube.podgroup_source import PodGroupSource
+
+            self.source = PodGroupSource(api_client, self._group_event, apis=apis, **watch_options)
+        self.apis = frozenset(self.source.apis if self.source is not None else apis or ())
+        self._held: dict[str, Placed] = {}
+        self._admitted_at: dict[GroupKey, float] = {}
+        self._gated_groups: set[GroupKey] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.apis)
+
+    @property
+    def synced(self) -> bool:
+        return self.source is None or self.source.synced
+
+    def start(self) -> None:
+        if self.source is not None:
+            self.source.start()
+
+    def stop(self) -> None:
+        if self.source is not None:
+            self.source.stop()
+
+    def handles(self, pod: PodView) -> bool:
+        """Is `pod` a member of a group of a watched API? (only asked for pods with a group)"""
+        return pod.group is not None and pod.group.api in self.apis
+
+    # ---- membership and admission (watch threads, the queue) ---------------------------------
+
+    def pre_enqueue(self, pod: PodView) -> bool:
+        """kube-scheduler's GangScheduling PreEnqueue, for the queue (its lock held)."""
+        group = pod.group
+        if group is None or group.api not in self.apis:
+            return True
+        coordinator = self.coordinator
+        if not coordinator.is_member(pod.uid):  # the pending watch came before the pod watch
+            coordinator.upsert_member(_member(pod, group, "", bool(pod.scheduling_gates)))
+        admission = coordinator.admission(pod.uid)
+        with self._lock:
+            if admission.admitted:
+                self._gated_groups.discard(group)
+                self._admitted_at.setdefault(group, self._clock())
+                return True
+            self._gated_groups.add(group)
+        log.info("pod group member waits", extra={"fields": {
+            "pod": pod.key, "group": str(group), "reason": admission.reason, "message": admission.message}})
+        return False
+
+    def pod_event(self, event: str, record: PodRecord) -> None:
+        """The cluster state saw a member pod added, changed or deleted (bound ones count whatever
+        their scheduler; terminal ones do not)."""
+        group = record.group
+        if group is None or group.api not in self.apis or event not in _POD_EVENTS:
+            return
+        if event == listeners.POD_DELETED or record.phase in TERMINAL_PHASES:
+            verdicts = self.coordinator.delete_member(record.uid)
+        else:
+            node = "" if record.assumed else record.node_name
+            verdicts = self.coordinator.upsert_member(_member(record, group, node, record.gated))
+        self.apply(verdicts)
+        self._ungate(group)
+
+    def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
+        verdicts = self.coordinator.upsert_group(group) if group is not None else self.coordinator.delete_group(key)
+        self.apply(verdicts)
+        self._ungate(key)
+
+    def _ungate(self, key: GroupKey) -> None:
+        self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
+
+    # ---- the group cycle (the loop) -------------------------------------------------------
+
+    def schedule_group(self, first: QueuedPod, profile: Profile) -> None:
+        """Place `first` and its group's other waiting members together, then hold them (Permit)."""
+        s = self.scheduler
+        started = time.perf_counter()
+        key = first.pod.group
+        assert key is not None
+        siblings = [m.pod for m in self.coordinator.to_place(key) if m.uid != first.uid]
+        entries = [first, *s.queue.pop_members(siblings)]
+        entries.sort(key=lambda e: (-e.pod.priority, e.pod.creation_timestamp, e.key))
+        placed: list[Placed] = []
+        unfit = []
+        for entry in entries:
+            if s.placed_already(entry):
+                continue
+            engine = s.profiles[entry.profile].engine if entry.profile in s.profiles else profile.engine
+            result = s.decide(entry, engine, started)
+            if result is None:
+                continue
+            if result.node is None:
+                unfit.append((entry, engine, result))
+                continue
+            reservations = s.reserve(entry, engine, result.node, started)
+            if reservations is None:
+                continue
+            s.state.assume(entry.key, result.node, uid=entry.uid, view=entry.pod)
+            placed.append(Placed(entry, result.node, started, tuple(reservations)))
+        complete = bool(placed) and self.coordinator.quorum_with(key, len(placed))
+        for entry, engine, result in unfit:  # preemption sees the group's places still taken
+            s.unschedulable(entry, engine, result, started)
+        if not complete:
+            for member in placed:
+                self._give_back(member)
+                s.reporter.unschedulable_message(member.entry, KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
+                                                 duration=time.perf_counter() - started)
+                s.queue.requeue_unschedulable(member.entry)
+            if placed or unfit:
+                self._write_condition(key, REASON_UNSCHEDULABLE, KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
+            return
+        metrics.SCHEDULING_LATENCY.labels(profile=profile.name).observe(time.perf_counter() - started)
+        for member in placed:
+            with self._lock:
+                self._held[member.entry.uid] = member
+            self.apply(self.coordinator.hold(member.entry.uid, member.node))
+
+    # ---- verdicts -------------------------------------------------------------------------
+
+    def apply(self, verdicts: Iterable[Verdict]) -> None:
+        """ALLOW: bind; REJECT: give the place back and retry with backoff. WAIT: nothing yet."""
+        s = self.scheduler
+        scheduled: set[GroupKey] = set()
+        timed_out: set[GroupKey] = set()
+        for verdict in verdicts:
+            if verdict.decision is Decision.WAIT:
+                continue
+            with self._lock:
+                member = self._held.pop(verdict.uid, None)
+            if member is None:
+                continue
+            entry = member.entry
+            key = entry.pod.group
+            assert key is not None
+            if verdict.decision is Decision.ALLOW:
+                s.binds.submit(entry, member.node, member.started, member.reservations)
+                scheduled.add(key)
+                continue
+            self._give_back(member)
+            s.reporter.unschedulable_message(entry, verdict.message or verdict.reason,
+                                             duration=time.perf_counter() - member.started)
+            s.queue.requeue_backoff(entry)
+            if verdict.reason == REASON_TIMEOUT:
+                timed_out.add(key)
+        for key in scheduled:
+            with self._lock:
+                since = self._admitted_at.pop(key, None)
+            if since is not None:
+                metrics.GANG_COMPLETION.observe(max(0.0, self._clock() - since))
+            self._write_condition(key, REASON_SCHEDULED, "")
+        if timed_out:
+            metrics.GANG_TIMEOUTS.inc(len(timed_out))
+            s.queue.move_all("pod-group-released")
+
+    def undone(self, entry: QueuedPod) -> None:
+        """The bind pool gave a released member's place back (bind refused, leadership lost)."""
+        if entry.pod.group is not None and entry.pod.group.api in self.apis:
+            self.apply(self.coordinator.withdraw(entry.uid, f"the bind of {entry.key} failed"))
+
+    def tick(self) -> None:
+        """From the loop: send back the held members of groups whose wait ran out; publish the gauge."""
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None and deadline <= self._clock():
+            self.apply(self.coordinator.expire())
+        with self._lock:
+            waiting = self._gated_groups | {m.entry.pod.group for m in self._held.values()}
+        metrics.GANG_GROUPS_WAITING.set(len(waiting))
+
+    def _give_back(self, member: Placed) -> None:
+        try:
+            release_all(member.reservations)
+        except Exception:  # a plugin's bug must not lose the pod
+            log.exception("releasing the reservations of %s failed", member.entry.key)
+        self.scheduler.state.forget(member.entry.key)
+
+    # ---- the group's status ---------------------------------------------------------------
+
+    def _write_condition(self, key: GroupKey, reason: str, message: str) -> None:
+        """PodGroupScheduled, as kube-scheduler writes it (v1alpha2 groups only), off the loop."""
+        if key.api == API_V1ALPHA2 and self.source is not None:
+            self.scheduler.reporter.submit(self._patch_condition, key, reason, message)
+
+    def _patch_condition(self, key: GroupKey, reason: str, message: str) -> None:
+        assert self.source is not None
+        raw = self.source.raw(key)
+        if raw is None:
+            return
+        patch = scheduled_condition_patch(raw, reason, message, rfc3339())
+        if patch is not None:
+            self.source.patch_status(key, patch)
