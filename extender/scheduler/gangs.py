@@ -146,6 +146,12 @@ class GangScheduling:
         self.apply(verdicts)
         self._ungate(group)
 
+    def member_queued(self, pod: PodView) -> None:
+        """The pending watch queued a member: its siblings parked for it may go now."""
+        if self.handles(pod):
+            assert pod.group is not None
+            self._ungate(pod.group)
+
     def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
         verdicts = self.coordinator.upsert_group(group) if group is not None else self.coordinator.delete_group(key)
         self.apply(verdicts)
@@ -164,6 +170,14 @@ class GangScheduling:
         assert key is not None
         siblings = [m.pod for m in self.coordinator.to_place(key) if m.uid != first.uid]
         entries = [first, *s.queue.pop_members(siblings)]
+        if not self.coordinator.quorum_with(key, len(entries)) and any(s.queue.where(k) is None for k in siblings):
+            # Members the quorum needs are known (pod watch) but not queued yet (pending watch):
+            # wait for them rather than fail the group for a watch's lag.
+            for entry in entries:
+                s.queue.park(entry)
+            if all(s.queue.where(k) is not None for k in siblings):  # arrived meanwhile
+                self._ungate(key)
+            return
         entries.sort(key=lambda e: (-e.pod.priority, e.pod.creation_timestamp, e.key))
         placed: list[Placed] = []
         unfit = []

@@ -51,11 +51,14 @@ class PendingPods:
         queue: SchedulingQueue,
         *,
         on_invalid: InvalidPodHandler | None = None,
+        on_member: Callable[[PodView], None] | None = None,
         **reflector_options: Any,
     ) -> None:
+        """`on_member(pod)`: a pod of a pod group was queued (its gated siblings may now go)."""
         self.scheduler_name = scheduler_name
         self.queue = queue
         self.on_invalid = on_invalid
+        self.on_member = on_member
         self.reflector = Reflector(
             api_client, PODS_PATH, resource=f"pending-pods-{scheduler_name}",
             field_selector=pending_field_selector(scheduler_name),
@@ -117,4 +120,6 @@ class PendingPods:
         if pod.scheduler_name != self.scheduler_name:
             return None  # a server without field selectors on schedulerName; never happens on a real one
         self.queue.add(pod, self.scheduler_name)
+        if pod.group is not None and self.on_member is not None:
+            self.on_member(pod)
         return key

@@ -362,6 +362,15 @@ class SchedulingQueue:
             entry.attempts = max(0, entry.attempts - 1)
             self._place(entry, ACTIVE if self._admitted(entry.pod) else GATED)
 
+    def park(self, entry: QueuedPod) -> None:
+        """Return a popped pod untried to the gated set (its pod group's other members have not
+        reached the queue yet); `ungate` brings it back. The attempt does not count."""
+        with self._lock:
+            if self._drop_if_gone(entry):
+                return
+            entry.attempts = max(0, entry.attempts - 1)
+            self._place(entry, GATED)
+
     def flush(self) -> None:
         """Move due backoff pods to active, and long-waiting unschedulable pods back into play."""
         with self._lock:

@@ -119,17 +119,18 @@ class Scheduler:
             binder = KubeBinder(api_client, self.state)
         self.binder = binder
         self.queue = queue if queue is not None else SchedulingQueue()
-        self.reporter = reporter if reporter is not None else Reporter(
-            api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
         self.gangs = GangScheduling(self, api_client, **options)
         if self.gangs.enabled:
             self.queue.pre_enqueue = self.gangs.pre_enqueue
+        self.reporter = reporter if reporter is not None else Reporter(
+            api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
         self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
                               may_bind=self._may_bind, on_undone=self.gangs.undone if self.gangs.enabled else None)
         self.preemptor = Preemptor(api_client, self.state, self.queue, rng=rng,
                                    instance=instance or (leader.identity if leader else "")) if preemption else None
         self.pending = [
-            PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod, **options)
+            PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod,
+                        on_member=self.gangs.member_queued if self.gangs.enabled else None, **options)
             for name in self.profiles
         ] if api_client is not None else []
         self.leader = leader
@@ -382,5 +383,8 @@ class Scheduler:
             self.queue.move_all(event)
 
     def _is_placed(self, key: str) -> bool:
+        """Bound or being bound. A gang member is assumed by every group cycle that tries it and
+        given back when its gang cannot complete, so only its bind counts: an earlier attempt's
+        failure report must not be dropped because a later attempt assumed it again."""
         record = self.state.pod(key)
-        return bool(record is not None and record.node_name)
+        return bool(record is not None and record.node_name and not (record.assumed and record.group is not None))
