@@ -58,6 +58,7 @@ class Runtime:
     policy: PolicyHolder | FixedPolicy
     api_client: Any = None
     usage: UsageService | None = None  # node usage for the load-aware plugins, while a policy uses them
+    gangs: Any = None  # WebhookGangs (extender/webhook/gangs.py) where the API server serves pod groups
     started: bool = field(default=False, init=False)
 
     @property
@@ -72,8 +73,12 @@ class Runtime:
         self.policy.start_watching()
         if self.usage is not None:
             self.usage.start()
+        if self.gangs is not None:
+            self.gangs.start()
 
     def stop(self) -> None:
+        if self.gangs is not None:
+            self.gangs.stop()
         if self.usage is not None:
             self.usage.stop()
         self.policy.stop_watching()
@@ -151,7 +156,14 @@ def build_runtime(settings: Settings) -> Runtime:
         # Pods are watched when the policy reads them; a webhook that binds starts the watch at
         # its first /bind (webhook/verbs.py), so one registered without bindVerb never pays for it.
         source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods)
+        # Pod groups need the bind verb (members are held there); their first /filter starts the
+        # pod watch as a first /bind does (webhook/verbs.py).
+        from extender.webhook.gangs import WebhookGangs
+
+        gangs = WebhookGangs(state, api_client, hold_seconds=settings.gang_hold,
+                             lease_namespace=settings.lease_namespace or None) if settings.enable_bind else None
         policy.add_preparer(lambda new: _watch_pods_for(new, source))
         return Runtime(state, source, KubeBinder(api_client, state), policy, api_client,
-                       usage=UsageService(state, api_client, [policy]))
+                       usage=UsageService(state, api_client, [policy]),
+                       gangs=gangs if gangs is not None and gangs.enabled else None)
     raise ExtenderError(f"unknown cluster source {kind!r}: use auto, kube or snapshot")

@@ -41,7 +41,10 @@ class Settings:
     namespaces_deny: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY
     assume_ttl: float = 30.0
-    lease_namespace: str = ""  # the device ledger's Leases; empty = the pod's namespace, else scheduler-extender
+    lease_namespace: str = ""  # the device and gang ledgers' Leases; empty = the pod's namespace, else scheduler-extender
+    # How long /bind holds a pod-group member for its quorum (docs/gangs.md): below the extender's
+    # httpTimeout in kube-scheduler's configuration, by a margin for the Binding call.
+    gang_hold: float = 25.0
     log_format: str = "text"
     log_level: str = "INFO"
     # Every successful filter and prioritize call in the access log (two lines per pod);

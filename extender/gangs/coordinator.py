@@ -273,6 +273,12 @@ class GangCoordinator:
                          f"{group.timeout:g} s)")
         return lines
 
+    def members(self, key: GroupKey) -> list[Member]:
+        """Every known member of the group (bound ones have `node`)."""
+        with self._lock:
+            state = self._groups.get(key)
+            return list(state.members.values()) if state is not None else []
+
     def is_member(self, uid: str) -> bool:
         with self._lock:
             return uid in self._member_group

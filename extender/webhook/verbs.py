@@ -120,6 +120,13 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
     not_ready = _require_synced(runtime, args)
     if not_ready:
         return Outcome(wire.error_result(not_ready), "not-ready", pod.key)
+    if pod.group is not None and runtime.gangs is not None and runtime.gangs.handles(pod):
+        if not _pods_listed(runtime, "the first pod group member reached /filter"):
+            message = "the extender is listing the cluster's pods for pod groups; retry shortly"
+            return Outcome(wire.error_result(message), "not-ready", pod.key, 0, message)
+        refusal = runtime.gangs.refusal(pod)
+        if refusal is not None:
+            return _refuse_all(args, refusal, pod.key)
     cycle = runtime.engine.prepare(pod, runtime.state)
     if args.node_names is not None and cycle.passes_clear_nodes:
         # Every all-clear node passes: look only at the others (usually none of them).
@@ -158,6 +165,23 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
     return Outcome(reply, "ok", pod.key, total, note)
 
 
+def _refuse_all(args: wire.ExtenderArgs, reason: str, key: str) -> Outcome:
+    """Every node refused as unresolvable (no preemption for it): a pod group that cannot
+    complete now (docs/gangs.md)."""
+    names = args.node_names if args.node_names is not None else _item_names(args.nodes)
+    unresolvable = dict.fromkeys(names, reason)
+    if args.node_names is not None:
+        reply = wire.filter_result(node_names=[], failed={}, unresolvable=unresolvable)
+    elif isinstance(args.nodes, wire.SentNodeList):
+        reply = wire.filter_result(nodes=args.nodes.kept([False] * len(args.nodes.values)), failed={},
+                                   unresolvable=unresolvable)
+    else:
+        reply = wire.filter_result(nodes={**args.nodes, "items": []}, failed={},  # type: ignore[dict-item]
+                                   unresolvable=unresolvable)
+    metrics.FILTER_REJECTIONS.labels(plugin="PodGroup").inc(len(names))
+    return Outcome(reply, "ok", key, len(names), reason)
+
+
 def _item_names(nodes: Any) -> list[str]:
     if isinstance(nodes, wire.SentNodeList):
         return [view.name for view in nodes.values]
@@ -193,13 +217,14 @@ _STALE_POD = frozenset({"pod-unknown", "uid-mismatch"})
 FIRST_BIND_LIST_WAIT = 2.0
 
 
-def _pods_listed(runtime: Runtime) -> bool:
-    """Binding checks the node's pods (ResourceFit, ports, devices): a webhook whose policy reads
-    no pods watches none until the first /bind asks for them, and refuses binds, as retryable,
-    until they are listed. kube-scheduler retries the pod after its backoff."""
+def _pods_listed(runtime: Runtime, why: str = "the first /bind arrived") -> bool:
+    """Binding checks the node's pods (ResourceFit, ports, devices), and pod groups count their
+    members: a webhook whose policy reads no pods watches none until the first /bind (or pod
+    group member's /filter) asks for them, and refuses, as retryable, until they are listed.
+    kube-scheduler retries the pod after its backoff."""
     source = runtime.source
     if not source.pods_watched:
-        source.begin_pod_watch("the first /bind arrived")
+        source.begin_pod_watch(why)
     return source.pods_listed(FIRST_BIND_LIST_WAIT)
 
 
@@ -219,6 +244,14 @@ def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
         metrics.BIND_OUTCOMES.labels(result=refusal.code).inc()
         log.warning("refused bind of %s to %s: %s", key, args.node, refusal.message)
         return Outcome(wire.error_result(refusal.message), "refused", key, 1, refusal.message)
+    record = runtime.state.pod(key)
+    if record is not None and record.group is not None and record.view is not None \
+            and runtime.gangs is not None and runtime.gangs.handles(record):
+        waited = runtime.gangs.wait_to_bind(record.view, args.node)
+        if waited is not None:
+            metrics.BIND_OUTCOMES.labels(result="pod-group").inc()
+            log.warning("refused bind of %s to %s: %s", key, args.node, waited)
+            return Outcome(wire.error_result(waited), "refused", key, 1, waited)
     reserved = _reserve(runtime, key, args.node)
     if isinstance(reserved, str):
         metrics.BIND_OUTCOMES.labels(result="reserve-refused").inc()

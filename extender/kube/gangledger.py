@@ -1,0 +1,119 @@
+"""The gang ledger's Leases: read-modify-PUT around the pure transitions of extender.gangs.ledger.
+
+One `coordination.k8s.io/v1` Lease per pod group (`gang.<group uid>`) in the extender's Lease
+namespace (the device ledger's: --lease-namespace, else the pod's own namespace). Every change
+is a PUT with the resourceVersion read (a POST when there is none yet), so of two writers, in
+two gunicorn workers or two replicas, one gets 409 Conflict and starts over from a fresh read:
+a hold that completes the quorum releases every hold in the same write, and a member's
+withdrawal cannot undo a release another writer made (docs/gangs.md, section 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.gangs import ledger as pure
+from extender.kube.deviceledger import MANAGED_BY, default_namespace
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 20
+_TIMEOUT = (5.0, 10.0)
+
+
+class GangLeases:
+    """The ledgers of one API server, for one process (`instance` names its holds)."""
+
+    def __init__(self, api_client: Any, *, namespace: str | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.api_client = api_client
+        self.namespace = namespace or default_namespace()
+        self.instance = f"{socket.gethostname()}/{os.getpid()}/{random.getrandbits(32):08x}"
+        self._wall = wall
+
+    def hold(self, group_uid: str, uid: str, node: str, *, min_count: int, bound: frozenset[str],
+             hold_seconds: float) -> pure.Outcome:
+        """Hold `uid` on `node` until `hold_seconds` from now (a retried request keeps its first
+        expiry); RELEASED when this hold completes the quorum or an earlier write released it."""
+        now = self._wall()
+        entry = pure.Entry(node, self.instance, now + hold_seconds)
+        return self._update(group_uid, uid, lambda doc, at: pure.hold(doc, uid, entry, min_count=min_count,
+                                                                      bound=bound, now=at))
+
+    def check(self, group_uid: str, uid: str) -> pure.Outcome:
+        """Where `uid` stands now, by a read (no write)."""
+        lease = self._read(group_uid)
+        annotations = ((lease or {}).get("metadata") or {}).get("annotations")
+        return pure.expire(pure.read(annotations), now=self._wall()).outcome(uid)
+
+    def withdraw(self, group_uid: str, uid: str) -> pure.Outcome:
+        """Give up `uid`'s hold; RELEASED if a release got there first (then it must bind)."""
+        return self._update(group_uid, uid, lambda doc, at: pure.withdraw(doc, uid, now=at))
+
+    def _update(self, group_uid: str, uid: str,
+                change: Callable[[pure.GangLedger, float], pure.GangLedger]) -> pure.Outcome:
+        for _ in range(ATTEMPTS):
+            lease = self._read(group_uid)
+            annotations = ((lease or {}).get("metadata") or {}).get("annotations")
+            now = self._wall()
+            before = pure.read(annotations)
+            after = change(before, now)
+            if after == before and lease is not None:
+                return after.outcome(uid)
+            try:
+                self._write(group_uid, lease, after)
+            except ConflictError:
+                continue  # another writer got there first: read again
+            return after.outcome(uid)
+        raise ClusterError(f"gang ledger {pure.lease_name(group_uid)} kept changing under {ATTEMPTS} attempts",
+                           status=None)
+
+    # ---- API calls ----------------------------------------------------------------------------
+
+    def _path(self, group_uid: str = "") -> str:
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{quote(self.namespace, safe='')}/leases"
+        return f"{base}/{quote(pure.lease_name(group_uid), safe='')}" if group_uid else base
+
+    def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        from extender.kube.client import request_json
+
+        try:
+            return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
+        except ConflictError:
+            raise
+        except NotFoundError as exc:
+            if method in ("GET", "PUT"):  # PUT: deleted since we read it, start over as after a conflict
+                raise ConflictError(f"gang ledger {path} is gone", status=404, reason="NotFound") from exc
+            raise ClusterError(f"gang ledger: namespace {self.namespace} does not exist "
+                               f"(set --lease-namespace): {exc}", status=404) from exc
+
+    def _read(self, group_uid: str) -> dict[str, Any] | None:
+        try:
+            return self._call("GET", self._path(group_uid))
+        except ConflictError:
+            return None
+
+    def _write(self, group_uid: str, lease: dict[str, Any] | None, doc: pure.GangLedger) -> dict[str, Any]:
+        text = pure.dump(doc)
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": pure.lease_name(group_uid), "namespace": self.namespace,
+                             "labels": dict(MANAGED_BY), "annotations": {pure.LEDGER_ANNOTATION: text}},
+                "spec": {"holderIdentity": self.instance},
+            }
+            return self._call("POST", self._path(), body)
+        meta = dict(lease.get("metadata") or {})
+        meta.pop("managedFields", None)
+        meta["annotations"] = {**(meta.get("annotations") or {}), pure.LEDGER_ANNOTATION: text}
+        spec = {**(lease.get("spec") or {}), "holderIdentity": self.instance}
+        return self._call("PUT", self._path(group_uid), {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                          "metadata": meta, "spec": spec})

@@ -1,0 +1,158 @@
+"""Pod groups for a stock kube-scheduler (no gang gates): refused at /filter until they can
+complete, held at /bind until their quorum has reached /bind (docs/gangs.md, section 3).
+
+* `refusal(pod)`: Coscheduling's PreFilter from outside. A member is refused while its group
+  does not admit it (missing, too few members, mixed schedulerNames) or while the members still
+  to place certainly cannot fit (`extender.gangs.fitting.fits_at_all`, `minResources`); the
+  verb answers FailedAndUnresolvableNodes so that kube-scheduler does not preempt for it.
+* `wait_to_bind(pod, node)`: kube-scheduler's Permit from outside. The member is held in the
+  group's Lease ledger (extender/kube/gangledger.py: one count across workers and replicas)
+  until the quorum is held or bound, then binds; a group not complete within `hold_seconds`
+  (shorter than kube-scheduler's httpTimeout for the extender) gets an error for every held
+  member, and kube-scheduler forgets their places and retries them.
+
+A pod of no group costs `pod.group is None` in each verb, nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from extender.cluster import listeners
+from extender.cluster.state import ClusterState
+from extender.gangs.coordinator import GangCoordinator, Member
+from extender.gangs.fitting import PODS, fits_at_all
+from extender.gangs.ledger import Outcome
+from extender.model.podgroups import GroupKey, PodGroup
+from extender.model.pods import TERMINAL_PHASES, PodView
+from extender.model.records import PodRecord
+from extender.model.resources import Resources, add_into
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOLD_SECONDS = 25.0
+POLL_SECONDS = 0.2
+
+
+def _free(state: ClusterState) -> list[dict[str, int]]:
+    """Each node's free room (allocatable minus requests; pods minus the pod count)."""
+    rooms = []
+    for info in state.all_node_infos():
+        room = {name: info.free(name) for name in info.node.allocatable}
+        if PODS in info.node.allocatable:
+            room[PODS] = info.free(PODS)
+        rooms.append(room)
+    return rooms
+
+
+class WebhookGangs:
+    """One per webhook worker: the group watch, the members from the state's pods, the Leases."""
+
+    def __init__(self, state: ClusterState, api_client: Any, *, hold_seconds: float = DEFAULT_HOLD_SECONDS,
+                 lease_namespace: str | None = None, apis: Iterable[str] | None = None,
+                 poll_seconds: float = POLL_SECONDS, **watch_options: Any) -> None:
+        from extender.kube.gangledger import GangLeases
+        from extender.kube.podgroup_source import PodGroupSource
+
+        if hold_seconds <= 0:
+            raise ValueError("the gang hold must be positive")
+        self.state = state
+        self.coordinator = GangCoordinator()
+        self.source = PodGroupSource(api_client, self._group_event, apis=apis, **watch_options)
+        self.apis = frozenset(self.source.apis)
+        self.leases = GangLeases(api_client, namespace=lease_namespace)
+        self.hold_seconds = hold_seconds
+        self.poll_seconds = poll_seconds
+        state.listeners.add(self._cluster_event)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.apis)
+
+    def start(self) -> None:
+        self.source.start()
+
+    def stop(self) -> None:
+        self.source.stop()
+
+    def handles(self, pod: PodView | PodRecord) -> bool:
+        return pod.group is not None and pod.group.api in self.apis
+
+    # ---- members and groups (watch threads) --------------------------------------------------
+
+    def _cluster_event(self, event: str, obj: Any) -> None:
+        if event not in (listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED):
+            return
+        if obj.group is None or obj.group.api not in self.apis:
+            return
+        if event == listeners.POD_DELETED or obj.phase in TERMINAL_PHASES:
+            self.coordinator.delete_member(obj.uid)
+        else:
+            self.coordinator.upsert_member(self._member(obj, "" if obj.assumed else obj.node_name))
+
+    def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
+        if group is None:
+            self.coordinator.delete_group(key)
+        else:
+            self.coordinator.upsert_group(group)
+
+    @staticmethod
+    def _member(pod: PodView | PodRecord, node: str) -> Member:
+        assert pod.group is not None
+        gated = bool(pod.scheduling_gates) if isinstance(pod, PodView) else pod.gated
+        return Member(pod.uid, pod.key, pod.group, pod.scheduler_name, node, gated, dict(pod.requests))
+
+    def _known(self, pod: PodView) -> None:
+        if not self.coordinator.is_member(pod.uid):  # the request came before our pod watch
+            self.coordinator.upsert_member(self._member(pod, ""))
+
+    # ---- /filter -----------------------------------------------------------------------------
+
+    def refusal(self, pod: PodView) -> str | None:
+        """Why the member may not be placed now (for every node), or None."""
+        self._known(pod)
+        admission = self.coordinator.admission(pod.uid)
+        if not admission.admitted:
+            return f"{admission.reason}: {admission.message}"
+        group = self.coordinator.group_of(pod.uid)
+        if group is None or not group.is_gang:
+            return None
+        members = self.coordinator.members(group.key)
+        bound = [m for m in members if m.node]
+        usage: Resources = {}
+        for member in bound:
+            add_into(usage, member.requests)
+        misfit = fits_at_all([m.requests for m in members if not m.node], group.min_count - len(bound),
+                             _free(self.state), min_resources=group.min_resources, min_count=group.min_count,
+                             group_usage=usage, placed=len(bound))
+        return f"{misfit.reason}: {misfit.message}" if misfit is not None else None
+
+    # ---- /bind ---------------------------------------------------------------------------------
+
+    def wait_to_bind(self, pod: PodView, node: str) -> str | None:
+        """Hold the member until its group's quorum is held or bound (None: bind now), or say why
+        not (its wait ran out, its group is gone): kube-scheduler then retries the pod."""
+        self._known(pod)
+        group = self.coordinator.group_of(pod.uid)
+        if group is None:
+            return f"pod group {pod.group} does not exist"
+        if not group.is_gang:
+            return None
+        deadline = time.monotonic() + self.hold_seconds
+        outcome = self.leases.hold(group.uid, pod.uid, node, min_count=group.min_count, bound=self._bound(group),
+                                   hold_seconds=self.hold_seconds)
+        while outcome is Outcome.WAITING and time.monotonic() < deadline:
+            time.sleep(self.poll_seconds)
+            outcome = self.leases.check(group.uid, pod.uid)
+        if outcome is Outcome.WAITING:
+            outcome = self.leases.withdraw(group.uid, pod.uid)
+        if outcome is Outcome.RELEASED:
+            return None
+        return (f"pod group {group.key} did not reach minCount {group.min_count} within "
+                f"{self.hold_seconds:g}s; the pod will be retried")
+
+    def _bound(self, group: PodGroup) -> frozenset[str]:
+        return frozenset(m.uid for m in self.coordinator.members(group.key) if m.node)

@@ -1,0 +1,132 @@
+"""Pod groups in webhook mode: /filter refuses a gang that cannot complete, /bind holds members
+until their quorum has reached /bind (counted in the group's Lease), else answers an error.
+
+On the fake API server and a real kube-apiserver v1.36.3 with the gang gates (skipped, saying
+so, without the envtest binaries). The verbs are called as kube-scheduler calls them, one thread
+per bind (kube-scheduler binds each pod in its own goroutine); the hold is 2 s here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from extender.gangs import fitting
+from extender.gangs.coordinator import REASON_TOO_FEW
+from extender.runtime import Runtime, build_runtime
+from extender.settings import Settings
+from extender.webhook import create_app
+from tests.fakeapi.fixtures import ApiServerHandle
+from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)
+
+pytestmark = pytest.mark.apiserver
+
+HOLD = 2.0
+
+
+@pytest.fixture
+def gangs(server: ApiServerHandle) -> Iterator[Gangs]:  # noqa: F811
+    made = Gangs(server)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def webhook(gangs: Gangs) -> Iterator[tuple[Runtime, Flask]]:
+    gangs.kube.ensure_namespace("gang-leases")
+    settings = Settings(source="kube", kubeconfig=str(gangs.server.kubeconfig), gang_hold=HOLD,
+                        lease_namespace="gang-leases")
+    runtime = build_runtime(settings)
+    assert runtime.gangs is not None, "pod groups served, so the webhook watches them"
+    runtime.start()
+    assert runtime.source.wait_synced(10)
+    yield runtime, create_app(settings, runtime=runtime, start=False)
+    runtime.stop()
+
+
+def member(gangs: Gangs, name: str, group: str) -> dict[str, Any]:
+    return gangs.kube.create_pod(name, gangs.ns, cpu="1", spec={"schedulingGroup": {"podGroupName": group}})
+
+
+def wait_known(gangs: Gangs, runtime: Runtime, *names: str) -> None:
+    gangs.kube.wait_for(lambda: all(runtime.state.pod(f"{gangs.ns}/{n}") is not None for n in names),
+                        timeout=10, message="members in the webhook's state")
+
+
+def filter_reply(app: Flask, pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    reply = app.test_client().post("/filter", json={"Pod": pod, "NodeNames": nodes})
+    assert reply.status_code == 200, reply.data
+    return reply.get_json()  # type: ignore[no-any-return]
+
+
+def bind_all(app: Flask, gangs: Gangs, pods: list[dict[str, Any]], node: str = "node") -> dict[str, str]:
+    errors: dict[str, str] = {}
+
+    def bind(pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        reply = app.test_client().post("/bind", json={"PodName": meta["name"], "PodNamespace": gangs.ns,
+                                                      "PodUID": meta["uid"], "Node": node})
+        errors[meta["name"]] = reply.get_json()["Error"] if reply.status_code == 200 else str(reply.data)
+
+    threads = [threading.Thread(target=bind, args=(pod,)) for pod in pods]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HOLD * 5)
+    return errors
+
+
+def test_filter_refuses_a_gang_short_of_members_or_of_room_as_unresolvable(gangs: Gangs,
+                                                                         webhook: tuple[Runtime, Flask]) -> None:
+    runtime, app = webhook
+    gangs.node(cpu="3")
+    gangs.gang("pg1", min_count=4)
+    pods = [member(gangs, f"p{i}", "pg1") for i in range(1, 4)]
+    wait_known(gangs, runtime, "p1", "p2", "p3")
+    reply = filter_reply(app, pods[0], ["node"])
+    assert reply["NodeNames"] == [] and reply["FailedNodes"] == {}
+    assert reply["FailedAndUnresolvableNodes"]["node"].startswith(f"{REASON_TOO_FEW}: pod group {gangs.ns}/pg1 "
+                                                                 "has 3 of 4 members")
+    pods.append(member(gangs, "p4", "pg1"))
+    wait_known(gangs, runtime, "p4")
+    reply = filter_reply(app, pods[0], ["node"])
+    assert reply["FailedAndUnresolvableNodes"]["node"] == (f"{fitting.REASON_MEMBERS}: 4 more members: "
+                                                          "cpu short by 1")
+    gangs.node("node-2", cpu="1")
+    gangs.kube.wait_for(lambda: runtime.state.node_info("node-2") is not None, message="node-2 in the state")
+    reply = filter_reply(app, pods[0], ["node", "node-2"])
+    assert reply["NodeNames"] == ["node", "node-2"] and reply["FailedAndUnresolvableNodes"] == {}
+
+
+def test_bind_holds_a_gang_until_its_quorum_and_binds_none_of_an_incomplete_one(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    runtime, app = webhook
+    gangs.node()
+    gangs.gang("pg1", min_count=4)
+    pods = [member(gangs, f"p{i}", "pg1") for i in range(1, 5)]
+    wait_known(gangs, runtime, "p1", "p2", "p3", "p4")
+    errors = bind_all(app, gangs, pods[:3])  # kube-scheduler found room for 3 only
+    assert sorted(errors) == ["p1", "p2", "p3"]
+    assert all(f"did not reach minCount 4 within {HOLD:g}s" in e for e in errors.values()), errors
+    assert gangs.bound("p1", "p2", "p3", "p4") == []
+    errors = bind_all(app, gangs, pods)  # room freed: all four reach /bind
+    assert errors == dict.fromkeys(["p1", "p2", "p3", "p4"], "")
+    assert gangs.bound("p1", "p2", "p3", "p4") == ["p1", "p2", "p3", "p4"]
+
+
+def test_a_basic_group_binds_each_member_at_once(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    runtime, app = webhook
+    gangs.node()
+    gangs.basic("pg1")
+    pod = member(gangs, "p1", "pg1")
+    wait_known(gangs, runtime, "p1")
+    assert filter_reply(app, pod, ["node"])["NodeNames"] == ["node"]
+    assert bind_all(app, gangs, [pod]) == {"p1": ""}
+    assert gangs.bound("p1") == ["p1"]
+
