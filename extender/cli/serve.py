@@ -92,8 +92,11 @@ def run_gunicorn(options: dict[str, Any]) -> None:
 @click.option("--allow-namespace", "namespaces_allow", multiple=True, help="Only bind pods of these namespaces.")
 @click.option("--deny-namespace", "namespaces_deny", multiple=True, help="Never bind pods of these namespaces.")
 @click.option("--lease-namespace", default="",
-              help="Namespace of the device ledger Leases (shared GPUs) [default: the pod's namespace in a "
-                   "cluster, else scheduler-extender].")
+              help="Namespace of the device and gang ledger Leases (shared GPUs, pod groups) [default: the pod's "
+                   "namespace in a cluster, else scheduler-extender].")
+@click.option("--gang-hold", type=click.FloatRange(0.5, 3600), default=Settings.gang_hold, show_default=True,
+              help="Seconds /bind holds a pod-group member for its quorum; below kube-scheduler's httpTimeout "
+                   "for the extender (docs/gangs.md).")
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=Settings.max_body_bytes, show_default=True)
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
@@ -117,6 +120,7 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     values["enable_explain"] = options["enable_explain"]
     values["max_body_bytes"] = options["max_body_bytes"]
     values["access_log"] = options["access_log"]
+    values["gang_hold"] = options["gang_hold"]
     settings = replace(settings, **values)
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind
