@@ -38,7 +38,8 @@ class GangScenario:
     name: str
     groups: dict[str, int]  # group -> minCount
     members: tuple[tuple[str, str], ...]  # (pod, group) in creation order
-    blocker_cpu: str = ""  # a bound pod of priority 100 taking that much of the node first
+    blocker_cpu: str = ""  # a bound pod taking that much of the node first
+    blocker_priority: str = "gang-e2e-100"
     bound: int = 0  # pods bound in the settled state
 
     def __str__(self) -> str:
@@ -54,6 +55,8 @@ SCENARIOS = [
     GangScenario("two-gangs-compete", {"pg1": 3, "pg2": 3},
                  (("p1", "pg1"), ("other-p1", "pg2"), ("p2", "pg1"), ("other-p2", "pg2"), ("p3", "pg1"),
                   ("other-p3", "pg2")), bound=3),
+    GangScenario("fits-by-preemption", {"pg1": 3}, (("p1", "pg1"), ("p2", "pg1"), ("p3", "pg1"), ("p4", "pg1")),
+                 blocker_cpu="2", blocker_priority="gang-e2e-10", bound=4),
 ]
 
 
@@ -67,6 +70,7 @@ def plane() -> Iterator[ControlPlane]:
         kube = started.client
         kube.create_node("node", cpu="4", labels={"topology.kubernetes.io/zone": "zone1"})
         kube.ensure_priority_class("gang-e2e-100", 100)
+        kube.ensure_priority_class("gang-e2e-10", 10)
         yield started
 
 
@@ -82,7 +86,7 @@ def run(plane: ControlPlane, scenario: GangScenario, scheduler_name: str, namesp
     kube.ensure_namespace(namespace)
     if scenario.blocker_cpu:
         kube.create_pod("blocker", namespace, cpu=scenario.blocker_cpu, node_name="node",
-                        priority_class_name="gang-e2e-100", spec={"terminationGracePeriodSeconds": 0})
+                        priority_class_name=scenario.blocker_priority, spec={"terminationGracePeriodSeconds": 0})
     for group, min_count in scenario.groups.items():
         kube.call("POST", f"/apis/{pg.API_V1ALPHA2}/namespaces/{namespace}/podgroups",
                   {"apiVersion": pg.API_V1ALPHA2, "kind": "PodGroup", "metadata": {"name": group},
