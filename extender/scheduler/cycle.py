@@ -117,9 +117,12 @@ def schedule_one(
     rng: random.Random,
     percentage_of_nodes_to_score: int = 0,
     start_index: int = 0,
+    nodes: Sequence[NodeInfo] | None = None,
 ) -> CycleResult:
-    """Decide where `pod` goes among every node of `state`. Raises PluginError if a plugin fails."""
-    nodes = state.all_node_infos()
+    """Decide where `pod` goes among every node of `state` (or among `nodes`: a pod group's
+    topology domain). Raises PluginError if a plugin fails."""
+    if nodes is None:
+        nodes = state.all_node_infos()
     total = len(nodes)
     if total == 0:
         return CycleResult(None, Decision(pod=pod, total=0))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from extender import metrics
 from extender.cluster import listeners
 from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator, Member, Verdict
+from extender.gangs.topology import placements
 from extender.kube.events import rfc3339
 from extender.model.podgroups import (
     API_V1ALPHA2,
@@ -44,6 +45,7 @@ from extender.model.podgroups import (
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord
 from extender.policy.reservations import Reservation, release_all
+from extender.scheduler.cycle import schedule_one
 from extender.scheduler.queueing import QueuedPod
 
 if TYPE_CHECKING:
@@ -179,13 +181,18 @@ class GangScheduling:
                 self._ungate(key)
             return
         entries.sort(key=lambda e: (-e.pod.priority, e.pod.creation_timestamp, e.key))
+        entries = [e for e in entries if not s.placed_already(e)]
+        group = self.coordinator.group_of(first.uid)
+        domain: tuple[str, ...] | None = None
+        if group is not None and group.topology_keys:
+            domain = self._domain(group, entries, profile, started)
+            if domain is None:
+                return
         placed: list[Placed] = []
         unfit = []
         for entry in entries:
-            if s.placed_already(entry):
-                continue
-            engine = s.profiles[entry.profile].engine if entry.profile in s.profiles else profile.engine
-            result = s.decide(entry, engine, started)
+            engine = self._engine(entry, profile)
+            result = s.decide(entry, engine, started, s.state.node_infos(domain)[0] if domain is not None else None)
             if result is None:
                 continue
             if result.node is None:
@@ -198,7 +205,9 @@ class GangScheduling:
             placed.append(Placed(entry, result.node, started, tuple(reservations)))
         complete = bool(placed) and self.coordinator.quorum_with(key, len(placed))
         for entry, engine, result in unfit:  # preemption sees the group's places still taken
-            s.unschedulable(entry, engine, result, started)
+            # A group held to one topology domain is not placed by preemption (kube-scheduler's
+            # TopologyPlacementGenerator does not use pod-by-pod preemption either).
+            s.unschedulable(entry, engine, result, started, preempt=domain is None)
         if not complete:
             for member in placed:
                 self._give_back(member)
@@ -213,6 +222,49 @@ class GangScheduling:
             with self._lock:
                 self._held[member.entry.uid] = member
             self.apply(self.coordinator.hold(member.entry.uid, member.node))
+
+    def _engine(self, entry: QueuedPod, profile: Profile) -> Any:
+        found = self.scheduler.profiles.get(entry.profile)
+        return found.engine if found is not None else profile.engine
+
+    def _domain(self, group: PodGroup, entries: list[QueuedPod], profile: Profile,
+                started: float) -> tuple[str, ...] | None:
+        """The nodes of the topology domain where most members fit (kube-scheduler's
+        PodGroupPodsCount; ties to the first domain by name), each domain tried on the live state
+        and given back; None when no domain is possible (the members are then reported and
+        requeued)."""
+        s = self.scheduler
+        label = group.topology_keys[0]
+        node_labels = {info.name: info.node.labels for info in s.state.all_node_infos()}
+        with self._lock:
+            held = [m.node for m in self._held.values() if m.entry.pod.group == group.key]
+        pinned = [m.node for m in self.coordinator.members(group.key) if m.node] + held
+        candidates = placements(label, node_labels, pinned)
+        if not candidates.domains:
+            for entry in entries:
+                s.reporter.unschedulable_message(entry, f"{candidates.reason}: {candidates.message}",
+                                                 duration=time.perf_counter() - started)
+                s.queue.requeue_unschedulable(entry)
+            self._write_condition(group.key, REASON_UNSCHEDULABLE, KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
+            return None
+        best: tuple[str, ...] = ()
+        best_count = -1
+        for nodes in candidates.domains.values():
+            tried = []
+            for entry in entries:
+                try:
+                    result = schedule_one(self._engine(entry, profile), s.state, entry.pod, rng=s.rng,
+                                          nodes=s.state.node_infos(nodes)[0])
+                except Exception:  # a plugin's failure: the real attempt below reports it
+                    continue
+                if result.node is not None:
+                    s.state.assume(entry.key, result.node, uid=entry.uid, view=entry.pod)
+                    tried.append(entry.key)
+            for key in tried:
+                s.state.forget(key)
+            if len(tried) > best_count:
+                best, best_count = nodes, len(tried)
+        return best
 
     # ---- verdicts -------------------------------------------------------------------------
 

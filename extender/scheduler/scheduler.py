@@ -21,7 +21,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from extender import metrics
@@ -30,7 +30,7 @@ from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
-from extender.model.nodes import NodeView
+from extender.model.nodes import NodeInfo, NodeView
 from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
@@ -311,12 +311,14 @@ class Scheduler:
             return True
         return False
 
-    def decide(self, entry: QueuedPod, engine: Engine, started: float) -> CycleResult | None:
-        """Run the cycle for one pod; None when the policy failed (reported, requeued)."""
+    def decide(self, entry: QueuedPod, engine: Engine, started: float,
+               nodes: Sequence[NodeInfo] | None = None) -> CycleResult | None:
+        """Run the cycle for one pod (among `nodes` if given); None when the policy failed
+        (reported, requeued)."""
         try:
             result = schedule_one(engine, self.state, entry.pod, rng=self.rng,
                                   percentage_of_nodes_to_score=self.percentage_of_nodes_to_score,
-                                  start_index=self._next_start)
+                                  start_index=self._next_start, nodes=nodes)
         except Exception as exc:
             self.reporter.failed(entry, f"running the policy failed: {exc}", duration=time.perf_counter() - started)
             self.queue.requeue_backoff(entry)
@@ -324,11 +326,12 @@ class Scheduler:
         self._next_start = result.next_start_index
         return result
 
-    def unschedulable(self, entry: QueuedPod, engine: Engine, result: CycleResult, started: float) -> None:
-        """No node fits: try preemption, report, wait for a cluster event."""
+    def unschedulable(self, entry: QueuedPod, engine: Engine, result: CycleResult, started: float, *,
+                      preempt: bool = True) -> None:
+        """No node fits: try preemption (unless told not to), report, wait for a cluster event."""
         entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
         outcome, nominated = self.preemptor.attempt(entry, engine, result.decision) \
-            if self.preemptor is not None else (None, None)
+            if self.preemptor is not None and preempt else (None, None)
         self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
                                     preemption=outcome, nominated_node=nominated)
         self.queue.requeue_unschedulable(entry)

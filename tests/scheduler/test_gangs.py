@@ -93,13 +93,19 @@ class Gangs:
 
     # ---- objects ---------------------------------------------------------------------------
 
-    def node(self, name: str = "node", cpu: str = "4") -> None:
-        self.kube.create_node(name, cpu=cpu, labels={"topology.kubernetes.io/zone": "zone1"})
+    def node(self, name: str = "node", cpu: str = "4", zone: str = "zone1") -> None:
+        self.kube.create_node(name, cpu=cpu, labels={"topology.kubernetes.io/zone": zone})
 
     def gang(self, name: str, min_count: int = 3) -> None:
         self.kube.call("POST", f"/apis/{pg.API_V1ALPHA2}/namespaces/{self.ns}/podgroups",
                        {"apiVersion": pg.API_V1ALPHA2, "kind": "PodGroup", "metadata": {"name": name},
                         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
+
+    def gang_in_one(self, name: str, min_count: int, key: str) -> None:
+        self.kube.call("POST", f"/apis/{pg.API_V1ALPHA2}/namespaces/{self.ns}/podgroups",
+                       {"apiVersion": pg.API_V1ALPHA2, "kind": "PodGroup", "metadata": {"name": name},
+                        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                                 "schedulingConstraints": {"topology": [{"key": key}]}}})
 
     def basic(self, name: str) -> None:
         self.kube.call("POST", f"/apis/{pg.API_V1ALPHA2}/namespaces/{self.ns}/podgroups",
@@ -350,3 +356,37 @@ def test_completion_is_measured(gangs: Gangs) -> None:
     after = sum(s.value for s in metrics.GANG_COMPLETION.collect()[0].samples if s.name.endswith("_count"))
     assert after == count + 1 and metrics.GANG_COMPLETION._sum.get() >= before  # type: ignore[attr-defined]
 
+
+
+# ---- schedulingConstraints.topology (tas_test.go's scenarios) -------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_constrained_gang_goes_whole_to_the_one_domain_that_fits_it(gangs: Gangs) -> None:
+    gangs.node("a1", cpu="1", zone="a")
+    gangs.node("a2", cpu="1", zone="a")
+    gangs.node("b1", cpu="2", zone="b")
+    gangs.node("b2", cpu="2", zone="b")
+    gangs.start()
+    gangs.gang_in_one("pg1", 3, ZONE)
+    for name in ("p1", "p2", "p3"):
+        gangs.member(name, "pg1")
+    gangs.wait_bound("p1", "p2", "p3")
+    assert {gangs.node_of(n) for n in ("p1", "p2", "p3")} <= {"b1", "b2"}
+
+
+def test_a_constrained_gang_no_domain_fits_waits_though_the_cluster_has_room(gangs: Gangs) -> None:
+    gangs.node("a1", cpu="2", zone="a")
+    gangs.node("b1", cpu="2", zone="b")
+    gangs.start()
+    gangs.gang_in_one("pg1", 3, ZONE)
+    for name in ("p1", "p2", "p3"):
+        gangs.member(name, "pg1")
+    gangs.wait_unschedulable("p1", "p2", "p3")
+    settle(gangs)
+    assert gangs.bound("p1", "p2", "p3") == []
+    assert gangs.condition("pg1")["reason"] == pg.REASON_UNSCHEDULABLE
+    gangs.node("b2", cpu="1", zone="b")
+    gangs.wait_bound("p1", "p2", "p3")
+    assert {gangs.node_of(n) for n in ("p1", "p2", "p3")} <= {"b1", "b2"}
