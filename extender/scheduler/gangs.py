@@ -33,13 +33,16 @@ from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator
 from extender.gangs.topology import placements
 from extender.kube.events import rfc3339
 from extender.model.podgroups import (
+    API_COSCHEDULING,
     API_V1ALPHA2,
     KUBE_GROUP_UNSCHEDULABLE_MESSAGE,
     KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
     REASON_SCHEDULED,
     REASON_UNSCHEDULABLE,
     GroupKey,
+    MemberCounts,
     PodGroup,
+    coscheduling_status,
     scheduled_condition_patch,
 )
 from extender.model.pods import TERMINAL_PHASES, PodView
@@ -147,6 +150,7 @@ class GangScheduling:
             verdicts = self.coordinator.upsert_member(_member(record, group, node, record.gated))
         self.apply(verdicts)
         self._ungate(group)
+        self._write_coscheduling(group)
 
     def member_queued(self, pod: PodView) -> None:
         """The pending watch queued a member: its siblings parked for it may go now."""
@@ -158,6 +162,7 @@ class GangScheduling:
         verdicts = self.coordinator.upsert_group(group) if group is not None else self.coordinator.delete_group(key)
         self.apply(verdicts)
         self._ungate(key)
+        self._write_coscheduling(key)
 
     def _ungate(self, key: GroupKey) -> None:
         self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
@@ -330,6 +335,25 @@ class GangScheduling:
         """PodGroupScheduled, as kube-scheduler writes it (v1alpha2 groups only), off the loop."""
         if key.api == API_V1ALPHA2 and self.source is not None:
             self.scheduler.reporter.submit(self._patch_condition, key, reason, message)
+
+    def _write_coscheduling(self, key: GroupKey) -> None:
+        """Coscheduling's status (phase, running counts), as its controller keeps it, where we
+        schedule the group: no scheduler-plugins controller runs beside us."""
+        if key.api == API_COSCHEDULING and self.source is not None:
+            self.scheduler.reporter.submit(self._patch_coscheduling, key)
+
+    def _patch_coscheduling(self, key: GroupKey) -> None:
+        assert self.source is not None
+        raw = self.source.raw(key)
+        if raw is None:
+            return
+        state = self.scheduler.state
+        members = self.coordinator.members(key)
+        records = [state.pod(m.pod) for m in members]
+        running = sum(1 for r in records if r is not None and r.phase == "Running")
+        patch = coscheduling_status(raw, MemberCounts(len(members), running=running))
+        if patch is not None:
+            self.source.patch_status(key, patch)
 
     def _patch_condition(self, key: GroupKey, reason: str, message: str) -> None:
         assert self.source is not None

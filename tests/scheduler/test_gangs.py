@@ -328,6 +328,10 @@ def test_a_coscheduling_group_binds_all_or_nothing(gangs: Gangs) -> None:
     gangs.wait_unschedulable("w1", "w2", "w3")
     settle(gangs)
     assert gangs.bound("w1", "w2", "w3") == []
+    path = f"/apis/{pg.API_COSCHEDULING}/namespaces/{gangs.ns}/podgroups/job"
+    # As Coscheduling's controller: minMember pods exist, none running.
+    gangs.kube.wait_for(lambda: gangs.kube.call("GET", path).get("status", {}).get("phase") == pg.PHASE_SCHEDULING,
+                        message="phase Scheduling")
     gangs.node("node-2", cpu="2")
     gangs.wait_bound("w1", "w2", "w3")
 
