@@ -105,13 +105,35 @@ def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any
     raise click.ClickException(f"pod {key} is not in {where}, and no file {target!r} exists")
 
 
+def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
+    """The pod's group, quorum and what it waits for (docs/gangs.md); groups are read live only."""
+    if pod.group is None:
+        return []
+    from extender.model.podgroups import parse_pod_group
+    from extender.simulation.gangnotes import group_note
+
+    if api_client is None:
+        return [f"pod group {pod.group}: group objects are read from a live cluster only (--kubeconfig)"]
+    from extender.kube.client import request_json
+    from extender.kube.podgroup_source import podgroups_path
+
+    try:
+        raw = request_json(api_client, "GET", podgroups_path(pod.group.api, pod.group.namespace, pod.group.name))
+        group = parse_pod_group(raw, pod.group.api)
+    except NotFoundError:
+        group = None
+    except (ExtenderError, InvalidObject) as exc:
+        return [f"pod group {pod.group}: cannot read it: {exc}"]
+    return [group_note(pod, group, cluster.pods)]
+
+
 def _explain_one(engine: Engine, state: ClusterState, raw: dict[str, Any], label: str,
-                 cluster: Snapshot, usage_notes: list[str]) -> Explanation:
+                 cluster: Snapshot, usage_notes: list[str], api_client: Any = None) -> Explanation:
     try:
         pod = PodView.from_dict(raw)
     except InvalidObject as exc:
         raise click.ClickException(f"{label}: {exc}") from None
-    notes = list(usage_notes)
+    notes = [*usage_notes, *_group_notes(pod, cluster, api_client)]
     record = state.pod(pod.key)
     if record is not None:
         if record.node_name:
@@ -169,7 +191,7 @@ def explain(target: str, snapshot: str | None, kubeconfig: str | None, context: 
 
     usage_notes = live_usage(state, api_client, engine.policy) if live else \
         snapshot_usage(state, cluster.node_metrics, engine.policy, count_placements=False)
-    explanations = [_explain_one(engine, state, raw, f"{target} pod #{i}", cluster, usage_notes)
+    explanations = [_explain_one(engine, state, raw, f"{target} pod #{i}", cluster, usage_notes, api_client)
                     for i, raw in enumerate(pods)]
     if output == "json":
         body: Any = to_json(explanations[0]) if len(explanations) == 1 else \

@@ -138,3 +138,25 @@ def test_simulate_refuses_three_policies_and_bad_files(runner: CliRunner, tmp_pa
     pods.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec: {containers: [{name: c}]}\n")
     result = runner.invoke(simulate, [str(SMALL), "--pods", str(pods)])
     assert result.exit_code == 1 and "default/p1 is already in the snapshot" in result.output
+
+
+def test_explain_says_what_a_pod_group_member_waits_for(runner: CliRunner, fake_apiserver) -> None:
+    kube = fake_apiserver.client
+    kube.create_node("n1", cpu="4")
+    group = {"schedulingGroup": {"podGroupName": "pg1"}}
+    kube.create_pod("p1", cpu="1", spec=group)
+    args = ["default/p1", "--kubeconfig", str(fake_apiserver.kubeconfig), "-o", "json"]
+    notes = json.loads(runner.invoke(explain, args).output)["notes"]
+    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2): pod group default/pg1 does not exist (yet); "
+            "the pod waits for it") in notes
+    kube.call("POST", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups",
+              {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg1"},
+               "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    kube.create_pod("p2", cpu="1", spec=group, node_name="n1")
+    notes = json.loads(runner.invoke(explain, args).output)["notes"]
+    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2, gang, minCount 3): 2 members, 1 bound; the pod "
+            "waits: pod group default/pg1 has 2 of 3 members (minCount 3); 1 missing") in notes
+    kube.create_pod("p3", cpu="1", spec=group)
+    notes = json.loads(runner.invoke(explain, args).output)["notes"]
+    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2, gang, minCount 3): 3 members, 1 bound; 2 more, this "
+            "pod among them, must be placed together, or none is bound") in notes
