@@ -46,7 +46,15 @@ def webhook(gangs: Gangs) -> Iterator[tuple[Runtime, Flask]]:
     assert runtime.gangs is not None, "pod groups served, so the webhook watches them"
     runtime.start()
     assert runtime.source.wait_synced(10)
-    yield runtime, create_app(settings, runtime=runtime, start=False)
+    # A member's first /filter starts the pod watch (as a first /bind does) and is answered with a
+    # retryable error until the pods are listed; here the watch is started up front.
+    app = create_app(settings, runtime=runtime, start=False)
+    first = app.test_client().post("/filter", json={"Pod": {
+        "metadata": {"name": "probe", "namespace": gangs.ns, "uid": "probe"},
+        "spec": {"schedulingGroup": {"podGroupName": "probe"}, "containers": [{"name": "c"}]}}, "NodeNames": []})
+    assert first.status_code == 200 and runtime.source.pods_watched
+    assert runtime.source.pods_listed(10)
+    yield runtime, app
     runtime.stop()
 
 
