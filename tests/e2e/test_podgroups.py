@@ -1,7 +1,7 @@
 """kube-scheduler v1.36.3 with the gang gates through podgroup_test.go's scenarios (podgroups.py).
 
-The reference behaviour our standalone scheduler must match (phase 2 runs the same scenarios
-under it), and the baseline of the webhook checks (a stock kube-scheduler alone binds part of a
+The reference behaviour our standalone scheduler must match (it runs the same scenarios on the
+same plane), and the baseline of the webhook checks (a stock kube-scheduler alone binds part of a
 gang): a control plane with `--feature-gates=GenericWorkload=true,GangScheduling=true,
 TopologyAwareWorkloadScheduling=true --runtime-config=scheduling.k8s.io/v1alpha2=true`, and for
 each scenario a fresh kube-scheduler with `GenericWorkload` and `GangScheduling` (plus
@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from extender.cluster.state import ClusterState
+from extender.kube.client import build_api_client
+from extender.scheduler.scheduler import Scheduler
 from tests.e2e import podgroups
 from tests.e2e.conftest import NO_BINARIES
 from tests.e2e.controlplane import ControlPlane, scheduler_configuration
 from tests.fakeapi.envtest import find_assets
+from tests.scheduler.conftest import FAST_WATCH, standalone_profile
 
 pytestmark = [pytest.mark.e2e]
 
@@ -65,6 +69,25 @@ def test_kube_scheduler_passes_the_podgroup_scenarios(plane: ControlPlane, index
         podgroups.clean(plane.client, name)
         scheduler.stop()
         plane.schedulers.remove(scheduler)
+
+
+@pytest.mark.parametrize("index", range(len(podgroups.SCENARIOS)),
+                         ids=[_slug(s.name) for s in podgroups.SCENARIOS])
+def test_our_standalone_scheduler_passes_the_podgroup_scenarios(plane: ControlPlane, index: int) -> None:
+    """The same scenarios under our standalone scheduler (in this process), on the same plane."""
+    scenario = podgroups.SCENARIOS[index]
+    name = f"ours-{index}"
+    api_client = build_api_client(kubeconfig=str(plane.kubeconfig))
+    state = ClusterState()
+    scheduler = Scheduler(api_client, [standalone_profile(name)], state=state, watch_options=FAST_WATCH)
+    scheduler.start()
+    try:
+        assert scheduler.wait_ready(20), "scheduler caches did not sync"
+        podgroups.run(plane.client, scenario, namespace=name, scheduler_name=name)
+    finally:
+        podgroups.clean(plane.client, name)
+        scheduler.stop(timeout=5)
+        api_client.close()
 
 
 CRD = Path(__file__).resolve().parents[2] / "deploy" / "components" / "podgroup-crd" / "scheduling.x-k8s.io_podgroups.yaml"
