@@ -19,7 +19,7 @@ import yaml
 from extender.checks.configs import check_scheduler_config_text
 from extender.gangs import fitting
 from extender.model import podgroups as pg
-from tests.e2e import configs, processes
+from tests.e2e import configs, podgroups, processes
 from tests.fakeapi.client import KubeApiError
 from tests.gangs.test_podgroup_api import CRD_FILE, wait_served
 
@@ -79,3 +79,25 @@ def test_a_gang_of_four_where_three_fit_binds_none_then_all_when_room_is_freed(
 
     kube.create_node("gang-c", cpu="1")
     kube.wait_for(lambda: all(node_of(kube, n) for n in MEMBERS), timeout=60, message="all four bound")
+
+
+@pytest.mark.parametrize("scenario", podgroups.WEBHOOK_SCENARIOS, ids=lambda s: s.name[:40])
+def test_the_issues_webhook_scenarios_with_the_extender(
+        cluster: Any, crd: Any, kube_scheduler: Any, extender: Any, tmp_path: Path,
+        scenario: podgroups.WebhookScenario) -> None:
+    """tests/e2e/podgroups.py's webhook scenarios, `with_extender` steps: all or none bound
+    (their `alone` steps, a stock kube-scheduler binding part of a gang, run in test_podgroups.py)."""
+    kube = cluster.client
+    kube.ensure_namespace("scheduler-extender")
+    webhook = processes.serve(cluster.kubeconfig, tmp_path, scheduler_names=[SCHEDULER], extra=["--gang-hold", "5"])
+    config = configs.kube_scheduler_config(
+        "kube-scheduler-gangs.yaml", kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
+        scheduler_name=SCHEDULER, port=webhook.port)
+    kube.create_node("node", cpu=scenario.node_cpu)
+    extender(webhook)
+    kube_scheduler(config, name="kube-scheduler-gangs")
+    try:
+        podgroups.run(kube, podgroups.PodGroupScenario(scenario.name, scenario.with_extender), namespace=NAMESPACE,
+                      scheduler_name=SCHEDULER)
+    finally:
+        podgroups.clean(kube, NAMESPACE)
