@@ -146,17 +146,17 @@ def test_explain_says_what_a_pod_group_member_waits_for(runner: CliRunner, fake_
     group = {"schedulingGroup": {"podGroupName": "pg1"}}
     kube.create_pod("p1", cpu="1", spec=group)
     args = ["default/p1", "--kubeconfig", str(fake_apiserver.kubeconfig), "-o", "json"]
+    head = "member of pod group default/pg1 (scheduling.k8s.io/v1alpha2)"
     notes = json.loads(runner.invoke(explain, args).output)["notes"]
-    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2): pod group default/pg1 does not exist (yet); "
-            "the pod waits for it") in notes
+    assert f"{head}; waits for: the pod group to exist" in notes
     kube.call("POST", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups",
               {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg1"},
                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
     kube.create_pod("p2", cpu="1", spec=group, node_name="n1")
     notes = json.loads(runner.invoke(explain, args).output)["notes"]
-    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2, gang, minCount 3): 2 members, 1 bound; the pod "
-            "waits: pod group default/pg1 has 2 of 3 members (minCount 3); 1 missing") in notes
+    assert (f"{head}; policy: gang, minCount 3; members 2, bound 1, held 0, allowed 0; waits for: pod group "
+            "default/pg1 has 2 of 3 members (minCount 3); 1 missing") in notes
     kube.create_pod("p3", cpu="1", spec=group)
     notes = json.loads(runner.invoke(explain, args).output)["notes"]
-    assert ("pod group default/pg1 (scheduling.k8s.io/v1alpha2, gang, minCount 3): 3 members, 1 bound; 2 more, this "
-            "pod among them, must be placed together, or none is bound") in notes
+    assert (f"{head}; policy: gang, minCount 3; members 3, bound 1, held 0, allowed 0; waits for: 2 more "
+            "member(s) placed (held members wait up to 300 s)") in notes
