@@ -17,6 +17,7 @@ A pod of no group costs `pod.group is None` in each verb, nothing more.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +49,18 @@ def _free(state: ClusterState) -> list[dict[str, int]]:
     return rooms
 
 
+def _take(rooms: Iterable[dict[str, int]], request: Resources) -> None:
+    """Take `request` out of the rooms, each resource from the nodes with most of it first."""
+    rooms = list(rooms)
+    for name, amount in request.items():
+        for room in sorted(rooms, key=lambda r: -r.get(name, 0)):
+            if amount <= 0:
+                break
+            taken = min(amount, max(0, room.get(name, 0)))
+            room[name] = room.get(name, 0) - taken
+            amount -= taken
+
+
 class WebhookGangs:
     """One per webhook worker: the group watch, the members from the state's pods, the Leases."""
 
@@ -66,6 +79,9 @@ class WebhookGangs:
         self.leases = GangLeases(api_client, namespace=lease_namespace)
         self.hold_seconds = hold_seconds
         self.poll_seconds = poll_seconds
+        # Members this process holds at /bind: uid -> (group, node, requests).
+        self._holding: dict[str, tuple[GroupKey, str, Resources]] = {}
+        self._holding_lock = threading.Lock()
         state.listeners.add(self._cluster_event)
 
     @property
@@ -121,16 +137,56 @@ class WebhookGangs:
         if group is None or not group.is_gang:
             return None
         members = self.coordinator.members(group.key)
+        with self._holding_lock:
+            holding = dict(self._holding)
+        held = {uid for uid, (key, _node, _requests) in holding.items() if key == group.key}
         bound = [m for m in members if m.node]
         usage: Resources = {}
         for member in bound:
             add_into(usage, member.requests)
-        misfit = fits_at_all([m.requests for m in members if not m.node], group.min_count - len(bound),
-                             _free(self.state), min_resources=group.min_resources, min_count=group.min_count,
+        misfit = fits_at_all([m.requests for m in members if not m.node and m.uid not in held],
+                             group.min_count - len(bound) - len(held), self._room(holding, group.key),
+                             min_resources=group.min_resources, min_count=group.min_count,
                              group_usage=usage, placed=len(bound))
         return f"{misfit.reason}: {misfit.message}" if misfit is not None else None
 
+    def _room(self, holding: dict[str, tuple[GroupKey, str, Resources]], own: GroupKey) -> list[dict[str, int]]:
+        """Each node's free room, less what this process's held members take (kube-scheduler has
+        them assumed; our state does not), less what every *other* gang holding members here still
+        needs for its quorum. That reservation is what lets two gangs competing for the same room
+        end with one whole: the first to hold keeps the room its quorum needs, and the other is
+        refused until the first is bound or sent back (docs/gangs.md)."""
+        rooms = {info.name: room for info, room in zip(self.state.all_node_infos(), _free(self.state), strict=True)}
+        others: dict[GroupKey, int] = {}
+        for _uid, (key, node, requests) in holding.items():
+            room = rooms.get(node)
+            if room is not None:
+                for name, amount in requests.items():
+                    room[name] = room.get(name, 0) - amount
+                if PODS in room:
+                    room[PODS] -= 1
+            if key != own:
+                others[key] = others.get(key, 0) + 1
+        for key, held in others.items():
+            status = self.coordinator.status(key)
+            if not status.exists:
+                continue
+            need = max(0, status.min_count - status.bound - held)
+            waiting = [m for m in self.coordinator.members(key) if not m.node and m.uid not in holding]
+            for member in sorted(waiting, key=lambda m: sum(m.requests.values()))[:need]:
+                _take(rooms.values(), member.requests)
+        return list(rooms.values())
+
     # ---- /bind ---------------------------------------------------------------------------------
+
+    def _hold_here(self, pod: PodView, node: str) -> None:
+        assert pod.group is not None
+        with self._holding_lock:
+            self._holding[pod.uid] = (pod.group, node, dict(pod.requests))
+
+    def _unhold_here(self, uid: str) -> None:
+        with self._holding_lock:
+            self._holding.pop(uid, None)
 
     def wait_to_bind(self, pod: PodView, node: str) -> str | None:
         """Hold the member until its group's quorum is held or bound (None: bind now), or say why
@@ -141,6 +197,13 @@ class WebhookGangs:
             return f"pod group {pod.group} does not exist"
         if not group.is_gang:
             return None
+        self._hold_here(pod, node)
+        try:
+            return self._hold(pod, node, group)
+        finally:
+            self._unhold_here(pod.uid)
+
+    def _hold(self, pod: PodView, node: str, group: PodGroup) -> str | None:
         deadline = time.monotonic() + self.hold_seconds
         outcome = self.leases.hold(group.uid, pod.uid, node, min_count=group.min_count, bound=self._bound(group),
                                    hold_seconds=self.hold_seconds)

@@ -138,3 +138,24 @@ def test_a_basic_group_binds_each_member_at_once(gangs: Gangs, webhook: tuple[Ru
     assert bind_all(app, gangs, [pod]) == {"p1": ""}
     assert gangs.bound("p1") == ["p1"]
 
+
+
+def test_a_gang_holding_members_keeps_the_room_its_quorum_needs(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """Two gangs of 4 on 6 CPUs: while one holds a member at /bind, the other is refused at
+    /filter (the first one's quorum keeps its room), so they cannot end 3 + 3."""
+    runtime, app = webhook
+    gangs.node(cpu="6")
+    gangs.gang("pg1", min_count=4)
+    gangs.gang("pg2", min_count=4)
+    first = [member(gangs, f"p{i}", "pg1") for i in range(1, 5)]
+    other = [member(gangs, f"o{i}", "pg2") for i in range(1, 5)]
+    wait_known(gangs, runtime, "p1", "p2", "p3", "p4", "o1", "o2", "o3", "o4")
+    assert filter_reply(app, other[0], ["node"])["NodeNames"] == ["node"]
+    binding = threading.Thread(target=bind_all, args=(app, gangs, first[:1]))
+    binding.start()
+    gangs.kube.wait_for(lambda: runtime.gangs._holding, message="p1 held at /bind")
+    refused = filter_reply(app, other[0], ["node"])["FailedAndUnresolvableNodes"]["node"]
+    assert refused == f"{fitting.REASON_MEMBERS}: 4 more members: cpu short by 2"  # 6 - 1 held - 3 kept
+    assert filter_reply(app, first[1], ["node"])["NodeNames"] == ["node"]  # its own gang goes on
+    binding.join()
+    assert filter_reply(app, other[0], ["node"])["NodeNames"] == ["node"]  # p1 was sent back: room again
