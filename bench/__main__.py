@@ -4,7 +4,8 @@ Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
 Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|gangs|matrix|e2e`,
 and `--quick` for a shorter pass. `python -m bench chaos` (faults under load on a real control plane,
-bench/bench_chaos.py) is apart: it prints a verdict, not a table.
+bench/bench_chaos.py) is apart: it prints a verdict, not a table. `python -m bench scheduler-perf --help`:
+kube-scheduler's own scheduler_perf workloads against kube-scheduler and ours (bench/scheduler_perf/).
 """
 
 from __future__ import annotations
@@ -118,6 +119,10 @@ def print_table(title: str, rows: Rows) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["scheduler-perf"]:  # kube-scheduler's scheduler_perf corpus, its own options
+        from bench.scheduler_perf import runner
+
+        return runner.main(argv[1:])
     if argv[:1] == ["e2e"] and len(argv) > 1:  # e2e's own options: --repeat, --only, --py-spy, ...
         from bench import bench_e2e
 

@@ -1,0 +1,255 @@
+"""The pods of the cluster as scheduler_perf's pod informer sees them, and its throughput
+collector.
+
+:class:`PodCache` lists every pod once and then watches (resuming from the last
+resourceVersion when the server ends the stream), keeping what the barriers and the
+collectors read: namespace, labels, nodeName and whether a scheduler attempted the pod
+(a PodScheduled condition, as util.go's ``isAttempted``).
+
+:class:`ThroughputCollector` is util.go's ``throughputCollector``: every second
+(``throughputSampleInterval``) it counts the pods of its namespaces and labels whose
+nodeName appeared since the last sample; the first sample with any pod scheduled only
+starts the clock, a sample with none is skipped and the next one's rate is recorded once
+per skipped interval too. ``summary`` gives Average and Perc50/90/95/99 over the sorted
+samples with the same ``ceil(n * p / 100) - 1`` index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+SAMPLE_INTERVAL = 1.0  # throughputSampleInterval
+
+
+@dataclass
+class PodState:
+    namespace: str
+    labels: dict[str, str]
+    node: str
+    attempted: bool
+
+
+def labels_match(labels: Mapping[str, str], selector: Mapping[str, str] | None) -> bool:
+    """util.go's labelsMatch: every key of the selector with the same value."""
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def _state(pod: dict[str, Any]) -> PodState:
+    meta = pod.get("metadata") or {}
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return PodState(
+        namespace=meta.get("namespace", ""),
+        labels=meta.get("labels") or {},
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        attempted=any(c.get("type") == "PodScheduled" for c in conditions),
+    )
+
+
+@dataclass
+class PodCache:
+    """Every pod of the cluster, kept current by one list and a watch."""
+
+    kube: Any  # tests.fakeapi.client.KubeTestClient
+    pods: dict[tuple[str, str], PodState] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    collectors: list[ThroughputCollector] = field(default_factory=list)
+    _version: str = ""
+    _stop: bool = False
+    _response: Any = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> PodCache:
+        listed = self.kube.call("GET", "/api/v1/pods")
+        with self.lock:
+            for pod in listed.get("items") or []:
+                meta = pod["metadata"]
+                self.pods[(meta["namespace"], meta["name"])] = _state(pod)
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, name="pod-cache", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self._response = self.kube.session.get(
+                    f"{self.kube.base_url}/api/v1/pods",
+                    params={"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600",
+                            "allowWatchBookmarks": "true"},
+                    stream=True, verify=self.kube.verify, timeout=(10, 3600))
+                self._response.raise_for_status()
+                self._read(self._response.raw)
+            except Exception as exc:  # noqa: BLE001 (reconnects; a lost event shows as a barrier timeout)
+                if not self._stop:
+                    print(f"# pod cache: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
+                    time.sleep(0.2)
+
+    def _read(self, raw: Any) -> None:
+        tail = b""
+        while not self._stop:
+            chunk = raw.read1(1 << 16)
+            if not chunk:
+                return
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                if line.strip():
+                    self._event(orjson.loads(line))
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:  # too old: list again
+                self._relist()
+                return
+            raise RuntimeError(f"watch error: {obj.get('message')}")
+        meta = obj.get("metadata") or {}
+        self._version = meta.get("resourceVersion") or self._version
+        if kind == "BOOKMARK":
+            return
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self.lock:
+            old = self.pods.get(key)
+            if kind == "DELETED":
+                self.pods.pop(key, None)
+                return
+            new = self.pods[key] = _state(obj)
+            collectors = list(self.collectors)
+        if new.node and (old is None or not old.node):
+            for collector in collectors:
+                collector.observe(new)
+
+    def _relist(self) -> None:
+        listed = self.kube.call("GET", "/api/v1/pods")
+        fresh = {(p["metadata"]["namespace"], p["metadata"]["name"]): _state(p) for p in listed.get("items") or []}
+        with self.lock:
+            before = self.pods
+            self.pods = fresh
+            collectors = list(self.collectors)
+        for key, state in fresh.items():
+            if state.node and not (before.get(key) and before[key].node):
+                for collector in collectors:
+                    collector.observe(state)
+        self._version = listed["metadata"]["resourceVersion"]
+
+    def counts(self, namespace: str | None, selector: Mapping[str, str] | None) -> tuple[int, int, int]:
+        """(scheduled, attempted but unscheduled, unattempted) pods of ``namespace`` (None: all)
+        matching ``selector``: util.go's getScheduledPods."""
+        scheduled = attempted = unattempted = 0
+        with self.lock:
+            for state in self.pods.values():
+                if (namespace is None or state.namespace == namespace) and labels_match(state.labels, selector):
+                    if state.node:
+                        scheduled += 1
+                    elif state.attempted:
+                        attempted += 1
+                    else:
+                        unattempted += 1
+        return scheduled, attempted, unattempted
+
+    def names(self, namespace: str, selector: Mapping[str, str] | None) -> list[str]:
+        with self.lock:
+            return [name for (ns, name), state in self.pods.items()
+                    if ns == namespace and labels_match(state.labels, selector)]
+
+    def subscribe(self, collector: ThroughputCollector) -> None:
+        """Register a collector, replaying the pods already scheduled in its namespaces as
+        an informer replays its cache to a new handler."""
+        with self.lock:
+            self.collectors.append(collector)
+            existing = [s for s in self.pods.values() if s.node]
+        for state in existing:
+            collector.observe(state)
+
+    def unsubscribe(self, collector: ThroughputCollector) -> None:
+        with self.lock:
+            if collector in self.collectors:
+                self.collectors.remove(collector)
+
+    def close(self) -> None:
+        self._stop = True
+        with contextlib.suppress(Exception):
+            self._response.raw._fp.fp.raw._sock.shutdown(2)  # wake the reader blocked in read1
+        with contextlib.suppress(Exception):
+            self._response.close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+@dataclass
+class ThroughputCollector:
+    """util.go's throughputCollector over a PodCache."""
+
+    name: str
+    namespaces: frozenset[str]
+    selector: Mapping[str, str] | None = None
+    scheduled: int = 0
+    samples: list[float] = field(default_factory=list)
+    started_at: float | None = None
+    stopped_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def observe(self, state: PodState) -> None:
+        if state.namespace in self.namespaces and labels_match(state.labels, self.selector):
+            with self._lock:
+                self.scheduled += 1
+
+    def start(self, cache: PodCache) -> ThroughputCollector:
+        cache.subscribe(self)
+        self._thread = threading.Thread(target=self._run, name=f"throughput-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        started = False
+        skipped = 0
+        last_count = 0
+        last_time = time.monotonic()
+        next_tick = time.monotonic() + SAMPLE_INTERVAL
+        while not self._stop.wait(max(0.0, next_tick - time.monotonic())):
+            next_tick += SAMPLE_INTERVAL
+            now = time.monotonic()
+            with self._lock:
+                scheduled = self.scheduled
+            if scheduled == 0:
+                continue
+            if not started:
+                started, last_count, last_time, self.started_at = True, scheduled, now, now
+                continue
+            new = scheduled - last_count
+            if new == 0:
+                skipped += 1
+                continue
+            rate = new / (now - last_time)
+            self.samples += [rate] * (skipped + 1)
+            last_count, last_time, skipped = scheduled, now, 0
+
+    def stop(self, cache: PodCache) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        cache.unsubscribe(self)
+        self.stopped_at = time.monotonic()
+
+    def summary(self) -> dict[str, float] | None:
+        """SchedulingThroughput as util.go's collect(): None when no interval was sampled."""
+        values = sorted(self.samples)
+        if not values:
+            return None
+
+        def percentile(p: int) -> float:
+            return values[math.ceil(len(values) * p / 100) - 1]
+
+        return {"Average": sum(values) / len(values), "Perc50": percentile(50), "Perc90": percentile(90),
+                "Perc95": percentile(95), "Perc99": percentile(99)}

@@ -1,0 +1,213 @@
+"""python -m bench scheduler-perf: scheduler_perf's workloads against kube-scheduler and ours.
+
+Each (workload, scheduler) run gets a fresh control plane (etcd + kube-apiserver from
+KUBEBUILDER_ASSETS): the scheduler starts first, as in scheduler_perf, then the
+workload's operations run, then the final cluster is read and checked
+(bench/scheduler_perf/invariants.py). ``--scheduler both`` runs kube-scheduler, then ours
+on a rebuilt cluster, and compares: the same measured pods scheduled, and the same pods
+scheduled per namespace.
+
+Columns: ``pods_per_s`` is SchedulingThroughput's Average as scheduler_perf computes it
+(1 s samples over the measured pods; empty when the measured pods were all scheduled
+within one sample, as for most of the smallest variants), ``p50``/``p90``/``p99`` its
+percentiles; ``scheduled``/``expected`` the measured pods; ``measured_s`` the time from
+the start of the measurement to its end (creation included, as in scheduler_perf);
+``cpu_s`` and ``rss_mb`` the scheduler process's CPU seconds over the whole workload and
+its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile. The
+machine's cores are shared with whatever else runs: compare the two schedulers' rows of
+the same run, not runs of different days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.scheduler_perf import corpus, invariants, schedulers
+from bench.scheduler_perf.executor import Executor, WorkloadFailed
+from bench.scheduler_perf.informer import PodCache, ThroughputCollector
+
+MAX_NODES = 5000
+MAX_PODS = 8000
+
+
+def _throughput(collectors: list[ThroughputCollector]) -> dict[str, float] | None:
+    merged = ThroughputCollector("all", frozenset())
+    merged.samples = [s for c in collectors for s in c.samples]
+    return merged.summary()
+
+
+def _snapshot(kube: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, str]]]:
+    pods = kube.call("GET", "/api/v1/pods").get("items") or []
+    nodes = kube.call("GET", "/api/v1/nodes").get("items") or []
+    namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {}
+                  for n in kube.call("GET", "/api/v1/namespaces").get("items") or []}
+    return pods, nodes, namespaces
+
+
+def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float) -> dict[str, Any]:
+    """One workload under one scheduler on a fresh control plane: the table's row."""
+    row: dict[str, Any] = {"workload": workload.name, "variant": workload.variant, "scheduler": kind,
+                           "pods_per_s": None, "scheduled": None, "expected": None, "cpu_s": None,
+                           "rss_mb": None, "skipped": workload.skip or None}
+    if workload.skip:
+        return row
+    started = time.monotonic()
+    with schedulers.control_plane() as cp, schedulers.scheduler(cp, kind, workdir / kind) as running:
+        cache = PodCache(cp.client).start()
+        control_cpu = schedulers.trees_cpu(cp.plane.pids)
+        executor = Executor(cp.client, cache, workload, running.scheduler_name, stall=stall)
+        error = None
+        ops_started = time.monotonic()
+        try:
+            executor.run()
+        except WorkloadFailed as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 (one broken workload must not end the table)
+            error = f"{type(exc).__name__}: {exc}"
+        row["ops_s"] = round(time.monotonic() - ops_started, 1)
+        row["cp_cpu_s"] = round(schedulers.trees_cpu(cp.plane.pids) - control_cpu, 1)
+        cache.close()
+        pods, nodes, namespaces = _snapshot(cp.client)
+    row.update(running.figures)
+    measured = executor.measurements
+    summary = _throughput([m.collector for m in measured])
+    if summary:
+        row["pods_per_s"] = round(summary["Average"], 1)
+        row.update({k: round(summary[f"Perc{k[1:]}"], 1) for k in ("p50", "p90", "p99")})
+    row["scheduled"] = sum(m.scheduled for m in measured) if measured else None
+    row["expected"] = sum(m.expected or 0 for m in measured) if measured else None
+    row["measured_s"] = round(sum(m.wall_s for m in measured), 2) if measured else None
+    row["total_s"] = round(time.monotonic() - started, 1)
+    violations = invariants.check(pods, nodes, namespaces)
+    row["violations"] = len(violations)
+    row["_violations"] = violations
+    row["_per_namespace"] = _scheduled_per_namespace(pods)
+    row["_volatile"] = {op.get("namespace") or f"namespace-{i}" for i, op in enumerate(workload.ops)
+                        if op["opcode"] in ("churn", "deletePods")}
+    row["error"] = error
+    return row
+
+
+def _scheduled_per_namespace(pods: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in pods:
+        ns = pod["metadata"]["namespace"]
+        counts[ns] = counts.get(ns, 0) + bool((pod.get("spec") or {}).get("nodeName"))
+    return counts
+
+
+def parity(kube: dict[str, Any], ours: dict[str, Any]) -> str:
+    """"same" or what differs between the two runs of one workload."""
+    if kube.get("skipped") or ours.get("skipped"):
+        return ""
+    differences = []
+    if kube["scheduled"] != ours["scheduled"]:
+        differences.append(f"measured scheduled {kube['scheduled']} vs {ours['scheduled']}")
+    # namespaces churned or deleted from in the background hold a number of pods that
+    # depends on timing: compared through the measured pods only
+    for ns in sorted(set(kube["_per_namespace"]) | set(ours["_per_namespace"])):
+        a, b = kube["_per_namespace"].get(ns, 0), ours["_per_namespace"].get(ns, 0)
+        if a != b and ns not in kube.get("_volatile", ()):
+            differences.append(f"{ns} scheduled {a} vs {b}")
+    if ours.get("violations") and not kube.get("violations"):
+        differences.append("violations only under ours")
+    return "same" if not differences else "; ".join(differences[:4])
+
+
+PUBLIC = ("workload", "variant", "scheduler", "pods_per_s", "p50", "p90", "p99", "scheduled", "expected",
+          "measured_s", "ops_s", "cpu_s", "rss_mb", "cp_cpu_s", "violations", "parity", "skipped", "error")
+
+
+def public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row.get(k) for k in PUBLIC}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench scheduler-perf", description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", action="append", default=[], metavar="NAME/VARIANT",
+                        help="a workload variant (repeatable; NAME alone: all its variants)")
+    parser.add_argument("--smallest", action="store_true", help="each covered workload's smallest variant")
+    parser.add_argument("--folder", action="append", default=[],
+                        help=f"only workloads of these folders ({', '.join(corpus.FOLDERS)})")
+    parser.add_argument("--scheduler", choices=("kube", "ours", "both"), default="both")
+    parser.add_argument("--max-nodes", type=int, default=MAX_NODES,
+                        help="largest variant: at most this many nodes (default %(default)s)")
+    parser.add_argument("--max-pods", type=int, default=MAX_PODS,
+                        help="largest variant: at most this many pods created (default %(default)s)")
+    parser.add_argument("--stall", type=float, default=60.0,
+                        help="give a wait up after this many seconds without a pod scheduled")
+    parser.add_argument("--source", type=Path, help="kubernetes source tree (default: the Go module cache)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    parser.add_argument("--list", action="store_true", help="list the workloads and variants, run nothing")
+    parser.add_argument("--startup", action="store_true",
+                        help="time the start of `extender schedule` and `extender serve` on 5,000 nodes and 150,000 pods")
+    parser.add_argument("--startup-nodes", type=int, default=5000)
+    parser.add_argument("--startup-pods", type=int, default=150_000)
+    options = parser.parse_args(argv)
+    try:
+        root = corpus.locate(options.source)
+        everything = corpus.load_workloads(root)
+    except corpus.CorpusError as exc:
+        parser.exit(2, f"scheduler-perf: {exc}\n")
+    if options.folder:
+        everything = [w for w in everything if w.folder.split("/")[0] in options.folder]
+    if options.list:
+        for w in everything:
+            nodes, pods = w.size
+            print(f"{w.key}\t{nodes} nodes\t{pods} pods\t{w.skip and 'skipped: ' + w.skip}")
+        return 0
+    from tests.fakeapi.envtest import find_assets
+
+    assets = find_assets()
+    if assets is None or assets.kube_scheduler is None:
+        parser.exit(2, "scheduler-perf: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver and "
+                       "kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)\n")
+    if options.startup:
+        from bench.scheduler_perf import startup
+
+        rows = startup.run(options.startup_nodes, options.startup_pods)
+        _print(rows, options.json, "scheduler-perf --startup")
+        return 0
+    try:
+        chosen = corpus.select(everything, options.workload) if options.workload else (
+            corpus.smallest(everything) if options.smallest
+            else corpus.largest(everything, options.max_nodes, options.max_pods))
+    except KeyError as exc:
+        parser.exit(2, f"scheduler-perf: no workload {exc.args[0]!r} (--list shows them)\n")
+    kinds = ["kube", "ours"] if options.scheduler == "both" else [options.scheduler]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="scheduler-perf-") as tmp:
+        for workload in chosen:
+            runs = {}
+            for kind in kinds:
+                print(f"# {workload.key} under {kind} ...", file=sys.stderr, flush=True)
+                row = run_one(workload, kind, Path(tmp) / workload.key.replace("/", "_"), options.stall)
+                runs[kind] = row
+                for line in row.get("_violations") or []:
+                    print(f"#   violation ({kind}): {line}", file=sys.stderr)
+                print(f"#   {json.dumps(public(row))}", file=sys.stderr, flush=True)
+            if len(runs) == 2:
+                runs["ours"]["parity"] = parity(runs["kube"], runs["ours"])
+            rows += [public(r) for r in runs.values()]
+            if options.json:
+                for r in runs.values():
+                    print(json.dumps(public(r)), flush=True)
+    if not options.json:
+        _print(rows, False, "scheduler-perf")
+    return 0
+
+
+def _print(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return
+    from bench.__main__ import print_table
+
+    print_table(title, rows)

@@ -1,0 +1,123 @@
+"""The control plane of one run and the scheduler under test, with their CPU and memory.
+
+The control plane is tests/e2e/controlplane.py's, with kube-apiserver's admission set as
+scheduler_perf's util.go sets it (``ServiceAccount``, ``TaintNodesByCondition`` and
+``Priority`` off: there is no node lifecycle controller to lift the not-ready taint, and
+the templates give ``spec.priority`` directly). ``kube`` is kube-scheduler v1.36.3 with
+its default profile and client qps/burst 5000 (util.go's ``cfg.QPS``/``cfg.Burst``);
+``ours`` is ``extender schedule`` with its built-in standalone policy, taking the pods
+that name :data:`OURS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.bench_e2e import process_tree_cpu
+
+KUBE = "kube"
+OURS = "ours"
+OUR_SCHEDULER_NAME = "extender-scheduler"
+QPS = 5000
+ADMISSION = "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority"
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM), in MiB; None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def rss_mb(pid: int) -> float | None:
+    """The process's current resident set (VmRSS), in MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def trees_cpu(pids: list[int]) -> float:
+    return sum(process_tree_cpu(pid) for pid in pids)
+
+
+@dataclass
+class Running:
+    """A started scheduler: its pid, the schedulerName its pods must name (None: the
+    templates' default-scheduler), and CPU at the start."""
+
+    kind: str
+    pid: int
+    scheduler_name: str | None
+    cpu_at_start: float = 0.0
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def cpu_s(self) -> float:
+        return process_tree_cpu(self.pid) - self.cpu_at_start
+
+    def read(self) -> None:
+        """CPU seconds since the start and peak RSS, read while the process still runs."""
+        self.figures = {"cpu_s": round(self.cpu_s(), 2), "rss_mb": round(peak_rss_mb(self.pid) or 0.0, 1)}
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[Any]:
+    """A fresh etcd + kube-apiserver (tests.e2e.controlplane.ControlPlane), stopped after."""
+    from tests.e2e.controlplane import ControlPlane
+    from tests.fakeapi.envtest import find_assets
+
+    with ControlPlane(find_assets(), apiserver_args=[ADMISSION]) as cp:
+        from requests.adapters import HTTPAdapter
+
+        cp.client.session.mount("https://", HTTPAdapter(pool_connections=4, pool_maxsize=64))
+        yield cp
+
+
+@contextlib.contextmanager
+def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO") -> Iterator[Running]:
+    """Start the scheduler ``kind`` on ``cp``; on exit read its figures, then stop it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if kind == KUBE:
+        from tests.e2e.controlplane import KUBE_SCHEDULER_USER, scheduler_configuration
+
+        config = scheduler_configuration("default-scheduler",
+                                         kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER))
+        config["clientConnection"] = {**config["clientConnection"], "qps": QPS, "burst": QPS}
+        process = cp.start_kube_scheduler(config, name="kube-scheduler")
+        assert process.process is not None
+        running = Running(kind, process.process.pid, None)
+        running.cpu_at_start = process_tree_cpu(running.pid)
+        try:
+            yield running
+            running.read()
+        finally:
+            process.stop()
+            cp.schedulers.remove(process)
+        return
+    if kind != OURS:
+        raise ValueError(f"unknown scheduler {kind!r}")
+    from tests.e2e import processes
+
+    ours = processes.schedule(cp.kubeconfig, workdir, scheduler_name=OUR_SCHEDULER_NAME,
+                              extra=["--no-leader-elect", "--skip-preflight", "--log-level", log_level],
+                              name="extender-schedule")
+    ours.start(timeout=120)
+    assert ours.process is not None
+    running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME)
+    running.cpu_at_start = process_tree_cpu(running.pid)
+    try:
+        yield running
+        running.read()
+    finally:
+        ours.stop()

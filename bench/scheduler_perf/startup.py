@@ -1,0 +1,134 @@
+"""Cold start on a big cluster (python -m bench scheduler-perf --startup).
+
+Fills a fresh control plane with ``nodes`` nodes (util.go's base node: 4 CPU, 32Gi, 110
+pods) and ``pods`` pods already bound to them (spread evenly, 100m/200Mi each, a few
+labels, as a running cluster's pods), then:
+
+1. starts ``extender schedule`` and times it to ``/readyz`` (nodes and pods listed,
+   indexes built), then creates one pending pod of its schedulerName and times it to
+   bound; resident memory (VmRSS, and the peak VmHWM) read right after;
+2. starts ``extender serve --disable-bind`` with a policy that reads pods
+   (NodeReady, ResourceFit, InterPodAffinity, so it lists and watches every pod) and
+   times it to ``/readyz``; memory of gunicorn's master and worker together.
+
+Targets (issue 26): ready within 15 s, resident memory at most 400 MB. Creating the
+cluster takes minutes and is not timed.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.scheduler_perf import schedulers
+from bench.scheduler_perf.executor import base_node, base_pod
+
+WORKERS = 24
+POLICY = {"apiVersion": "extender/v1alpha1", "kind": "Policy",
+          "filters": [{"name": "NodeReady"}, {"name": "ResourceFit"}, {"name": "InterPodAffinity"}], "scores": []}
+
+
+def _fill(kube: Any, nodes: int, pods: int) -> None:
+    def node(i: int) -> None:
+        body = base_node("")
+        body["metadata"] = {"name": f"node-{i:05d}", "labels": {
+            "kubernetes.io/hostname": f"node-{i:05d}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}}
+        kube.call("POST", "/api/v1/nodes", body)
+
+    for namespace in ("startup", "pending"):
+        kube.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+    def pod(i: int) -> None:
+        body = base_pod()
+        body["metadata"] = {"name": f"pod-{i:06d}", "labels": {"app": f"app-{i % 50}", "tier": ("web", "db", "batch")[i % 3]}}
+        container = body["spec"]["containers"][0]
+        container["resources"] = {"requests": {"cpu": "100m", "memory": "200Mi"}}
+        body["spec"]["nodeName"] = f"node-{i % nodes:05d}"
+        kube.call("POST", "/api/v1/namespaces/startup/pods", body)
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(node, range(nodes)))
+        print(f"# startup: {nodes} nodes in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+        for done, _ in enumerate(pool.map(pod, range(pods)), 1):
+            if done % 10_000 == 0:
+                print(f"# startup: {done} pods, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (gunicorn's master and workers)."""
+    total = schedulers.rss_mb(pid) or 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == pid:
+                total += schedulers.rss_mb(int(entry.name)) or 0.0
+    return total
+
+
+def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
+    from tests.e2e import processes
+
+    process = processes.schedule(cp.kubeconfig, workdir, scheduler_name=schedulers.OUR_SCHEDULER_NAME,
+                                 extra=["--no-leader-elect", "--skip-preflight"], name="startup-schedule")
+    started = time.monotonic()
+    process.start(timeout=600)
+    ready = time.monotonic() - started
+    assert process.process is not None
+    try:
+        body = base_pod()
+        body["metadata"] = {"name": "first"}
+        body["spec"]["schedulerName"] = schedulers.OUR_SCHEDULER_NAME
+        created = time.monotonic()
+        cp.client.call("POST", "/api/v1/namespaces/pending/pods", body)
+        bound = None
+        while time.monotonic() - created < 120:
+            if (cp.client.call("GET", "/api/v1/namespaces/pending/pods/first").get("spec") or {}).get("nodeName"):
+                bound = time.monotonic()
+                break
+            time.sleep(0.02)
+        return {"process": "extender schedule", "ready_s": round(ready, 2),
+                "first_pod_s": round(bound - created, 2) if bound else None,
+                "start_to_first_bind_s": round(bound - started, 2) if bound else None,
+                "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
+                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1)}
+    finally:
+        process.stop()
+
+
+def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
+    from tests.e2e import processes
+
+    policy = workdir / "policy-reads-pods.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    process = processes.serve(cp.kubeconfig, workdir, policy=policy, extra=["--disable-bind"], name="startup-serve")
+    started = time.monotonic()
+    process.start(timeout=600)
+    ready = time.monotonic() - started
+    assert process.process is not None
+    try:
+        return {"process": "extender serve (policy reads pods)", "ready_s": round(ready, 2),
+                "rss_mb": round(_tree_rss_mb(process.process.pid), 1)}
+    finally:
+        process.stop()
+
+
+def run(nodes: int, pods: int) -> list[dict[str, Any]]:
+    """The two rows: schedule's and serve's start on the filled cluster."""
+    with schedulers.control_plane() as cp, tempfile.TemporaryDirectory(prefix="startup-") as tmp:
+        _fill(cp.client, nodes, pods)
+        rows = []
+        for measure in (_schedule, _serve):
+            row = {"nodes": nodes, "pods": pods, **measure(cp, Path(tmp))}
+            print(f"# startup: {row}", file=sys.stderr, flush=True)
+            rows.append(row)
+        return rows

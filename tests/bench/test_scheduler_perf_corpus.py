@@ -1,0 +1,147 @@
+"""The scheduler_perf corpus as bench/scheduler_perf/corpus.py reads it, against the real files.
+
+The files come from the kubernetes v1.36.3 source in the Go module cache; without it every
+test here is skipped, saying so. The expectations are facts of those files (a test case's
+params, its operations, a template's output), read off them by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.scheduler_perf import corpus, informer
+from bench.scheduler_perf.executor import parse_duration
+
+
+@pytest.fixture(scope="module")
+def root() -> Path:
+    try:
+        return corpus.locate()
+    except corpus.CorpusError as exc:
+        pytest.skip(f"no kubernetes v1.36.3 source in the Go module cache "
+                    f"(../shared/tools/k8s-test-binaries.sh downloads it): {exc}")
+
+
+@pytest.fixture(scope="module")
+def workloads(root: Path) -> list[corpus.Workload]:
+    return corpus.load_workloads(root)
+
+
+def find(workloads: list[corpus.Workload], key: str) -> corpus.Workload:
+    (found,) = corpus.select(workloads, [key])
+    return found
+
+
+def test_params_substituted_and_paths_made_absolute(workloads: list[corpus.Workload]) -> None:
+    basic = find(workloads, "SchedulingBasic/5000Nodes")
+    assert [op["opcode"] for op in basic.ops] == ["createNodes", "createPods", "createPods"]
+    assert [op["count"] for op in basic.ops] == [5000, 1000, 1000]
+    assert basic.ops[2]["collectMetrics"] is True
+    assert basic.default_pod_template is not None
+    assert basic.default_pod_template.endswith("scheduler_perf/templates/pod-default.yaml")
+    assert Path(basic.default_pod_template).is_file()
+    assert basic.size == (5000, 2000)
+
+
+def test_variant_names_with_slashes_are_selected_whole(workloads: list[corpus.Workload]) -> None:
+    unschedulable = find(workloads, "Unschedulable/5Nodes/1Init/10Pods")
+    assert unschedulable.params == {"initNodes": 5, "initPods": 1, "measurePods": 10}
+    churn = unschedulable.ops[2]
+    assert churn["opcode"] == "churn" and churn["mode"] == "create" and churn["intervalMilliseconds"] == 200
+    assert all(Path(p).is_file() for p in churn["templatePaths"])
+
+
+def test_pod_sets_unrolled_like_scheduler_perf(workloads: list[corpus.Workload]) -> None:
+    """createPodSets becomes one createPods per namespace, so later op indices match Go's."""
+    workload = find(workloads, "SchedulingRequiredPodAntiAffinityWithNSSelector/10Nodes")
+    opcodes = [op["opcode"] for op in workload.ops]
+    assert opcodes == ["createNodes", "createNamespaces", "createNamespaces", "createPods", "createPods", "createPods"]
+    assert [op.get("namespace") for op in workload.ops[3:]] == ["init-ns-0", "init-ns-1", "measure-ns-0"]
+    assert [op["count"] for op in workload.ops[3:]] == [2, 2, 6]
+
+
+def test_node_strategies_kept(workloads: list[corpus.Workload]) -> None:
+    csi = find(workloads, "SchedulingCSIPVs/5Nodes").ops[0]
+    assert csi["nodeAllocatableStrategy"]["nodeAllocatable"] == {"attachable-volumes-csi-ebs.csi.aws.com": "39"}
+    assert csi["nodeAllocatableStrategy"]["csiNodeAllocatable"] == {"ebs.csi.aws.com": {"count": 39}}
+    spread = find(workloads, "TopologySpreading/5Nodes").ops[0]
+    assert spread["labelNodePrepareStrategy"] == {"labelKey": "topology.kubernetes.io/zone",
+                                                  "labelValues": ["moon-1", "moon-2", "moon-3"]}
+
+
+def test_go_template_functions_rendered(root: Path) -> None:
+    """podupdate-pod-blocker-update.yaml asks {{ DivideInt 30000 .Count }}Mi; poddelete
+    templates use {{.Index}} in names."""
+    text = (root / "event_handling/templates/podupdate-pod-blocker-update.yaml").read_text()
+    pod = corpus.render(text, index=7, count=1000)
+    assert pod["metadata"]["name"] == "pod-blocker-7"
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["memory"] == "30Mi"
+    assert corpus.render("a: {{ Mod .Index 12 }}-{{DivideInt .Index 5}}", index=29, count=1) == {"a": "5-5"}
+
+
+def test_unsupported_template_syntax_is_an_error() -> None:
+    with pytest.raises(corpus.TemplateError):
+        corpus.render("a: {{ if .Index }}x{{ end }}")
+
+
+def test_dra_skipped_with_reason_and_issue_workloads_covered(workloads: list[corpus.Workload]) -> None:
+    for workload in workloads:
+        if workload.folder.startswith(("dra", "nodedeclaredfeatures")):
+            assert workload.skip, workload.key
+    covered = {w.name for w in workloads if not w.skip}
+    assert {"SchedulingBasic", "SchedulingDaemonset", "PreemptionBasic", "Unschedulable", "SchedulingWithMixedChurn",
+            "SchedulingWhileGated", "SchedulingDeletedPodsWithFinalizers", "SchedulingWithExtendedResource",
+            "TopologySpreading", "PreferredTopologySpreading", "DefaultTopologySpreading",
+            "SchedulingWithNodeInclusionPolicy", "SchedulingSecrets", "SchedulingInTreePVs",
+            "SchedulingMigratedInTreePVs", "SchedulingCSIPVs", "PreemptionPVs", "EventHandlingPodDelete",
+            "EventHandlingPodUpdate", "EventHandlingNodeAdd", "EventHandlingPodAdd", "EventHandlingNodeUpdate",
+            } <= covered
+    assert len({w.name for w in workloads if w.folder == "affinity" and not w.skip}) == 12
+
+
+def test_unknown_opcode_makes_the_workload_skipped(tmp_path: Path) -> None:
+    (tmp_path / "misc").mkdir()
+    config = tmp_path / "misc" / "performance-config.yaml"
+    config.write_text("- name: X\n  workloadTemplate:\n  - opcode: createNodes\n    countParam: $n\n"
+                      "  - opcode: teleportPods\n  workloads:\n  - name: small\n    params: {n: 3}\n"
+                      "  - name: broken\n    params: {}\n")
+    small, broken = corpus.load_file(config, tmp_path)
+    assert small.skip == "opcode(s) teleportPods not implemented (DRA driver and claims)"
+    assert small.ops[0]["count"] == 3
+    assert broken.skip == "cannot resolve its params: parameter n is undefined"
+
+
+def test_largest_within_limits_prefers_default_gates(workloads: list[corpus.Workload]) -> None:
+    chosen = {w.name: w for w in corpus.largest(workloads, max_nodes=5000, max_pods=2000)}
+    assert chosen["SchedulingBasic"].variant == "5000Nodes"
+    assert not chosen["SchedulingBasic"].disables_gates
+    smallest = {w.name: w.variant for w in corpus.smallest(workloads)}
+    # three 5-node variants; only this one turns no feature gate off
+    assert smallest["SchedulingBasic"] == "5Nodes_AsyncAPICallsEnabled"
+
+
+def test_unknown_workload_name_raises(workloads: list[corpus.Workload]) -> None:
+    with pytest.raises(KeyError):
+        corpus.select(workloads, ["NoSuchWorkload/5Nodes"])
+
+
+def test_locate_explains_a_missing_cache(tmp_path: Path) -> None:
+    with pytest.raises(corpus.CorpusError, match="go mod download k8s.io/kubernetes@v1.36.3"):
+        corpus.locate(tmp_path)
+
+
+def test_throughput_percentiles_as_util_go() -> None:
+    """util.go: sorted samples, PercN = samples[ceil(n*N/100) - 1], Average = mean."""
+    collector = informer.ThroughputCollector("t", frozenset({"ns"}))
+    collector.samples = [10.0, 30.0, 20.0, 40.0]
+    assert collector.summary() == {"Average": 25.0, "Perc50": 20.0, "Perc90": 40.0, "Perc95": 40.0, "Perc99": 40.0}
+    assert informer.ThroughputCollector("empty", frozenset()).summary() is None
+
+
+def test_go_durations() -> None:
+    assert parse_duration("1m30s") == 90.0
+    assert parse_duration("500ms") == 0.5
+    with pytest.raises(ValueError):
+        parse_duration("10 seconds")
