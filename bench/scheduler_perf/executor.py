@@ -80,6 +80,7 @@ class Measurement:
     scheduled: int = 0
     found: int = 0
     wall_s: float = 0.0
+    create_s: float | None = None  # how long creating the measured pods took (createPods only)
 
 
 @dataclass
@@ -288,7 +289,10 @@ class Executor:
         if op.get("steadyState"):
             self._steady(op, namespace, count)
         else:
+            creating = time.monotonic()
             self._create_pod_batch(op, namespace, count)
+            if measurement is not None:
+                measurement.create_s = time.monotonic() - creating
             if op.get("skipWaitToCompletion"):
                 self.namespaces[namespace] += count
             else:
