@@ -93,10 +93,21 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float) -
     row["violations"] = len(violations)
     row["_violations"] = violations
     row["_per_namespace"] = _scheduled_per_namespace(pods)
-    row["_volatile"] = {op.get("namespace") or f"namespace-{i}" for i, op in enumerate(workload.ops)
-                        if op["opcode"] in ("churn", "deletePods")}
+    row["_volatile"] = _volatile(workload, row["_per_namespace"], measured)
     row["error"] = error
     return row
+
+
+def _volatile(workload: corpus.Workload, namespaces: dict[str, int], measured: list[Any]) -> set[str]:
+    """Namespaces whose count of scheduled pods depends on timing: those churned or deleted
+    from in the background and, when a churn runs, every unmeasured one (a churned
+    high-priority pod preempts as many victims as it had time to)."""
+    volatile = {op.get("namespace") or f"namespace-{i}" for i, op in enumerate(workload.ops)
+                if op["opcode"] in ("churn", "deletePods")}
+    if any(op["opcode"] == "churn" for op in workload.ops):
+        kept = {ns for m in measured for ns in m.namespaces}
+        volatile |= set(namespaces) - kept
+    return volatile
 
 
 def _scheduled_per_namespace(pods: list[dict[str, Any]]) -> dict[str, int]:

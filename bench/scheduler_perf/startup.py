@@ -127,6 +127,9 @@ def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
                 "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1)}
     finally:
         process.stop()
+        for line in process.log().splitlines():  # when each list finished: where the start-up goes
+            if "listed" in line or "ready" in line.lower():
+                print(f"#   {line}", file=sys.stderr)
 
 
 def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
