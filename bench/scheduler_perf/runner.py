@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_e2e import _sampled
 from bench.scheduler_perf import corpus, invariants, schedulers
 from bench.scheduler_perf.executor import Executor, WorkloadFailed
 from bench.scheduler_perf.informer import PodCache, ThroughputCollector
@@ -52,8 +53,10 @@ def _snapshot(kube: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
     return pods, nodes, namespaces
 
 
-def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float) -> dict[str, Any]:
-    """One workload under one scheduler on a fresh control plane: the table's row."""
+def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
+            profile: Path | None = None) -> dict[str, Any]:
+    """One workload under one scheduler on a fresh control plane: the table's row.
+    ``profile``: py-spy's collapsed stacks of our scheduler (the GIL holder) written there."""
     row: dict[str, Any] = {"workload": workload.name, "variant": workload.variant, "scheduler": kind,
                            "pods_per_s": None, "scheduled": None, "expected": None, "cpu_s": None,
                            "rss_mb": None, "skipped": workload.skip or None}
@@ -67,7 +70,8 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float) -
         error = None
         ops_started = time.monotonic()
         try:
-            executor.run()
+            with _sampled(running.pid if kind == schedulers.OURS else None, profile):
+                executor.run()
         except WorkloadFailed as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001 (one broken workload must not end the table)
@@ -161,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="give a wait up after this many seconds without a pod scheduled")
     parser.add_argument("--source", type=Path, help="kubernetes source tree (default: the Go module cache)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line instead of the table")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="sample `extender schedule` with py-spy into DIR/<workload>.txt (slows it)")
     parser.add_argument("--list", action="store_true", help="list the workloads and variants, run nothing")
     parser.add_argument("--startup", action="store_true",
                         help="time the start of `extender schedule` and `extender serve` on 5,000 nodes and 150,000 pods")
@@ -205,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds:
                 print(f"# {workload.key} under {kind} ...", file=sys.stderr, flush=True)
                 try:
-                    row = run_one(workload, kind, Path(tmp) / workload.key.replace("/", "_"), options.stall)
+                    profile = None
+                    if options.py_spy is not None and kind == "ours":
+                        options.py_spy.mkdir(parents=True, exist_ok=True)
+                        profile = options.py_spy / f"{workload.key.replace('/', '_')}.txt"
+                    row = run_one(workload, kind, Path(tmp) / workload.key.replace("/", "_"), options.stall, profile)
                 except Exception as exc:  # noqa: BLE001 (a scheduler that does not start: its row says so)
                     row = {"workload": workload.name, "variant": workload.variant, "scheduler": kind,
                            "error": f"{type(exc).__name__}: {str(exc)[:300]}", "_per_namespace": {}}
