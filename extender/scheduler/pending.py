@@ -1,9 +1,11 @@
-"""The watch of pods waiting for us: Pending, unbound, and naming our schedulerName.
+"""The watch of pods waiting for us: unbound, not finished, and naming our schedulerName.
 
 All three conditions are server-side field selectors
-(`spec.schedulerName=NAME,spec.nodeName=,status.phase=Pending`), so the API server
-sends only our pods, and a pod that gets bound (by us or anyone) or finishes stops
-matching and arrives as DELETED. Field selectors cannot OR two values, so a process
+(`spec.schedulerName=NAME,spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed`), so
+the API server sends only our pods, and a pod that gets bound (by us or anyone) or finishes
+stops matching and arrives as DELETED. "Not finished" rather than `status.phase=Pending`, as
+kube-scheduler's pod informer selects: a pod whose status was replaced without a phase
+(scheduler_perf's EventHandlingPodUpdate does that) is still to be scheduled. Field selectors cannot OR two values, so a process
 with several profiles runs one watch per schedulerName.
 
 Pods with a deletionTimestamp are never scheduled (the API server would refuse the
@@ -31,7 +33,7 @@ InvalidPodHandler = Callable[[Mapping[str, Any], str], None]
 
 
 def pending_field_selector(scheduler_name: str) -> str:
-    return f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
+    return f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 def _key(obj: Mapping[str, Any]) -> str | None:

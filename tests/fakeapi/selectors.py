@@ -1,6 +1,6 @@
 """Field and label selectors with kube-apiserver's parsing and matching rules.
 
-The scheduler finds its work through ``spec.schedulerName=X,spec.nodeName=,status.phase=Pending``;
+The scheduler finds its work through ``spec.schedulerName=X,spec.nodeName=,status.phase!=Succeeded,...``;
 a fake that ignored selectors (or accepted ones the real server refuses) would let a
 wrong query pass the tests, so parsing errors and unsupported field labels are reported
 with the real server's wording, and matching follows k8s.io/apimachinery/pkg/{fields,labels}.

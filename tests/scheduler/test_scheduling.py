@@ -11,6 +11,7 @@ import pytest
 from extender import metrics
 from extender.cluster.state import ClusterState
 from extender.scheduler.queueing import SchedulingQueue
+from tests.fakeapi.patches import MERGE_PATCH
 from tests.scheduler.conftest import SCHEDULER_NAME, RecordingBinder
 
 pytestmark = pytest.mark.apiserver
@@ -63,6 +64,18 @@ def test_resources_pick_the_only_fitting_node(kube: Any, make_scheduler: Any) ->
     assert wait_bound(kube, "wide") == "big"
     scheduled = kube.wait_for(lambda: events_for(kube, "wide", "Scheduled"), message="Scheduled event")
     assert scheduled[0]["message"] == "Successfully assigned default/wide to big"
+
+
+def test_a_pod_whose_status_lost_its_phase_is_still_scheduled(kube: Any, make_scheduler: Any) -> None:
+    """kube-scheduler's informer selects unfinished pods, not Pending ones: a pod whose status was
+    replaced without a phase (scheduler_perf's EventHandlingPodUpdate does it) is scheduled too."""
+    kube.create_node("n1", cpu="2")
+    kube.create_pod("phaseless", cpu="100m", scheduler_name=SCHEDULER_NAME)
+    patched = kube.patch_pod("phaseless", {"status": {"phase": None}}, status_subresource=True,
+                             content_type=MERGE_PATCH)
+    assert not patched.get("status", {}).get("phase")
+    make_scheduler()
+    assert wait_bound(kube, "phaseless") == "n1"
 
 
 def test_taints_and_node_selector_pick_the_only_right_node(kube: Any, make_scheduler: Any) -> None:
