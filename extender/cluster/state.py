@@ -393,11 +393,7 @@ class ClusterState:
             self.nominator.follow_all(records.values(), records)
             for record in records.values():
                 if record.counts:
-                    usage = self._usage.setdefault(record.node_name, _Usage())
-                    add_into(usage.requested, record.requests)
-                    add_into(usage.score_requested, record.score_requests)
-                    usage.pods[record.key] = record
-                    self._index.add(record)
+                    self._account(record)
             self._infos = {}
             for name in self._views:
                 self._rebuild(name)
@@ -489,11 +485,7 @@ class ClusterState:
             self._unaccount(old)
         self._pods[record.key] = record
         if record.counts:
-            usage = self._usage.setdefault(record.node_name, _Usage())
-            add_into(usage.requested, record.requests)
-            add_into(usage.score_requested, record.score_requests)
-            usage.pods[record.key] = record
-            self._index.add(record)
+            self._account(record)
             self._rebuild(record.node_name)
         if self._pod_hooks:
             self._hook(old, record)
@@ -511,6 +503,14 @@ class ClusterState:
                 hook(old, new)
             except Exception:  # a hook must never break the watch or a bind
                 log.exception("cluster state pod hook failed")
+
+    def _account(self, record: PodRecord) -> None:
+        """Count a placed pod on its node and in the indexes (its NodeInfo is rebuilt by the caller)."""
+        usage = self._usage.setdefault(record.node_name, _Usage())
+        add_into(usage.requested, record.requests)
+        add_into(usage.score_requested, record.score_requests)
+        usage.pods[record.key] = record
+        self._index.add(record)
 
     def _unaccount(self, record: PodRecord) -> None:
         usage = self._usage.get(record.node_name)
