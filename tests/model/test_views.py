@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from extender.errors import InvalidObject
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
-
-WIRE = Path("/work/shared/wire/filter-request-nodecache-false.json")
+from tests.helpers import wire_body
 
 
 def pod(**spec):
@@ -129,9 +127,8 @@ def test_a_node_without_a_name_raises():
         NodeView.from_dict({"metadata": {}})
 
 
-@pytest.mark.skipif(not WIRE.exists(), reason="captured kube-scheduler request not available")
 def test_captured_kube_scheduler_objects_parse():
-    body = json.loads(WIRE.read_text())
+    body = wire_body("filter-request-nodecache-false.json")
     view = PodView.from_dict(body["Pod"])
     assert view.requests == {"cpu": 100, "memory": 64 * 2**20}
     nodes = [NodeView.from_dict(item) for item in body["Nodes"]["items"]]
