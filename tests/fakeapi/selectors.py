@@ -1,5 +1,8 @@
 """Field and label selectors with kube-apiserver's parsing and matching rules.
 
+Kept apart from extender.model.selectors, which reads metav1.LabelSelector objects: the
+product never parses the query-string grammar (labels.Parse, fields.ParseSelector) served here.
+
 The scheduler finds its work through ``spec.schedulerName=X,spec.nodeName=,status.phase!=Succeeded,...``;
 a fake that ignored selectors (or accepted ones the real server refuses) would let a
 wrong query pass the tests, so parsing errors and unsupported field labels are reported
@@ -221,13 +224,22 @@ class LabelRequirement:
             return has
         if self.op == "!":
             return not has
-        if not has:
-            return False
-        try:
-            actual, bound = int(value or ""), int(self.values[0])
-        except ValueError:
+        actual, bound = _parse_int64(value or ""), _parse_int64(self.values[0])
+        if not has or actual is None or bound is None:
             return False
         return actual > bound if self.op == "gt" else actual < bound
+
+
+_INT64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _parse_int64(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64), or None where it fails: ASCII digits only (Python's
+    int() also reads "1_0", " 5" and other scripts' digits), within int64."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 @dataclass(frozen=True)
@@ -322,11 +334,12 @@ def parse_label_selector(text: str | None) -> LabelSelector:
                         raise fail("found '', expected: integer")
                     value = toks[i]
                     i += 1
-                    if not re.fullmatch(r"-?\d+", value):
+                    if _parse_int64(value) is None:
                         raise fail(
                             f"for 'Gt', 'Lt' operators, the value must be an integer: {value!r}"
                         )
-                    reqs.append(LabelRequirement(key, "gt" if op == ">" else "lt", (value,)))
+                    # NewRequirement validates every value as a label value, bounds too ("-1").
+                    reqs.append(LabelRequirement(key, "gt" if op == ">" else "lt", (check_value(value),)))
                 elif op in ("in", "notin"):
                     if i >= len(toks) or toks[i] != "(":
                         raise fail(

@@ -93,6 +93,9 @@ def test_node_fields_include_unschedulable() -> None:
         ("tier=front,app in (web)", {"tier": "back", "app": "web"}, False),
         ("replicas>2", {"replicas": "3"}, True),
         ("replicas<2", {"replicas": "3"}, False),
+        ("replicas>2", {"replicas": "1_0"}, False),  # strconv.ParseInt, not Python's int()
+        ("replicas<2", {"replicas": "\u0661"}, False),  # ARABIC-INDIC DIGIT ONE is no integer
+        ("replicas>2", {}, False),
         ("example.com/role=gpu", {"example.com/role": "gpu"}, True),
     ],
 )
@@ -100,7 +103,7 @@ def test_label_selector_semantics(selector: str, labels: dict[str, str], expecte
     assert parse_label_selector(selector).matches(labels) is expected
 
 
-@pytest.mark.parametrize("bad", ["app in web", "app in (", "=x", "app=(x)", "a b"])
+@pytest.mark.parametrize("bad", ["app in web", "app in (", "=x", "app=(x)", "a b", "n>-1", "n>1_0", "n>x"])
 def test_malformed_label_selector_is_a_400(bad: str) -> None:
     with pytest.raises(ApiError) as err:
         parse_label_selector(bad)
@@ -137,3 +140,14 @@ def test_list_filters_with_the_scheduler_query(kube) -> None:
         )
     ]
     assert names == ["mine-pending"]
+
+
+def test_gt_and_lt_read_integers_as_go_does(kube) -> None:
+    """Both servers: a bound is a label value ("-1" is not one) and an integer, and a label
+    compares only when strconv.ParseInt reads it ("1_0" is no integer there)."""
+    for name, value in (("ten", "10"), ("underscored", "1_0"), ("three", "3")):
+        kube.create_pod(name, labels={"n": value})
+    names = [p["metadata"]["name"] for p in kube.list_pods(label_selector="n>5")]
+    assert names == ["ten"]
+    resp = kube.request("GET", "/api/v1/namespaces/default/pods", params={"labelSelector": "n>-1"})
+    assert resp.status_code == 400 and resp.json()["reason"] == "BadRequest"
