@@ -13,11 +13,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from extender.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 WIRE = FIXTURES / "wire"
 SNAPSHOT = ROOT / "config" / "snapshot.yaml"
 T = TypeVar("T")
+
+#: Reflector settings that keep tests fast: reconnect backoff 50 ms doubling to 0.5 s.
+FAST_WATCH = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
+
+
+def snapshot_settings(**overrides: Any) -> Settings:
+    """Settings of a webhook over a snapshot: the shipped one (config/snapshot.yaml) unless
+    ``overrides`` name another."""
+    return Settings(**{"source": "snapshot", "snapshot": str(SNAPSHOT), **overrides})
+
+
+class Clock:
+    """Seconds that only move when a test moves ``now``; pass it where code takes ``clock=``."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def wire_body(name: str) -> dict[str, Any]:

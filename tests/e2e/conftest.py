@@ -1,8 +1,8 @@
 """End-to-end fixtures: the real control plane of the session, kube-scheduler, our processes.
 
 Every test here needs real binaries; without them (the fake API server) each is skipped,
-saying how to get them. The control plane is the session's (tests.fakeapi.fixtures
-starts it once when KUBEBUILDER_ASSETS is set) and is wiped before each test like for
+saying how to get them. The control plane is the session's (tests.fakeapi.fixtures,
+loaded by tests/conftest.py, starts it once when KUBEBUILDER_ASSETS is set) and is wiped before each test like for
 any other API-server test; kube-scheduler and the extender processes are started per
 test and stopped after it, their logs shown when the test fails.
 """
@@ -18,18 +18,12 @@ import pytest
 from tests.e2e.controlplane import KubeScheduler, start_kube_scheduler
 from tests.e2e.processes import ExtenderProcess
 
-PLUGIN = "tests.fakeapi.fixtures"
 NO_BINARIES = (
     "end-to-end: needs a real control plane with kube-scheduler; set KUBEBUILDER_ASSETS to a "
     "folder holding etcd, kube-apiserver and kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh "
     "builds them and prints the export line)"
 )
 FAILED = pytest.StashKey[bool]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if not config.pluginmanager.has_plugin(PLUGIN):
-        config.pluginmanager.import_plugin(PLUGIN)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

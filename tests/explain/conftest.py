@@ -19,14 +19,6 @@ LEAST = FIXTURES / "least.yaml"
 MOST = FIXTURES / "most.yaml"
 EXTRA = FIXTURES / "extra.yaml"
 
-PLUGIN = "tests.fakeapi.fixtures"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Registered here only when the top-level conftest has not loaded it (see tests/kube).
-    if not config.pluginmanager.has_plugin(PLUGIN):
-        config.pluginmanager.import_plugin(PLUGIN)
-
 
 @pytest.fixture(scope="session")
 def shipped() -> Snapshot:

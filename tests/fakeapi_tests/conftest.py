@@ -1,30 +1,25 @@
-"""Load the fake API server fixtures for these tests.
-
-``pytest_plugins`` is only allowed in the top-level conftest (tests/conftest.py, which
-may already load ``tests.fakeapi.fixtures``); here the plugin is registered only if it
-is not loaded yet, so this directory also runs on its own.
-"""
+"""Fixtures for the fake API server's own tests: the official client on ``apiserver``."""
 
 import pytest
 
-PLUGIN = "tests.fakeapi.fixtures"
 
+@pytest.fixture
+def official_client(apiserver):
+    """The official client's ApiClient, configured from the server's kubeconfig (as
+    ``kubectl`` users would), not the production ``build_api_client``."""
+    from kubernetes import config
 
-def pytest_configure(config: pytest.Config) -> None:
-    if not config.pluginmanager.has_plugin(PLUGIN):
-        config.pluginmanager.import_plugin(PLUGIN)
+    api_client = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    yield api_client
+    api_client.close()
 
 
 @pytest.fixture
-def core_v1(apiserver):
-    """The official client's CoreV1Api, configured from the server's kubeconfig."""
-    from kubernetes import client, config
+def core_v1(official_client):
+    """The official client's CoreV1Api on ``official_client``."""
+    from kubernetes import client
 
-    api_client = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
-    try:
-        yield client.CoreV1Api(api_client)
-    finally:
-        api_client.close()
+    return client.CoreV1Api(official_client)
 
 
 @pytest.fixture

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from tests.fakeapi import KubeApiError, KubeTestClient
 
 
-@pytest.fixture
-def api_client(apiserver):
-    c = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
-    yield c
-    c.close()
-
-
-def test_version_and_api_discovery(api_client, kube) -> None:
-    version = client.VersionApi(api_client).get_code()
+def test_version_and_api_discovery(official_client, kube) -> None:
+    version = client.VersionApi(official_client).get_code()
     assert version.major == "1" and version.git_version.startswith("v1.")
-    assert client.CoreApi(api_client).get_api_versions().versions == ["v1"]
-    groups = {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
+    assert client.CoreApi(official_client).get_api_versions().versions == ["v1"]
+    groups = {g.name for g in client.ApisApi(official_client).get_api_versions().groups}
     assert {"events.k8s.io", "coordination.k8s.io", "authorization.k8s.io"} <= groups
-    resources = {r.name: r for r in client.CoreV1Api(api_client).get_api_resources().resources}
+    resources = {r.name: r for r in client.CoreV1Api(official_client).get_api_resources().resources}
     assert resources["pods"].namespaced and not resources["nodes"].namespaced
     assert "create" in resources["pods/binding"].verbs and "patch" in resources["pods/status"].verbs
-    leases = client.CoordinationV1Api(api_client).get_api_resources()
+    leases = client.CoordinationV1Api(official_client).get_api_resources()
     assert [r.name for r in leases.resources] == ["leases"]
     for path in ("/healthz", "/readyz", "/livez"):
         assert kube.request("GET", path).text == "ok"

@@ -10,8 +10,7 @@ from extender.cluster.state import ClusterState
 from extender.kube.client import build_api_client
 from extender.kube.source import KubeSource
 from tests.fakeapi.fixtures import fake_only
-from tests.helpers import wait_for
-from tests.kube.conftest import FAST
+from tests.helpers import FAST_WATCH, wait_for
 
 NODE_LIST = r"^/api/v1/nodes\?(?!.*watch=true)"
 POD_LIST = r"^/api/v1/pods\?(?!.*watch=true)"
@@ -235,7 +234,7 @@ def test_apiserver_down_and_back(fake_apiserver, mode: str) -> None:
     kube.create_pod("b", cpu="100m", node_name="n1")
     client = build_api_client(kubeconfig=str(fake_apiserver.kubeconfig))
     state = ClusterState()
-    source = KubeSource(state, client, housekeeping_interval=0.05, **FAST)
+    source = KubeSource(state, client, housekeeping_interval=0.05, **FAST_WATCH)
     source.start()
     try:
         assert source.wait_synced(5) and fake.wait_for_watches(2)

@@ -11,10 +11,8 @@ from extender.cluster.state import ClusterState
 from extender.kube.client import api_client_for
 from extender.kube.source import KubeSource
 from extender.kube.watching import LineReader, Reflector, TruncatedStream, iter_lines
-from tests.helpers import wait_for
+from tests.helpers import FAST_WATCH, wait_for
 from tests.kube.scripted import ScriptedServer, event_line
-
-FAST = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 
 # ---- LineReader / iter_lines -------------------------------------------------------------
 
@@ -87,7 +85,7 @@ def scripted() -> ScriptedServer:
 def _reflector(server: ScriptedServer, seen: list) -> Reflector:
     return Reflector(api_client_for(server.url), "/api/v1/nodes", resource="nodes",
                      on_list=lambda items: seen.append(("LIST", [i["metadata"]["name"] for i in items])),
-                     on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), **FAST)
+                     on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), **FAST_WATCH)
 
 
 def test_event_split_inside_a_line_is_applied_once(scripted: ScriptedServer) -> None:
@@ -135,7 +133,7 @@ def test_unparseable_quantity_marks_only_that_node_unusable(scripted: ScriptedSe
     }
     scripted.watches["/api/v1/nodes"] = [[event_line("ADDED", _node("worse", "11", cpu="1e999"))]]
     state = ClusterState()
-    source = KubeSource(state, api_client_for(scripted.url), housekeeping_interval=0.05, **FAST)
+    source = KubeSource(state, api_client_for(scripted.url), housekeeping_interval=0.05, **FAST_WATCH)
     source.start()
     try:
         assert source.wait_synced(5)
@@ -191,7 +189,7 @@ def test_repeated_410_relists_back_off(scripted: ScriptedServer) -> None:
         listed.append(time.monotonic())
 
     reflector = Reflector(api_client_for(scripted.url), "/api/v1/nodes", resource="nodes", on_list=on_list,
-                          on_event=lambda kind, obj: None, **FAST)
+                          on_event=lambda kind, obj: None, **FAST_WATCH)
     reflector.start()
     try:
         wait_for(lambda: len(listed) == 4, message="four lists")

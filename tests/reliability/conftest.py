@@ -1,4 +1,7 @@
-"""Fixtures for the reliability suite, and the figures it prints at the end of the run."""
+"""Fixtures for the reliability suite, and the figures it prints at the end of the run.
+
+The in-process webhook (``settings``, ``runtime``, ``app``, ``client``) is tests/conftest.py's.
+"""
 
 from __future__ import annotations
 
@@ -6,38 +9,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
 
-from extender.runtime import Runtime, build_runtime
-from extender.settings import Settings
-from extender.webhook import create_app
-from tests.helpers import SNAPSHOT
 from tests.reliability.figures import FIGURES, FIGURES_ENV, summary_lines
 from tests.reliability.servers import LiveServer, launch
-
-
-@pytest.fixture
-def settings() -> Settings:
-    return Settings(source="snapshot", snapshot=str(SNAPSHOT))
-
-
-@pytest.fixture
-def runtime(settings: Settings) -> Iterator[Runtime]:
-    rt = build_runtime(settings)
-    rt.start()
-    yield rt
-    rt.stop()
-
-
-@pytest.fixture
-def app(settings: Settings, runtime: Runtime) -> Flask:
-    return create_app(settings, runtime=runtime)
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
 from extender.scheduler.scheduler import Scheduler
+from tests.helpers import FAST_WATCH
 from tests.reliability.figures import FIGURES
 
 CONVERGE_TIMEOUT = 20.0
@@ -70,10 +71,6 @@ class Harness:
         self.ours.remove(victim)
         self.kube.create_node(f"n{next(self.names)}", cpu=NODE_CPU)
         self.kube.create_pod("theirs", cpu="100m")  # another scheduler's pod: ours must leave it alone
-
-
-# Fast reconnects (50 ms doubling to 0.5 s), as the scheduler tests use.
-FAST_WATCH = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from extender.cluster.snapshot import read_snapshot
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
-from tests.helpers import SNAPSHOT, wire_body
+from tests.helpers import SNAPSHOT, snapshot_settings, wire_body
 from tests.reliability.figures import FIGURES
 from tests.reliability.mutations import FIXTURES, VERBS, hostile_request
 from tests.reliability.servers import LiveServer
@@ -135,7 +135,7 @@ def _poster(app: Flask) -> Callable[..., tuple[int, bytes]]:
 
 @pytest.fixture
 def policy_runtime(request: pytest.FixtureRequest) -> Iterator[tuple[Settings, Runtime]]:
-    settings = Settings(source="snapshot", snapshot=str(SNAPSHOT), policy_mode=request.param)
+    settings = snapshot_settings(policy_mode=request.param)
     runtime = build_runtime(settings)
     runtime.start()
     yield settings, runtime

@@ -1,9 +1,4 @@
-"""Fixtures for the standalone scheduler: an ApiClient on the shared `apiserver` and started schedulers.
-
-``pytest_plugins`` is only allowed in the top-level conftest, which may already load
-``tests.fakeapi.fixtures``; here the plugin is registered only when it is not loaded yet,
-so this directory also runs on its own.
-"""
+"""Fixtures for the standalone scheduler: schedulers started on the shared ``api_client``."""
 
 from __future__ import annotations
 
@@ -15,22 +10,13 @@ import pytest
 
 from extender.cluster.state import ClusterState
 from extender.kube.binding import KubeBinder
-from extender.kube.client import build_api_client
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
 from extender.scheduler.scheduler import Scheduler
+from tests.helpers import FAST_WATCH
 
-PLUGIN = "tests.fakeapi.fixtures"
-
-# Reflector settings that keep tests fast: reconnect backoff 50 ms doubling to 0.5 s.
-FAST_WATCH = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 SCHEDULER_NAME = "extender-scheduler"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if not config.pluginmanager.has_plugin(PLUGIN):
-        config.pluginmanager.import_plugin(PLUGIN)
 
 
 class RecordingBinder(KubeBinder):
@@ -69,14 +55,6 @@ class RecordingBinder(KubeBinder):
 
 def standalone_profile(name: str = SCHEDULER_NAME) -> Profile:
     return Profile.from_engine(name, Engine(default_policy("standalone")))
-
-
-@pytest.fixture
-def api_client(apiserver: Any) -> Iterator[Any]:
-    """An ApiClient built the production way: from the server's kubeconfig file."""
-    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -17,16 +17,9 @@ from extender.scheduler.queueing import (
     SchedulingQueue,
     backoff_seconds,
 )
+from tests.helpers import Clock
 
 PROFILE = "extender-scheduler"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def pod(name: str, *, priority: int = 0, created: str = "2024-01-01T00:00:00Z", uid: str = "",
@@ -43,7 +36,7 @@ def pod(name: str, *, priority: int = 0, created: str = "2024-01-01T00:00:00Z", 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 @pytest.fixture

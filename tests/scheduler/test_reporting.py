@@ -9,14 +9,7 @@ from extender.policy.decisions import Decision
 from extender.policy.status import unschedulable
 from extender.scheduler.queueing import QueuedPod
 from extender.scheduler.reporting import Reporter
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import Clock
 
 
 def entry(uid: str = "u1") -> QueuedPod:
@@ -42,7 +35,7 @@ class Recorder(Reporter):
 
 
 def test_identical_failures_are_posted_once_a_minute() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     reporter = Recorder(clock=clock)
     queued = entry()
     for _ in range(3):
@@ -57,7 +50,7 @@ def test_identical_failures_are_posted_once_a_minute() -> None:
 
 
 def test_a_recreated_pod_is_reported_again() -> None:
-    reporter = Recorder(clock=Clock())
+    reporter = Recorder(clock=Clock(0.0))
     first, second = entry("u1"), entry("u2")
     reporter.unschedulable(first, decision(first.pod, 1), duration=0.0)
     reporter.unschedulable(second, decision(second.pod, 1), duration=0.0)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from flask.testing import FlaskClient
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
-from tests.helpers import SNAPSHOT
+from tests.helpers import SNAPSHOT, snapshot_settings
 from tests.security.certs import PKI, make_pki
 
 
@@ -50,8 +49,7 @@ def webhook_factory() -> Iterator[Callable[..., Webhook]]:
     made: list[Webhook] = []
 
     def make(**overrides: Any) -> Webhook:
-        settings = replace(Settings(source="snapshot", snapshot=str(SNAPSHOT)), **overrides)
-        hook = Webhook(settings)
+        hook = Webhook(snapshot_settings(**overrides))
         made.append(hook)
         return hook
 

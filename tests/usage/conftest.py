@@ -1,50 +1,17 @@
-"""Fixtures for the usage package: an ApiClient on the shared `apiserver`, node dicts, a settable clock.
-
-``pytest_plugins`` is only allowed in the top-level conftest; the fake API server plugin is
-registered here only when it is not loaded yet, so this directory also runs on its own.
-"""
+"""Fixtures for the usage package: node and pod dicts, a settable clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from extender.kube.client import build_api_client
-
-PLUGIN = "tests.fakeapi.fixtures"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if not config.pluginmanager.has_plugin(PLUGIN):
-        config.pluginmanager.import_plugin(PLUGIN)
-
-
-class Clock:
-    """Wall-clock seconds that only move when a test says so."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.helpers import Clock
 
 
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
-
-
-@pytest.fixture
-def api_client(apiserver: Any) -> Iterator[Any]:
-    """An ApiClient built the production way: from the server's kubeconfig file."""
-    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
-    yield client
-    client.close()
 
 
 def node(name: str, *, cpu: str = "4", memory: str = "8Gi", allocatable_cpu: str | None = None,

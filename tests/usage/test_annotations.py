@@ -8,8 +8,9 @@ from extender.model.nodes import NodeView
 from extender.policy.usage_settings import AnnotationSettings
 from extender.usage import readings
 from extender.usage.annotations import AnnotationSource
+from tests.helpers import Clock
 
-from .conftest import Clock, node
+from .conftest import node
 
 CRANE = AnnotationSettings()  # cpu_usage_avg_5m / mem_usage_avg_5m, percent
 

@@ -17,9 +17,9 @@ from extender.usage.prometheus import PrometheusSource
 from extender.usage.readings import Fetch, FetchError
 from extender.usage.service import node_views
 from extender.usage.store import DOWN, UP, UsageStore
-from tests.helpers import wait_for
+from tests.helpers import Clock, wait_for
 
-from .conftest import Clock, node
+from .conftest import node
 from .promserver import BINARY, MISSING_REASON, Exporter, PrometheusServer
 
 pytestmark = pytest.mark.skipif(BINARY is None, reason=MISSING_REASON)

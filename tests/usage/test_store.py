@@ -16,8 +16,9 @@ from extender.model.usage import STDEV_OBSERVED, STDEV_WINDOW
 from extender.policy.usage_settings import UsageSettings
 from extender.usage.readings import Capacity, Reading
 from extender.usage.store import UP, UsageStore
+from tests.helpers import Clock
 
-from .conftest import Clock, node, pod
+from .conftest import node, pod
 
 CAPACITY = {"a": Capacity(4000, 8 * 2**30), "b": Capacity(2000, 4 * 2**30)}
 MI = 2**20

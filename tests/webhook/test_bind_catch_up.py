@@ -15,28 +15,27 @@ from flask.testing import FlaskClient
 
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
-from extender.webhook import create_app
 from tests.devicebuilders import create_ready_node
 
 pytestmark = pytest.mark.apiserver
 
 
 @pytest.fixture
-def runtime(apiserver: Any, kube: Any) -> Iterator[Runtime]:
+def settings(apiserver: Any) -> Settings:
+    return Settings(source="kube", kubeconfig=str(apiserver.kubeconfig))
+
+
+@pytest.fixture
+def runtime(settings: Settings, kube: Any) -> Iterator[Runtime]:
+    """Started and synced, then its pod watch stopped (``client``, tests/conftest.py's, uses it)."""
     create_ready_node(kube, "node-1")
-    rt = build_runtime(Settings(source="kube", kubeconfig=str(apiserver.kubeconfig)))
+    rt = build_runtime(settings)
     rt.start()
     assert rt.source.wait_synced(10)
     assert rt.source.start_pod_watch()  # as the first /bind would
     rt.source.pods.stop()  # from here on the watch delivers nothing: the state lags the API server
     yield rt
     rt.stop()
-
-
-@pytest.fixture
-def client(apiserver: Any, runtime: Runtime) -> FlaskClient:
-    settings = Settings(source="kube", kubeconfig=str(apiserver.kubeconfig))
-    return create_app(settings, runtime=runtime, start=False).test_client()
 
 
 def _bind(client: FlaskClient, name: str, uid: str, node: str = "node-1") -> str:

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from extender.kube.client import build_api_client, request_json
+from extender.kube.client import request_json
 from extender.kube.deviceledger import Ledger
 from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, NodeDeviceUse, Use
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
-from extender.webhook import create_app
 from tests.devicebuilders import assigned, create_ready_node, gpu, gpu_limits
 from tests.helpers import ROOT
 
@@ -37,28 +36,19 @@ def cluster(kube: Any) -> Any:
 
 
 @pytest.fixture
-def runtime(apiserver: Any, cluster: Any) -> Iterator[Runtime]:
-    settings = Settings(source="kube", kubeconfig=str(apiserver.kubeconfig), policy=str(POLICY),
-                        lease_namespace=LEDGER_NAMESPACE)
+def settings(apiserver: Any) -> Settings:
+    return Settings(source="kube", kubeconfig=str(apiserver.kubeconfig), policy=str(POLICY),
+                    lease_namespace=LEDGER_NAMESPACE)
+
+
+@pytest.fixture
+def runtime(settings: Settings, cluster: Any) -> Iterator[Runtime]:
+    """Started on the cluster, its caches synced (``client``, tests/conftest.py's, uses it)."""
     rt = build_runtime(settings)
     rt.start()
     assert rt.source.wait_synced(10)
     yield rt
     rt.stop()
-
-
-@pytest.fixture
-def client(apiserver: Any, runtime: Runtime) -> FlaskClient:
-    settings = Settings(source="kube", kubeconfig=str(apiserver.kubeconfig), policy=str(POLICY),
-                        lease_namespace=LEDGER_NAMESPACE)
-    return create_app(settings, runtime=runtime, start=False).test_client()
-
-
-@pytest.fixture
-def api_client_kube(apiserver: Any) -> Iterator[Any]:
-    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
-    yield client
-    client.close()
 
 
 def gpu_pod(kube: Any, runtime: Runtime, name: str, **request: int) -> dict[str, Any]:
@@ -125,7 +115,7 @@ def test_a_failed_bind_leaves_nothing_behind(apiserver: Any, client: FlaskClient
     assert assigned(kube.get_pod("unlucky")) == {"GPU-0": (16000, 100)}
 
 
-def test_binding_annotations_reach_the_pod_atomically(apiserver: Any, api_client_kube: Any, kube: Any) -> None:
+def test_binding_annotations_reach_the_pod_atomically(apiserver: Any, api_client: Any, kube: Any) -> None:
     """The API server itself (fake or real): annotations on a Binding land on the pod with the bind."""
     kube.create_node("n1")
     pod = kube.create_pod("p")
@@ -133,17 +123,17 @@ def test_binding_annotations_reach_the_pod_atomically(apiserver: Any, api_client
             "metadata": {"name": "p", "namespace": "default", "uid": pod["metadata"]["uid"],
                          "annotations": {ASSIGNMENT_ANNOTATION: '{"node":"n1","containers":{}}'}},
             "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
-    request_json(api_client_kube, "POST", "/api/v1/namespaces/default/pods/p/binding", body=body)
+    request_json(api_client, "POST", "/api/v1/namespaces/default/pods/p/binding", body=body)
     bound = kube.get_pod("p")
     assert bound["spec"]["nodeName"] == "n1"
     assert bound["metadata"]["annotations"][ASSIGNMENT_ANNOTATION] == '{"node":"n1","containers":{}}'
 
 
 def test_a_share_another_process_just_took_is_not_given_again(client: FlaskClient, runtime: Runtime, kube: Any,
-                                                              api_client_kube: Any) -> None:
+                                                              api_client: Any) -> None:
     """Another process handed GPU-0 out a moment ago (its pod not visible here yet): the bind
     goes to GPU-1 instead, and the Binding carries the moved assignment."""
-    other = Ledger(api_client_kube, namespace=LEDGER_NAMESPACE)
+    other = Ledger(api_client, namespace=LEDGER_NAMESPACE)
     other.record(LedgerClaim("gpu-1", "default/elsewhere", "uid-elsewhere", (("GPU-0", 12000, 0),),
                              {"GPU-0": (16000, 100)}, NodeDeviceUse()))
     pod = gpu_pod(kube, runtime, "moved", memory=8000)

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from extender.runtime import GC_YOUNG_THRESHOLD
-from extender.settings import Settings
 from extender.webhook import create_app
-from tests.helpers import SNAPSHOT
+from tests.helpers import snapshot_settings
 
 
 @pytest.fixture
@@ -22,7 +21,7 @@ def default_thresholds() -> Iterator[None]:
 
 
 def test_a_webhook_worker_raises_the_young_threshold_only(default_thresholds: None) -> None:
-    app = create_app(Settings(source="snapshot", snapshot=str(SNAPSHOT)))
+    app = create_app(snapshot_settings())
     try:
         assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 10, 10)
     finally:

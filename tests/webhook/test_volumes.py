@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,8 @@ import yaml
 from flask.testing import FlaskClient
 
 from extender.cluster.snapshot import read_snapshot
-from extender.runtime import Runtime, build_runtime
+from extender.runtime import Runtime
 from extender.settings import Settings
-from extender.webhook import create_app
 from tests.explain.test_volumes import VOLUMES
 
 POLICY = {"apiVersion": "extender/v1alpha1", "kind": "Policy",
@@ -23,18 +21,11 @@ AFFINITY = "node(s) didn't match PersistentVolume's node affinity"
 
 
 @pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[Runtime]:
+def settings(tmp_path: Path) -> Settings:
+    """The volumes snapshot and policy (``runtime`` and ``client`` are tests/conftest.py's)."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
-    rt = build_runtime(Settings(source="snapshot", snapshot=str(VOLUMES), policy=str(policy)))
-    yield rt
-    rt.stop()
-
-
-@pytest.fixture
-def client(runtime: Runtime) -> FlaskClient:
-    settings = Settings(source="snapshot", snapshot=str(VOLUMES))
-    return create_app(settings, runtime=runtime).test_client()
+    return Settings(source="snapshot", snapshot=str(VOLUMES), policy=str(policy))
 
 
 def pod(name: str) -> dict[str, Any]:
