@@ -29,7 +29,7 @@ IMAGE = "ghcr.io/example/scheduler-extender:0.1.0"
 def kubectl() -> str:
     path = shutil.which("kubectl")
     if path is None:
-        pytest.skip("kubectl is not installed")
+        pytest.skip("kubectl is not on PATH: deploy/ is rendered with `kubectl kustomize`")
     return path
 
 

@@ -7,7 +7,6 @@ the `kubectl auth can-i` line that reproduces it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,25 +34,9 @@ LEASE_UPDATE = Permission("update", "leases", "coordination.k8s.io", namespaced=
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApiServerHandle]:
-    """A private fake API server (its deny/fail controls are what these tests need).
-
-    tests.fakeapi marks tests with `requires_fake`; the marker is registered by its
-    plugin, which a conftest may not have loaded, and --strict-markers refuses an
-    unknown marker at import: register it first.
-    """
-    config = request.config
-    if not any(line.startswith("requires_fake") for line in config.getini("markers")):
-        config.addinivalue_line("markers", "requires_fake: needs the fake API server")
-    from tests.fakeapi.fixtures import start_fake
-
-    handle = start_fake(tmp_path)
-    try:
-        yield handle
-    finally:
-        handle.client.close()
-        assert handle.fake is not None
-        handle.fake.close()
+def server(fake_apiserver: ApiServerHandle) -> ApiServerHandle:
+    """A private fake API server (its deny/fail controls are what these tests need)."""
+    return fake_apiserver
 
 
 @pytest.fixture(autouse=True)

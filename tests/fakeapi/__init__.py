@@ -13,7 +13,7 @@ from .authz import Attributes
 from .client import KubeApiError, KubeTestClient
 from .server import FAKE_TOKEN, FakeApiServer
 
-_FROM_FIXTURES = ("ApiServerHandle", "fake_only", "requires_fake", "skip_unless_fake")
+_FROM_FIXTURES = ("ApiServerHandle", "fake_only", "skip_unless_fake")
 
 __all__ = [
     "FAKE_TOKEN",
@@ -23,7 +23,6 @@ __all__ = [
     "KubeApiError",
     "KubeTestClient",
     "fake_only",
-    "requires_fake",
     "skip_unless_fake",
 ]
 

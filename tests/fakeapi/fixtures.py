@@ -3,8 +3,9 @@
 Load with ``pytest_plugins = ["tests.fakeapi.fixtures"]`` in a conftest. The server is
 started once per session and wiped before each test (``reset``), which keeps the suite
 fast while no test sees another's objects, faults or permission rules. Tests that need
-the fake's controls (faults, restarts, history) mark themselves ``requires_fake`` and are
-skipped, with the reason shown, when running against a real kube-apiserver.
+the fake's controls (faults, restarts, history) say why with ``@fake_only(why)``,
+``@pytest.mark.requires_fake(why)`` or ``skip_unless_fake(server, why)``, and are skipped
+with that reason when running against a real kube-apiserver.
 """
 
 from __future__ import annotations
@@ -20,19 +21,12 @@ from .client import KubeTestClient
 from .envtest import EnvtestControlPlane, find_assets
 from .server import FAKE_TOKEN, FakeApiServer
 
-REQUIRES_FAKE_REASON = (
-    "needs the fake API server's fault controls; running against a real kube-apiserver (envtest)"
-)
-
-# A plain skipif (not a custom marker) so importing this module never trips --strict-markers,
-# whether or not the plugin is loaded. The choice of server is fixed by the environment.
-requires_fake = pytest.mark.skipif(find_assets() is not None, reason=REQUIRES_FAKE_REASON)
-
 
 def fake_only(why: str) -> pytest.MarkDecorator:
     """Skip under envtest, saying why this test cannot run on a real kube-apiserver (what it
     injects that a real server does not produce on demand, and where the real-server
-    counterpart is tested, if anywhere)."""
+    counterpart is tested, if anywhere). A plain skipif: the choice of server is fixed by
+    the environment."""
     return pytest.mark.skipif(find_assets() is not None, reason=f"real kube-apiserver: {why}")
 
 
@@ -64,10 +58,10 @@ class ApiServerHandle:
             self.client.delete_all()
 
 
-def skip_unless_fake(server: ApiServerHandle) -> FakeApiServer:
-    """For tests that need the fake only in one branch: returns it, or skips the test."""
+def skip_unless_fake(server: ApiServerHandle, why: str) -> FakeApiServer:
+    """The fake behind ``server``, or skip the test saying ``why`` it needs the fake."""
     if server.fake is None:
-        pytest.skip(REQUIRES_FAKE_REASON)
+        pytest.skip(f"real kube-apiserver: {why}")
     return server.fake
 
 
@@ -132,8 +126,10 @@ def apiserver(
 ) -> ApiServerHandle:
     """A clean server for this test (objects, faults and rules of earlier tests removed)."""
     marker = request.node.get_closest_marker("requires_fake")
+    if marker and not marker.args:
+        pytest.fail("@pytest.mark.requires_fake needs the reason as its argument", pytrace=False)
     if marker and not apiserver_session.is_fake:
-        pytest.skip(f"real kube-apiserver: {marker.args[0]}" if marker.args else REQUIRES_FAKE_REASON)
+        pytest.skip(f"real kube-apiserver: {marker.args[0]}")
     apiserver_session.reset()
     return apiserver_session
 

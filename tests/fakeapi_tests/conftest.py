@@ -27,4 +27,4 @@ def fake(apiserver):
     """The fake behind ``apiserver`` (tests using it are skipped under envtest)."""
     from tests.fakeapi import skip_unless_fake
 
-    return skip_unless_fake(apiserver)
+    return skip_unless_fake(apiserver, "drives the fake's own controls, which a real kube-apiserver does not have")

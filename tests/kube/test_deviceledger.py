@@ -175,7 +175,7 @@ def test_a_missing_namespace_is_a_plain_error_naming_it(api_client: Any) -> None
 
 
 def test_forbidden_writes_name_the_permission(apiserver: Any, api_client: Any, namespace: str) -> None:
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, "denies create on leases through the fake's authorizer")
     fake.deny("create", "leases", group="coordination.k8s.io")
     with pytest.raises(ClusterError, match="grant get, create, update on leases.coordination.k8s.io") as raised:
         Ledger(api_client, namespace=namespace).record(claim("a", (("GPU-0", 1000, 0),)))

@@ -8,7 +8,7 @@ import pytest
 
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
-from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.fixtures import fake_only
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.helpers import wait_for
 from tests.storage_controllers import create_storage
@@ -52,7 +52,7 @@ def test_every_kind_is_listed_then_followed(kube, make_source) -> None:
     assert ("volumeattachments", "va") in events  # a detached volume may let a pod fit
 
 
-@requires_fake
+@fake_only("denies list on persistentvolumes through the fake's authorizer")
 def test_a_kind_the_service_account_cannot_list_keeps_the_state_unready(apiserver, make_source) -> None:
     fake = apiserver.fake
     fake.deny("list", "persistentvolumes")

@@ -18,6 +18,7 @@ from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file
 from extender.scheduler.health import HealthServer, parse_bind
 from extender.scheduler.profiles import Profile
+from tests.fakeapi import skip_unless_fake
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.apiserver
@@ -185,9 +186,7 @@ def test_schedule_command_runs_and_stops_gracefully_on_sigterm(apiserver: Any, k
 
 
 def test_a_policy_sharing_gpus_needs_the_device_ledger_leases(apiserver: Any) -> None:
-    fake = apiserver.fake
-    if fake is None:
-        pytest.skip("needs the fake's authorizer")
+    fake = skip_unless_fake(apiserver, "denies update on leases through the fake's authorizer")
     fake.deny("update", "leases", group="coordination.k8s.io")
     client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
     try:

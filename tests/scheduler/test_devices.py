@@ -150,7 +150,7 @@ def test_two_schedulers_at_once_never_share_a_device(apiserver: Any, kube: Any, 
         second_client.close()
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake("fails the bind with 500 on demand (the fake's fail_next)")
 def test_a_failed_bind_releases_the_claim_and_the_pod_is_retried(apiserver: Any, kube: Any,
                                                                 make_scheduler: Any) -> None:
     gpu_node(kube, "gpu-1", gpu("GPU-0", T4))

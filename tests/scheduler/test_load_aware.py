@@ -19,6 +19,11 @@ from tests.fakeapi import skip_unless_fake
 from tests.scheduler.conftest import SCHEDULER_NAME
 from tests.scheduler.test_scheduling import events_for, node_of, wait_bound
 
+NODE_METRICS = (
+    "serves NodeMetrics from the fake's metrics.k8s.io; a real control plane here has no "
+    "metrics-server (the scheduler without one runs on both)"
+)
+
 pytestmark = pytest.mark.apiserver
 
 POLICY = """
@@ -34,7 +39,7 @@ def load_profile() -> Profile:
 
 
 def test_hot_node_refused_and_a_burst_split_by_recent_placements(apiserver: Any, kube: Any, make_scheduler: Any):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     for name in ("a", "b", "hot"):
         kube.create_node(name, cpu="4", memory="8Gi")
     fake.serve_node_metrics()
@@ -71,7 +76,7 @@ def test_without_metrics_server_pods_are_placed_on_requests_alone(apiserver: Any
 
 
 def test_a_hot_node_is_reported_with_its_figure(apiserver: Any, kube: Any, make_scheduler: Any):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     kube.create_node("hot", cpu="2", memory="8Gi")
     fake.serve_node_metrics()
     fake.set_node_metrics("hot", cpu="1900m", memory="1Gi")

@@ -146,7 +146,7 @@ def test_a_failed_eviction_is_counted_and_retried_not_looped(apiserver: Any, kub
                                                              classes: None) -> None:
     from tests.fakeapi import skip_unless_fake
 
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, "refuses the eviction twice with 403 on demand (the fake's fail_next)")
     kube.create_node("n1", cpu="2")
     low_pod(kube, "low", "n1")
     failed = counter(metrics.PREEMPTION_VICTIMS, outcome="failed")

@@ -21,7 +21,7 @@ from extender.policy.builtin import VolumeBinding
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
-from tests.fakeapi.fixtures import requires_fake
+from tests.fakeapi.fixtures import fake_only
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.scheduler.conftest import SCHEDULER_NAME
 from tests.storage_controllers import (
@@ -226,7 +226,7 @@ def test_csi_attach_limits(kube, make_scheduler):
     assert wait_bound(kube, "web") == "node-1"
 
 
-@requires_fake
+@fake_only("fails the PersistentVolume write with 500 on demand (the fake's fail_next)")
 def test_a_failed_volume_write_undoes_the_reservation_reports_and_retries(apiserver, kube, make_scheduler):
     three_nodes(kube)
     create_storage(kube, local_class(), persistent_volume("pv", node="node-3"), claim("data"))
@@ -239,7 +239,7 @@ def test_a_failed_volume_write_undoes_the_reservation_reports_and_retries(apiser
         assert wait_bound(kube, "db", timeout=15) == "node-3"  # the next attempt after the backoff
 
 
-@requires_fake
+@fake_only("holds the PersistentVolume watch back and cuts the streams (the fake's delay, drop_watches)")
 def test_a_volume_taken_between_filter_and_bind_is_noticed(apiserver, kube, make_scheduler):
     """Another binder takes the PV while the scheduler's cache is stale: the bind step reads
     the PV, sees it changed and schedules the pod again instead of overwriting the claimRef."""
@@ -275,7 +275,7 @@ def test_node_affinity_of_a_zonal_volume(kube, make_scheduler):
     assert wait_bound(kube, "db") == "node-2"
 
 
-@requires_fake
+@fake_only("holds the bind step's node read back 3 s (the fake's delay) and reads its request log")
 def test_a_bound_claim_deleted_between_filter_and_bind_stops_the_bind(apiserver, kube, make_scheduler):
     fake = apiserver.fake
     three_nodes(kube)

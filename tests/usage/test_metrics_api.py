@@ -24,6 +24,11 @@ from tests.fakeapi import skip_unless_fake
 
 from .conftest import node
 
+NODE_METRICS = (
+    "serves NodeMetrics from the fake's metrics.k8s.io; a real control plane here has no "
+    "metrics-server (the not-served path runs on both)"
+)
+
 pytestmark = pytest.mark.apiserver
 
 
@@ -45,7 +50,7 @@ def test_no_metrics_server_means_not_served(api_client: Any, nodes: dict[str, An
 
 
 def test_node_metrics_become_readings(apiserver: Any, api_client: Any, nodes: dict[str, Any]):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     fake.serve_node_metrics()
     fake.set_node_metrics("worker-1", cpu="1234567890n", memory="2Gi", timestamp="2023-11-14T22:13:20Z",
                           window="20.5s")
@@ -61,7 +66,7 @@ def test_node_metrics_become_readings(apiserver: Any, api_client: Any, nodes: di
 
 
 def test_garbage_is_dropped_with_a_count(apiserver: Any, api_client: Any, nodes: dict[str, Any]):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     fake.serve_node_metrics()
     fake.set_node_metrics("worker-1", cpu="-5m", memory="1Gi")  # negative
     fake.set_node_metrics("worker-2", cpu="lots", memory="1Gi")  # not a quantity
@@ -92,7 +97,7 @@ def test_parse_node_metrics_refuses_malformed_items():
 
 
 def test_unavailable_and_forbidden(apiserver: Any, api_client: Any, nodes: dict[str, Any]):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     fake.serve_node_metrics("unavailable")  # registered, metrics-server down: the aggregator's 503
     with pytest.raises(FetchError) as caught:
         MetricsApiSource(api_client).fetch(nodes)
@@ -111,7 +116,7 @@ def _metric(name: str, **labels: str) -> float:
 
 def test_outage_and_recovery_log_once_per_change(apiserver: Any, api_client: Any, nodes: dict[str, Any],
                                                  caplog: pytest.LogCaptureFixture):
-    fake = skip_unless_fake(apiserver)
+    fake = skip_unless_fake(apiserver, NODE_METRICS)
     fake.serve_node_metrics()
     fake.set_node_metrics("worker-1", cpu="1", memory="1Gi")
     store = UsageStore("metrics-server", UsageSettings())

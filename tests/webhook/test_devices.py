@@ -97,7 +97,7 @@ def test_binds_fill_the_devices_and_then_refuse(client: FlaskClient, runtime: Ru
     assert filtered["FailedNodes"] == {"gpu-1": "Insufficient GPU memory"}
 
 
-@pytest.mark.requires_fake
+@pytest.mark.requires_fake("fails the bind with 500 on demand (the fake's fail_next)")
 def test_a_failed_bind_leaves_nothing_behind(apiserver: Any, client: FlaskClient, runtime: Runtime,
                                             kube: Any) -> None:
     pod = gpu_pod(kube, runtime, "unlucky", gpus=1)
