@@ -310,7 +310,7 @@ def _wait_http_ready(url: str, timeout: float = 120.0, in_a_row: int = 20) -> No
 
 @contextlib.contextmanager
 def _empty_extender(workdir: Path) -> Iterator[tuple[int, int]]:
-    from tests.fakeapi.envtest import free_port
+    from tests.helpers import free_port
 
     port = free_port()
     log = open(workdir / "empty-extender.log", "ab")  # noqa: SIM115 (closed below)

@@ -33,7 +33,8 @@ import yaml
 
 from tests.e2e.processes import terminate
 from tests.fakeapi.client import KubeTestClient
-from tests.fakeapi.envtest import EnvtestAssets, EnvtestControlPlane, find_assets, free_port
+from tests.fakeapi.envtest import EnvtestAssets, EnvtestControlPlane, find_assets
+from tests.helpers import free_port
 
 #: The user kube-apiserver's bootstrap policy gives the scheduler's roles to.
 KUBE_SCHEDULER_USER = "system:kube-scheduler"

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fakeapi.envtest import free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

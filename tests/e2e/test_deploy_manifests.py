@@ -21,7 +21,7 @@ import yaml
 from tests.e2e import manifests
 from tests.e2e.processes import ExtenderProcess
 from tests.fakeapi.client import KubeTestClient
-from tests.fakeapi.envtest import free_port
+from tests.helpers import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import configs
-from tests.fakeapi.envtest import free_port
+from tests.helpers import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 

@@ -25,13 +25,14 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.helpers import free_port
 
 from .kubeconfig import write_kubeconfig
 from .pki import LOOPBACK_HOSTS, CertificateAuthority
@@ -91,13 +92,6 @@ def parse_duration(text: str | None, default: float) -> float:
 def _b64(text: str) -> str:
     """etcd's JSON gateway takes keys and values as base64 strings."""
     return base64.b64encode(text.encode()).decode()
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (racy by nature, as envtest's addr.Suggest)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def etcd_args(

@@ -11,7 +11,6 @@ Every wait is bounded.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -20,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 
 BINARY = shutil.which("prometheus")
 MISSING_REASON = "the prometheus binary is not installed (apt-get install prometheus; .ci/run does it)"
@@ -77,17 +76,11 @@ class Exporter:
         self._server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PrometheusServer:
     def __init__(self, directory: Path, scrape_target: str) -> None:
         assert BINARY is not None, MISSING_REASON
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.config = directory / "prometheus.yml"
         self.config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
