@@ -132,6 +132,7 @@ class Authorizer:
             self._predicate = predicate
 
     def reset(self) -> None:
+        """Allow everything again: no rules, no predicate."""
         with self._lock:
             self._rules.clear()
             self._predicate = None

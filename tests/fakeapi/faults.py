@@ -52,6 +52,7 @@ class FaultInjector:
         retry_after: int = 1,
         message: str | None = None,
     ) -> FaultRule:
+        """Answer the next ``n`` matching requests with a failure Status (429/503 carry Retry-After)."""
         rule = FaultRule(
             "fail",
             n,
@@ -72,6 +73,7 @@ class FaultInjector:
         method: str | None = None,
         count: int | None = None,
     ) -> FaultRule:
+        """Add latency to matching requests (all of them, or the next ``count``)."""
         rule = FaultRule(
             "delay", count, re.compile(path_regex) if path_regex else None, method, seconds=seconds
         )

@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,9 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from .api import ApiHandler, Settings
-from .authz import Attributes, Authorizer
+from .authz import Authorizer
 from .clock import now_rfc3339
-from .faults import FaultInjector, FaultRule, RecordedRequest, RequestLog
+from .faults import FaultInjector, RecordedRequest, RequestLog
 from .kubeconfig import write_kubeconfig
 from .routing import ApiRequest, ApiResponse
 from .status import ApiError
@@ -216,6 +215,14 @@ class FakeApiServer:
         )
         self.authz = Authorizer()
         self.faults = FaultInjector()
+        # Their controls, where tests reach for them: fake.fail_next(...), fake.deny(...).
+        self.fail_next = self.faults.fail_next
+        self.delay = self.faults.delay
+        self.clear_faults = self.faults.clear
+        self.deny = self.authz.deny
+        self.allow = self.authz.allow
+        self.set_allowed = self.authz.set_allowed
+        self.allow_all = self.authz.reset
         self.log = RequestLog()
         self.api = ApiHandler(self.store, self._settings(), self.authz)
         self.api.create_default_namespaces()
@@ -380,28 +387,6 @@ class FakeApiServer:
             time.sleep(0.01)
         return False
 
-    def fail_next(
-        self,
-        n: int = 1,
-        status: int = 500,
-        path_regex: str | None = None,
-        method: str | None = None,
-        retry_after: int = 1,
-        message: str | None = None,
-    ) -> FaultRule:
-        """Answer the next ``n`` matching requests with a failure Status (429/503 carry Retry-After)."""
-        return self.faults.fail_next(n, status, path_regex, method, retry_after, message)
-
-    def delay(
-        self,
-        seconds: float,
-        path_regex: str | None = None,
-        method: str | None = None,
-        count: int | None = None,
-    ) -> FaultRule:
-        """Add latency to matching requests (all of them, or the next ``count``)."""
-        return self.faults.delay(seconds, path_regex, method, count)
-
     # ---------------------------------------------------------------------------------------
     # metrics.k8s.io (metrics-server behind the aggregation layer)
     # ---------------------------------------------------------------------------------------
@@ -418,9 +403,6 @@ class FakeApiServer:
         usage = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
         return self.api.put_node_metrics(node, usage, timestamp or now_rfc3339(), window)
 
-    def clear_faults(self) -> None:
-        self.faults.clear()
-
     def compact(self) -> int:
         """Forget all watch history: any watch from an older resourceVersion gets 410 Expired."""
         return self.store.compact()
@@ -428,39 +410,6 @@ class FakeApiServer:
     def set_history_size(self, size: int) -> None:
         """Bound the per-resource history window (default 1000 events)."""
         self.store.set_history_size(size)
-
-    # ---------------------------------------------------------------------------------------
-    # Authorization
-    # ---------------------------------------------------------------------------------------
-
-    def deny(
-        self,
-        verb: str = "*",
-        resource: str = "*",
-        subresource: str | None = None,
-        group: str = "*",
-        namespace: str = "*",
-        name: str = "*",
-    ) -> None:
-        """Deny matching access (reviews answer allowed=false, requests get 403)."""
-        self.authz.deny(verb, resource, subresource, group, namespace, name)
-
-    def allow(
-        self,
-        verb: str = "*",
-        resource: str = "*",
-        subresource: str | None = None,
-        group: str = "*",
-        namespace: str = "*",
-        name: str = "*",
-    ) -> None:
-        self.authz.allow(verb, resource, subresource, group, namespace, name)
-
-    def set_allowed(self, predicate: Callable[[Attributes], bool] | None) -> None:
-        self.authz.set_allowed(predicate)
-
-    def allow_all(self) -> None:
-        self.authz.reset()
 
     # ---------------------------------------------------------------------------------------
     # Observation
