@@ -25,6 +25,12 @@ T = TypeVar("T")
 FAST_WATCH = {"initial_backoff": 0.05, "max_backoff": 0.5, "min_healthy_stream": 0.2}
 
 
+def present(**fields: Any) -> dict[str, Any]:
+    """The fields that are set (truthy), for the optional parts of an object: an API object
+    leaves out what is empty, as the server's own JSON does."""
+    return {key: value for key, value in fields.items() if value}
+
+
 def snapshot_settings(**overrides: Any) -> Settings:
     """Settings of a webhook over a snapshot: the shipped one (config/snapshot.yaml) unless
     ``overrides`` name another."""

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import requests
 
+from tests.helpers import present
+
 from .patches import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 T = TypeVar("T")
@@ -355,43 +357,28 @@ class KubeTestClient:
         """Create a pod with one container (unless ``containers`` is given). ``cpu``/``memory``
         are shorthands for container requests; ``spec`` entries override everything else."""
         if containers is None:
-            resources: dict[str, Any] = {}
-            reqs = dict(requests or {})
-            if cpu:
-                reqs["cpu"] = cpu
-            if memory:
-                reqs["memory"] = memory
-            if reqs:
-                resources["requests"] = reqs
-            if limits:
-                resources["limits"] = dict(limits)
+            reqs = {**(requests or {}), **present(cpu=cpu, memory=memory)}
+            resources = present(requests=reqs, limits=dict(limits or {}))
             containers = [{"name": "main", "image": image, "resources": resources}]
-        pod_spec: dict[str, Any] = {"containers": containers}
-        if init_containers:
-            pod_spec["initContainers"] = init_containers
-        if scheduler_name:
-            pod_spec["schedulerName"] = scheduler_name
-        if node_name:
-            pod_spec["nodeName"] = node_name
-        if node_selector:
-            pod_spec["nodeSelector"] = dict(node_selector)
-        if tolerations:
-            pod_spec["tolerations"] = [dict(t) for t in tolerations]
-        if affinity:
-            pod_spec["affinity"] = dict(affinity)
-        gates = [{"name": g} for g in scheduling_gates]
-        if gates:
-            pod_spec["schedulingGates"] = gates
-        if priority_class_name:
-            pod_spec["priorityClassName"] = priority_class_name
-        pod_spec.update(spec or {})
-        meta: dict[str, Any] = {"name": name, "namespace": namespace}
-        if labels:
-            meta["labels"] = dict(labels)
-        if annotations:
-            meta["annotations"] = dict(annotations)
-        if finalizers:
-            meta["finalizers"] = list(finalizers)
+        pod_spec: dict[str, Any] = {
+            "containers": containers,
+            **present(
+                initContainers=init_containers,
+                schedulerName=scheduler_name,
+                nodeName=node_name,
+                nodeSelector=dict(node_selector or {}),
+                tolerations=[dict(t) for t in tolerations],
+                affinity=dict(affinity or {}),
+                schedulingGates=[{"name": g} for g in scheduling_gates],
+                priorityClassName=priority_class_name,
+            ),
+            **(spec or {}),
+        }
+        meta = {
+            "name": name,
+            "namespace": namespace,
+            **present(labels=dict(labels or {}), annotations=dict(annotations or {}), finalizers=list(finalizers)),
+        }
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}
         return self.call("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from tests.helpers import present
+
 
 def kubeconfig_dict(
     server: str,
@@ -19,18 +21,8 @@ def kubeconfig_dict(
     client_key: str | None = None,
     context: str = "test",
 ) -> dict[str, Any]:
-    cluster: dict[str, Any] = {"server": server}
-    if insecure:
-        cluster["insecure-skip-tls-verify"] = True
-    if ca_file:
-        cluster["certificate-authority"] = ca_file
-    user: dict[str, Any] = {}
-    if token:
-        user["token"] = token
-    if client_cert:
-        user["client-certificate"] = client_cert
-    if client_key:
-        user["client-key"] = client_key
+    cluster = {"server": server, **present(**{"insecure-skip-tls-verify": insecure, "certificate-authority": ca_file})}
+    user = present(token=token, **{"client-certificate": client_cert, "client-key": client_key})
     return {
         "apiVersion": "v1",
         "kind": "Config",

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.helpers import present
+
 REASON_BY_CODE = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -70,29 +72,17 @@ def status_object(
 
 def success_status(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """A ``Status`` with ``status: Success``, as returned by bindings and most deletions."""
-    obj: dict[str, Any] = {
+    return {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
+        **present(details=details, code=code),
     }
-    if details:
-        obj["details"] = details
-    if code:
-        obj["code"] = code
-    return obj
 
 
 def _details(name: str | None, group: str, kind: str, **extra: Any) -> dict[str, Any]:
-    details: dict[str, Any] = {}
-    if name:
-        details["name"] = name
-    if group:
-        details["group"] = group
-    if kind:
-        details["kind"] = kind
-    details.update({k: v for k, v in extra.items() if v is not None})
-    return details
+    return {**present(name=name, group=group, kind=kind), **{k: v for k, v in extra.items() if v is not None}}
 
 
 def qualified(resource: str, group: str) -> str:

@@ -8,6 +8,7 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.resources import add_into
 from extender.policy.cluster import EMPTY_CLUSTER
+from tests.helpers import present
 
 
 def pod_dict(
@@ -26,22 +27,11 @@ def pod_dict(
 ) -> dict[str, Any]:
     if containers is None:
         containers = [{"name": "c", "resources": {"requests": dict(requests or {})}}]
-    spec: dict[str, Any] = {"containers": containers}
-    if init_containers:
-        spec["initContainers"] = init_containers
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if affinity:
-        spec["affinity"] = {"nodeAffinity": affinity}
-    if tolerations:
-        spec["tolerations"] = tolerations
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    if overhead:
-        spec["overhead"] = overhead
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-    if labels:
-        meta["labels"] = labels
+    spec = {"containers": containers, **present(
+        initContainers=init_containers, nodeSelector=node_selector,
+        affinity=affinity and {"nodeAffinity": affinity}, tolerations=tolerations,
+        schedulingGates=[{"name": g} for g in gates or ()], overhead=overhead)}
+    meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}", **present(labels=labels)}
     return {"metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
 
 
