@@ -95,24 +95,19 @@ def test_namespaced_permission_is_checked_in_its_namespace(server: ApiServerHand
         check_permissions(api, [LEASE_UPDATE])
 
 
-def test_forbidden_review_is_an_error_not_a_missing_permission(server: ApiServerHandle) -> None:
+@pytest.mark.parametrize(
+    ("status", "named"),
+    [(403, "system:basic-user"), (500, "create pods/binding")],
+    ids=["forbidden-review-not-a-missing-permission", "server-error"],
+)
+def test_a_failed_review_is_an_error(server: ApiServerHandle, status: int, named: str) -> None:
     assert server.fake is not None
-    server.fake.fail_next(status=403, path_regex="selfsubjectaccessreviews")
+    server.fake.fail_next(status=status, path_regex="selfsubjectaccessreviews")
     api = build_api_client(str(server.kubeconfig))
     with pytest.raises(PreflightError) as caught:
         check_permissions(api, [BINDING])
-    assert caught.value.status == 403
-    assert "system:basic-user" in str(caught.value)
-
-
-def test_server_error_is_an_error(server: ApiServerHandle) -> None:
-    assert server.fake is not None
-    server.fake.fail_next(status=500, path_regex="selfsubjectaccessreviews")
-    api = build_api_client(str(server.kubeconfig))
-    with pytest.raises(PreflightError) as caught:
-        check_permissions(api, [BINDING])
-    assert caught.value.status == 500
-    assert "create pods/binding" in str(caught.value)
+    assert caught.value.status == status
+    assert named in str(caught.value)
 
 
 def test_unreachable_server_is_an_error(server: ApiServerHandle) -> None:

@@ -11,6 +11,7 @@ with that reason when running against a real kube-apiserver.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.apiserver)
 
 
-def start_fake(directory: Path, **options: Any) -> ApiServerHandle:
-    """Start a FakeApiServer (``options`` as its constructor's) with a kubeconfig in ``directory``."""
+@contextmanager
+def running_fake(directory: Path, **options: Any) -> Iterator[ApiServerHandle]:
+    """A started FakeApiServer (``options`` as its constructor's) with a kubeconfig in
+    ``directory``; closed, with its test client, on the way out."""
     fake = FakeApiServer(**options).start()
     kubeconfig = fake.write_kubeconfig(directory / "kubeconfig")
-    return ApiServerHandle(
-        fake.url, kubeconfig, KubeTestClient(fake.url, token=FAKE_TOKEN), True, fake, FAKE_TOKEN
-    )
+    client = KubeTestClient(fake.url, token=FAKE_TOKEN)
+    try:
+        yield ApiServerHandle(fake.url, kubeconfig, client, True, fake, FAKE_TOKEN)
+    finally:
+        client.close()
+        fake.close()
 
 
 @pytest.fixture(scope="session")
@@ -95,13 +101,8 @@ def apiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiS
     """The session's server: envtest when KUBEBUILDER_ASSETS has the binaries, else the fake."""
     assets = find_assets()
     if assets is None:
-        handle = start_fake(tmp_path_factory.mktemp("fakeapi"))
-        try:
+        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
             yield handle
-        finally:
-            handle.client.close()
-            assert handle.fake is not None
-            handle.fake.close()
         return
     plane = EnvtestControlPlane(assets).start()
     try:
@@ -138,13 +139,8 @@ def apiserver(
 def fake_apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
     """A private fake for this test only, even under envtest (for stop/restart scenarios that
     would disturb the shared server)."""
-    handle = start_fake(tmp_path)
-    try:
+    with running_fake(tmp_path) as handle:
         yield handle
-    finally:
-        handle.client.close()
-        assert handle.fake is not None
-        handle.fake.close()
 
 
 @pytest.fixture

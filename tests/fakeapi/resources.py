@@ -8,7 +8,7 @@ the same table so ``kubectl api-resources`` and the python client see a consiste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import selectors
@@ -114,19 +114,7 @@ CORE_EVENT = ResourceType(
     short_names=("ev",),
     allow_create_on_update=True,
 )
-EVENT = ResourceType(
-    "events.k8s.io",
-    "v1",
-    "events",
-    "event",
-    "Event",
-    True,
-    "events",
-    _EVENT_FIELDS,
-    selectors.event_fields,
-    short_names=("ev",),
-    allow_create_on_update=True,
-)
+EVENT = replace(CORE_EVENT, group="events.k8s.io")  # the same storage, served by both APIs
 LEASE = ResourceType(
     "coordination.k8s.io",
     "v1",

@@ -39,6 +39,18 @@ def low_pod(kube: Any, name: str, node: str, cpu: str = "1500m", cls: str = "ext
     return kube.create_pod(name, cpu=cpu, node_name=node, priority_class_name=cls, labels=labels, spec=GRACE_0)
 
 
+def nominate_over_a_held_victim(kube: Any, make_scheduler: Any) -> str:
+    """A high-priority pod preempts "low" on n1, whose finalizer keeps it visible after its
+    deletion (as a slow kubelet would): the node the preemptor is nominated for."""
+    kube.create_node("n1", cpu="2")
+    kube.create_pod("low", cpu="1500m", node_name="n1", priority_class_name="extender-test-low",
+                    finalizers=["example.com/hold"], spec=GRACE_0)
+    make_scheduler()
+    kube.create_pod("high", cpu="1500m", scheduler_name=SCHEDULER_NAME, priority_class_name="extender-test-high")
+    return kube.wait_for(lambda: (kube.get_pod("high") or {}).get("status", {}).get("nominatedNodeName"),
+                         timeout=20, message="nominatedNodeName set")
+
+
 def test_a_high_priority_pod_evicts_a_low_priority_one(kube: Any, make_scheduler: Any, classes: None) -> None:
     kube.create_node("n1", cpu="2")
     victim_uid = low_pod(kube, "low", "n1")["metadata"]["uid"]
@@ -59,15 +71,7 @@ def test_a_high_priority_pod_evicts_a_low_priority_one(kube: Any, make_scheduler
 
 def test_the_victim_is_marked_and_the_preemptor_nominated(apiserver: Any, kube: Any, make_scheduler: Any,
                                                         classes: None) -> None:
-    kube.create_node("n1", cpu="2")
-    # A finalizer keeps the victim visible after its deletion, as a slow kubelet would.
-    kube.create_pod("low", cpu="1500m", node_name="n1", priority_class_name="extender-test-low",
-                    finalizers=["example.com/hold"], spec=GRACE_0)
-    make_scheduler()
-    kube.create_pod("high", cpu="1500m", scheduler_name=SCHEDULER_NAME, priority_class_name="extender-test-high")
-    nominated = kube.wait_for(lambda: (kube.get_pod("high") or {}).get("status", {}).get("nominatedNodeName"),
-                              timeout=20, message="nominatedNodeName set")
-    assert nominated == "n1"
+    assert nominate_over_a_held_victim(kube, make_scheduler) == "n1"
     low = kube.wait_for(lambda: (lambda p: p if p["metadata"].get("deletionTimestamp") else None)(
         kube.get_pod("low")), message="victim being deleted")
     target = [c for c in low["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"]
@@ -129,13 +133,7 @@ def test_a_budget_protected_pod_is_spared_when_another_node_will_do(kube: Any, m
 
 def test_a_nominated_node_is_not_taken_by_a_lower_priority_pod(kube: Any, make_scheduler: Any,
                                                                classes: None) -> None:
-    kube.create_node("n1", cpu="2")
-    kube.create_pod("low", cpu="1500m", node_name="n1", priority_class_name="extender-test-low",
-                    finalizers=["example.com/hold"], spec=GRACE_0)
-    make_scheduler()
-    kube.create_pod("high", cpu="1500m", scheduler_name=SCHEDULER_NAME, priority_class_name="extender-test-high")
-    kube.wait_for(lambda: (kube.get_pod("high") or {}).get("status", {}).get("nominatedNodeName"), timeout=20,
-                  message="nomination")
+    nominate_over_a_held_victim(kube, make_scheduler)
     kube.patch_pod("low", {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
     kube.create_pod("sneaky", cpu="1", scheduler_name=SCHEDULER_NAME, priority_class_name="extender-test-mid")
     assert kube.wait_for(lambda: node_of(kube, "high"), timeout=20, message="preemptor bound") == "n1"

@@ -14,6 +14,7 @@ from extender.scheduler.queueing import (
     GATED,
     IN_FLIGHT,
     UNSCHEDULABLE,
+    QueuedPod,
     SchedulingQueue,
     backoff_seconds,
 )
@@ -42,6 +43,14 @@ def clock() -> Clock:
 @pytest.fixture
 def queue(clock: Clock) -> SchedulingQueue:
     return SchedulingQueue(clock=clock, publish_metrics=False)
+
+
+def popped(queue: SchedulingQueue, name: str) -> QueuedPod:
+    """Add pod ``name`` and pop it, as the scheduling cycle would (it is then in flight)."""
+    queue.add(pod(name), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None and entry.pod.name == name
+    return entry
 
 
 def names(queue: SchedulingQueue) -> list[str]:
@@ -92,9 +101,7 @@ def test_backoff_waits_with_the_clock(queue: SchedulingQueue, clock: Clock) -> N
 
 
 def test_unschedulable_waits_for_an_event(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.requeue_unschedulable(entry)
     clock.now += 60  # long past the backoff: still waiting, nothing changed in the cluster
     assert queue.pop(timeout=0) is None
@@ -104,9 +111,7 @@ def test_unschedulable_waits_for_an_event(queue: SchedulingQueue, clock: Clock) 
 
 
 def test_move_respects_the_remaining_backoff(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.requeue_unschedulable(entry)
     queue.move_all("node-added")
     assert queue.where(entry.key) == BACKOFF
@@ -116,9 +121,7 @@ def test_move_respects_the_remaining_backoff(queue: SchedulingQueue, clock: Cloc
 
 
 def test_event_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.move_all("node-added")  # arrives while the pod is being scheduled
     queue.requeue_unschedulable(entry)
     assert queue.where(entry.key) == BACKOFF  # retried after its backoff, no new event needed
@@ -164,18 +167,14 @@ def test_a_hinted_event_during_the_attempt_is_not_lost_for_the_pods_it_concerns(
 
 def test_unschedulable_pods_are_retried_eventually(clock: Clock) -> None:
     queue = SchedulingQueue(clock=clock, max_unschedulable_seconds=30, publish_metrics=False)
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.requeue_unschedulable(entry)
     clock.now += 31
     assert queue.pop(timeout=0) is entry
 
 
 def test_status_only_update_does_not_move(queue: SchedulingQueue, clock: Clock) -> None:
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.requeue_unschedulable(entry)
     clock.now += 5
     queue.add(pod("a"), PROFILE)  # e.g. our own PodScheduled=False patch
@@ -206,9 +205,7 @@ def test_recreated_pod_replaces_the_old_one(queue: SchedulingQueue) -> None:
 
 
 def test_delete_while_in_flight_drops_on_outcome(queue: SchedulingQueue) -> None:
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.delete(entry.key)
     queue.requeue_backoff(entry)
     assert len(queue) == 0
