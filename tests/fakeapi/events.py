@@ -72,23 +72,10 @@ def from_storage(obj: dict[str, Any], group: str) -> dict[str, Any]:
 
 
 def check_event_times(obj: dict[str, Any], group: str) -> None:
-    kind_version = "v1"
-    if group == "events.k8s.io":
-        check_times(
-            "Event",
-            kind_version,
-            obj,
-            times=("deprecatedFirstTimestamp", "deprecatedLastTimestamp"),
-            micro_times=("eventTime", "series.lastObservedTime"),
-        )
-    else:
-        check_times(
-            "Event",
-            kind_version,
-            obj,
-            times=("firstTimestamp", "lastTimestamp"),
-            micro_times=("eventTime", "series.lastObservedTime"),
-        )
+    # events.k8s.io/v1 renames the core API's first/last timestamps to deprecated*.
+    times = (("deprecatedFirstTimestamp", "deprecatedLastTimestamp") if group == "events.k8s.io"
+             else ("firstTimestamp", "lastTimestamp"))
+    check_times("Event", "v1", obj, times=times, micro_times=("eventTime", "series.lastObservedTime"))
 
 
 def validate(event: dict[str, Any], group: str, creating: bool = True) -> None:

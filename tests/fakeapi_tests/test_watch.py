@@ -10,6 +10,16 @@ from kubernetes.client import ApiException
 
 from .streams import RawWatch, types_and_names
 
+COMPACTS = pytest.mark.requires_fake(
+    "needs the fake's compact(): a real kube-apiserver serves watches from its watch cache, "
+    "which etcd compaction does not shorten (the real 410 path runs on a private control plane "
+    "in tests/reliability/test_real_faults.py)"
+)
+FAST_BOOKMARKS = pytest.mark.requires_fake(
+    "sets the fake's bookmark interval below a second; a real kube-apiserver sends bookmarks "
+    "about once a minute"
+)
+
 
 @pytest.fixture
 def raw_watch(apiserver):
@@ -85,11 +95,7 @@ def test_deleted_event_carries_the_deletion_resource_version(raw_watch, kube) ->
     )
 
 
-@pytest.mark.requires_fake(
-    "needs the fake's compact(): a real kube-apiserver serves watches from its watch cache, "
-    "which etcd compaction does not shorten (the real 410 path runs on a private control plane "
-    "in tests/reliability/test_real_faults.py)"
-)
+@COMPACTS
 def test_too_old_resource_version_gets_a_410_error_event(fake, raw_watch, kube) -> None:
     first = kube.create_pod("a")
     kube.create_pod("b")
@@ -130,11 +136,7 @@ def test_bounded_history_window(fake, raw_watch, kube) -> None:
     assert types_and_names(ok.events) == [("ADDED", "p1"), ("ADDED", "p2"), ("ADDED", "p3")]
 
 
-@pytest.mark.requires_fake(
-    "needs the fake's compact(): a real kube-apiserver serves watches from its watch cache, "
-    "which etcd compaction does not shorten (the real 410 path runs on a private control plane "
-    "in tests/reliability/test_real_faults.py)"
-)
+@COMPACTS
 def test_python_client_watch_raises_410(fake, kube, core_v1) -> None:
     rv = kube.create_pod("a")["metadata"]["resourceVersion"]
     kube.create_pod("b")
@@ -148,10 +150,7 @@ def test_python_client_watch_raises_410(fake, kube, core_v1) -> None:
     assert err.value.status == 410
 
 
-@pytest.mark.requires_fake(
-    "sets the fake's bookmark interval below a second; a real kube-apiserver sends bookmarks "
-    "about once a minute"
-)
+@FAST_BOOKMARKS
 def test_bookmarks_are_periodic_and_sent_before_timeout(fake, raw_watch, kube) -> None:
     fake.configure(bookmark_interval=0.25)
     rv = kube.create_pod("a")["metadata"]["resourceVersion"]
@@ -169,10 +168,7 @@ def test_bookmarks_are_periodic_and_sent_before_timeout(fake, raw_watch, kube) -
     assert plain.events == []
 
 
-@pytest.mark.requires_fake(
-    "sets the fake's bookmark interval below a second; a real kube-apiserver sends bookmarks "
-    "about once a minute"
-)
+@FAST_BOOKMARKS
 def test_python_client_tracks_bookmark_resource_version(fake, kube, core_v1) -> None:
     fake.configure(bookmark_interval=0.1)
     rv = kube.create_pod("a")["metadata"]["resourceVersion"]

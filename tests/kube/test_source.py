@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,16 @@ POD_LIST = r"^/api/v1/pods\?(?!.*watch=true)"
 def _cpu(state: ClusterState, node: str) -> int:
     info = state.node_info(node)
     return info.requested.get("cpu", 0) if info else -1
+
+
+def synced_on_one_pod(kube: Any, make_source: Any) -> tuple[ClusterState, KubeSource]:
+    """Node n1 (4 cpu) running pod a (100m), and a started source that has listed them."""
+    kube.create_node("n1", cpu="4")
+    kube.create_pod("a", cpu="100m", node_name="n1")
+    state = ClusterState()
+    source = make_source(state)
+    assert source.wait_synced(5)
+    return state, source
 
 
 def _lists(fake, resource: str) -> list:
@@ -118,11 +129,7 @@ def test_pod_bound_accounted_then_released(apiserver, make_source) -> None:
 @pytest.mark.parametrize("mid_event", [False, True], ids=["abrupt", "mid-event"])
 def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) -> None:
     kube, fake = apiserver.client, apiserver.fake
-    kube.create_node("n1", cpu="4")
-    kube.create_pod("a", cpu="100m", node_name="n1")
-    state = ClusterState()
-    source = make_source(state)
-    assert source.wait_synced(5)
+    state, source = synced_on_one_pod(kube, make_source)
     watches = len(source.reflectors)  # nodes, pods, namespaces and the storage kinds
     assert fake.wait_for_watches(watches)
     assert fake.drop_watches(mid_event=mid_event) == watches
@@ -145,11 +152,8 @@ def test_reconnect_after_dropped_watch(apiserver, make_source, mid_event: bool) 
 @pytest.mark.parametrize("how", ["error-event", "http-410"])
 def test_410_gone_relists(apiserver, make_source, how: str) -> None:
     kube, fake = apiserver.client, apiserver.fake
-    kube.create_node("n1", cpu="4")
-    kube.create_pod("a", cpu="100m", node_name="n1")
-    state = ClusterState()
-    source = make_source(state)
-    assert source.wait_synced(5) and fake.wait_for_watches(2)
+    state, source = synced_on_one_pod(kube, make_source)
+    assert fake.wait_for_watches(2)
     pod_watch = r"^/api/v1/pods\?.*watch=true"
     if how == "error-event":
         # Reconnect late, after a change and a compaction: our resourceVersion fell out of the window.

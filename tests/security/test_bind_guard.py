@@ -112,27 +112,22 @@ def test_scheduler_name_not_served(webhook_factory: Callable[..., Webhook],
     assert_refused(hook, bind_args(), "scheduler-not-served", "schedulerName default-scheduler", caplog=caplog)
 
 
-def test_pod_of_another_scheduler(webhook: Webhook, snapshot_objects: dict[str, Any],
-                                  caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("section", "field", "value", "code", "needle"),
+    [
+        ("spec", "schedulerName", "someone-elses-scheduler", "scheduler-not-served", "someone-elses-scheduler"),
+        ("metadata", "deletionTimestamp", "2026-11-29T19:30:00Z", "pod-deleting", "being deleted"),
+        ("spec", "schedulingGates", [{"name": "example.com/quota"}], "pod-gated", "scheduling gates"),
+    ],
+    ids=["pod-of-another-scheduler", "pod-being-deleted", "gated-pod"],
+)
+def test_a_pod_that_is_not_ours_to_bind(webhook: Webhook, snapshot_objects: dict[str, Any],
+                                        caplog: pytest.LogCaptureFixture, section: str, field: str, value: Any,
+                                        code: str, needle: str) -> None:
     pod = copy.deepcopy(snapshot_objects["Pod/default/pod-cache-true"])
-    pod["spec"]["schedulerName"] = "someone-elses-scheduler"
+    pod[section][field] = value
     webhook.runtime.state.upsert_pod(pod)
-    assert_refused(webhook, bind_args(), "scheduler-not-served", "someone-elses-scheduler", caplog=caplog)
-
-
-def test_pod_being_deleted(webhook: Webhook, snapshot_objects: dict[str, Any],
-                           caplog: pytest.LogCaptureFixture) -> None:
-    pod = copy.deepcopy(snapshot_objects["Pod/default/pod-cache-true"])
-    pod["metadata"]["deletionTimestamp"] = "2026-11-29T19:30:00Z"
-    webhook.runtime.state.upsert_pod(pod)
-    assert_refused(webhook, bind_args(), "pod-deleting", "being deleted", caplog=caplog)
-
-
-def test_gated_pod(webhook: Webhook, snapshot_objects: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
-    pod = copy.deepcopy(snapshot_objects["Pod/default/pod-cache-true"])
-    pod["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
-    webhook.runtime.state.upsert_pod(pod)
-    assert_refused(webhook, bind_args(), "pod-gated", "scheduling gates", caplog=caplog)
+    assert_refused(webhook, bind_args(), code, needle, caplog=caplog)
 
 
 def test_namespace_not_in_allow_list(webhook_factory: Callable[..., Webhook],
