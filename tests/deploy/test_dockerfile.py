@@ -216,23 +216,20 @@ def health_server() -> Iterator[int]:
 def test_healthcheck_hits_healthz(instructions: list[Instruction], health_server: int) -> None:
     command = _healthcheck_command(instructions)
     assert "/healthz" in command[2] and "8888" in command[2]
-    code = command[2]
-    ok = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"EXTENDER_HEALTHCHECK_URL": f"http://127.0.0.1:{health_server}/healthz"},
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
+
+    def check(path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", command[2]],
+            env={"EXTENDER_HEALTHCHECK_URL": f"http://127.0.0.1:{health_server}{path}"},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
+    ok = check("/healthz")
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"EXTENDER_HEALTHCHECK_URL": f"http://127.0.0.1:{health_server}/nope"},
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
-    assert bad.returncode == 1
+    assert check("/nope").returncode == 1
 
 
 # --- build context ---------------------------------------------------------------------

@@ -146,29 +146,12 @@ def _legacy_errors(event: dict[str, Any], group: str) -> list[FieldError]:
     if not controller:
         errs.append(FieldError("Required", controller_field))
     errs += qualified_name_errors(controller, controller_field)
-    instance = event.get("reportingInstance") or ""
-    if not instance:
-        errs.append(FieldError("Required", "reportingInstance"))
-    elif len(instance) > SHORT_LIMIT:
-        errs.append(
-            FieldError(
-                "Invalid", "reportingInstance", "", f"can have at most {SHORT_LIMIT} characters"
-            )
-        )
-    action = event.get("action") or ""
-    if not action:
-        errs.append(FieldError("Required", "action"))
-    elif len(action) > SHORT_LIMIT:
-        errs.append(
-            FieldError("Invalid", "action", "", f"can have at most {SHORT_LIMIT} characters")
-        )
-    reason = event.get("reason") or ""
-    if not reason:
-        errs.append(FieldError("Required", "reason"))
-    elif len(reason) > SHORT_LIMIT:
-        errs.append(
-            FieldError("Invalid", "reason", "", f"can have at most {SHORT_LIMIT} characters")
-        )
+    for name in ("reportingInstance", "action", "reason"):
+        value = event.get(name) or ""
+        if not value:
+            errs.append(FieldError("Required", name))
+        elif len(value) > SHORT_LIMIT:
+            errs.append(FieldError("Invalid", name, "", f"can have at most {SHORT_LIMIT} characters"))
     if len(event.get("message") or "") > NOTE_LENGTH_LIMIT:
         errs.append(
             FieldError("Invalid", "message", "", f"can have at most {NOTE_LENGTH_LIMIT} characters")
