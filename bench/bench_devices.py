@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.children import serving_child  # noqa: E402
+from bench.children import serve_fake_until_closed, serving_child  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "config" / "policy-devices.yaml"
@@ -179,11 +178,7 @@ def serve_fake(ready_file: str) -> None:
 
     fake = FakeApiServer().start()
     KubeTestClient(fake.url, token=FAKE_TOKEN).ensure_namespace("bench")
-    kubeconfig = fake.write_kubeconfig(Path(ready_file).with_suffix(".kubeconfig"))
-    Path(ready_file + ".tmp").write_text(str(kubeconfig))
-    os.replace(ready_file + ".tmp", ready_file)
-    sys.stdin.read()
-    fake.close()
+    serve_fake_until_closed(fake, ready_file)
 
 
 def _claim(index: int, node: str = "gpu-1") -> Any:

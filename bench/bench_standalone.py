@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import threading
@@ -31,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.children import serving_child  # noqa: E402 (needs the path above)
+from bench.children import serve_fake_until_closed, serving_child  # noqa: E402 (needs the path above)
 
 SCHEDULER_NAME = "bench-scheduler"
 NAMESPACE = "bench"
@@ -64,11 +63,7 @@ def serve_fake(nodes: int, pods: int, ready_file: str) -> None:
     for i in range(pods):
         shape = pod_shape(i)
         kube.create_pod(shape.pop("name"), NAMESPACE, scheduler_name=SCHEDULER_NAME, **shape)
-    kubeconfig = fake.write_kubeconfig(Path(ready_file).with_suffix(".kubeconfig"))
-    Path(ready_file + ".tmp").write_text(str(kubeconfig))
-    os.replace(ready_file + ".tmp", ready_file)
-    sys.stdin.read()
-    fake.close()
+    serve_fake_until_closed(fake, ready_file)
 
 
 class _CountingBinder:

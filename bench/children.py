@@ -6,6 +6,7 @@ with the figures of the process under test.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,3 +42,14 @@ def serving_child(script: str, args: list[str], *, timeout: float) -> Iterator[s
                 server.wait(10)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+def serve_fake_until_closed(fake: Any, ready_file: str) -> None:
+    """The child's side for a started FakeApiServer: write its kubeconfig, announce that path
+    in ``ready_file`` (one atomic rename, so the parent never reads half of it), serve until
+    the parent closes stdin, then close the server."""
+    kubeconfig = fake.write_kubeconfig(Path(ready_file).with_suffix(".kubeconfig"))
+    Path(ready_file + ".tmp").write_text(str(kubeconfig))
+    os.replace(ready_file + ".tmp", ready_file)
+    sys.stdin.read()
+    fake.close()
