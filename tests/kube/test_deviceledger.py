@@ -18,22 +18,16 @@ from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.kube import deviceledger
 from extender.kube.binding import KubeBinder
+from extender.kube.client import build_api_client
 from extender.kube.deviceledger import LEDGER_ANNOTATION, Ledger, lease_name, read_entries
 from extender.model.devices import LedgerClaim, NodeDeviceUse, Use
-from tests.fakeapi import skip_unless_fake
+from tests.fakeapi.rbac import rule
+from tests.helpers import Clock
 
 pytestmark = pytest.mark.apiserver
 
 NAMESPACE = "device-ledger-test"
 CAPACITY = {"GPU-0": (16000, 100), "GPU-1": (16000, 100)}
-
-
-class Wall:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def claim(pod: str, shares: tuple[tuple[str, int, int], ...], use: NodeDeviceUse | None = None,
@@ -98,7 +92,7 @@ def test_pods_the_process_already_counts_are_not_counted_twice(api_client: Any, 
 
 
 def test_expired_departed_and_released_entries_are_dropped(api_client: Any, kube: Any, namespace: str) -> None:
-    wall = Wall()
+    wall = Clock(1_000_000.0)
     first = Ledger(api_client, namespace=namespace, wall=wall)
     other = Ledger(api_client, namespace=namespace, wall=wall)
     first.record(claim("old", (("GPU-0", 16000, 0),)))
@@ -174,11 +168,13 @@ def test_a_missing_namespace_is_a_plain_error_naming_it(api_client: Any) -> None
     assert not isinstance(raised.value, ConflictError | NotFoundError)
 
 
-def test_forbidden_writes_name_the_permission(apiserver: Any, api_client: Any, namespace: str) -> None:
-    fake = skip_unless_fake(apiserver, "denies create on leases through the fake's authorizer")
-    fake.deny("create", "leases", group="coordination.k8s.io")
+def test_forbidden_writes_name_the_permission(refused: Any, namespace: str) -> None:
+    kubeconfig = refused([("create", "leases", "", "coordination.k8s.io")],
+                         [rule(["get", "update"], ["leases"], "coordination.k8s.io"), rule(["get"], ["namespaces"])])
+    api_client = build_api_client(kubeconfig=kubeconfig)
     with pytest.raises(ClusterError, match="grant get, create, update on leases.coordination.k8s.io") as raised:
         Ledger(api_client, namespace=namespace).record(claim("a", (("GPU-0", 1000, 0),)))
+    api_client.close()
     assert raised.value.status == 403 and not isinstance(raised.value, ConflictError | NotFoundError)
 
 
@@ -230,7 +226,7 @@ def test_a_claim_whose_shares_were_taken_moves_to_devices_with_room(api_client: 
 
 def test_a_given_up_bind_that_happened_after_all_keeps_its_entry(api_client: Any, kube: Any, namespace: str) -> None:
     """A bind that timed out may have succeeded: the entry stays while the pod is bound."""
-    wall = Wall()
+    wall = Clock(1_000_000.0)
     ledger = Ledger(api_client, namespace=namespace, wall=wall)
     kube.create_node("gpu-1")
     pod = kube.create_pod("slow")

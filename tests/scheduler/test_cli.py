@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +18,6 @@ from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file
 from extender.scheduler.health import HealthServer, parse_bind
 from extender.scheduler.profiles import Profile
-from tests.fakeapi import skip_unless_fake
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.apiserver
@@ -32,32 +31,18 @@ DENIED = [
 
 
 @pytest.fixture
-def denied(apiserver: Any) -> Iterator[Callable[[list[tuple[str, str, str, str]]], str]]:
-    """Deny permissions to the code under test; returns the kubeconfig it must use.
-
-    The fake denies them to everybody through its authorizer; a real server gets a user of
-    its own holding every permission of the standalone scheduler except those (RBAC)."""
-    users: list[Any] = []
+def denied(refused: Any) -> Callable[[list[tuple[str, str, str, str]]], str]:
+    """Deny permissions to the code under test; returns the kubeconfig it must use (on a
+    real server, a user holding every other permission of the standalone scheduler)."""
+    from tests.fakeapi.rbac import rules_for
 
     def deny(permissions: list[tuple[str, str, str, str]]) -> str:
-        if apiserver.fake is not None:
-            for verb, resource, subresource, group in permissions:
-                apiserver.fake.deny(verb, resource, subresource=subresource, group=group)
-            return str(apiserver.kubeconfig)
-        from tests.fakeapi.rbac import create_user, rules_for
-
-        refused = set(permissions)
+        refuse = set(permissions)
         granted = [p for p in required_permissions("standalone", leader_elect=True)
-                   if (p.verb, p.resource, p.subresource, p.group) not in refused]
-        user = create_user(apiserver.plane, apiserver.client, rules_for(granted), prefix="preflight")
-        users.append(user)
-        some = granted[0]
-        user.wait_can(True, some.verb, some.resource, some.group, subresource=some.subresource)
-        return str(user.kubeconfig)
+                   if (p.verb, p.resource, p.subresource, p.group) not in refuse]
+        return refused(permissions, rules_for(granted))
 
-    yield deny
-    for user in users:
-        user.delete()
+    return deny
 
 
 def test_missing_permissions_stop_the_start_with_every_kubectl_line(apiserver: Any, kube: Any,
@@ -185,10 +170,8 @@ def test_schedule_command_runs_and_stops_gracefully_on_sigterm(apiserver: Any, k
     assert kube.get_lease("extender-scheduler", "default")["spec"]["holderIdentity"] == ""
 
 
-def test_a_policy_sharing_gpus_needs_the_device_ledger_leases(apiserver: Any) -> None:
-    fake = skip_unless_fake(apiserver, "denies update on leases through the fake's authorizer")
-    fake.deny("update", "leases", group="coordination.k8s.io")
-    client = build_api_client(kubeconfig=str(apiserver.kubeconfig))
+def test_a_policy_sharing_gpus_needs_the_device_ledger_leases(denied: Any) -> None:
+    client = build_api_client(kubeconfig=denied([("update", "leases", "", "coordination.k8s.io")]))
     try:
         _preflight(client, False, "default", ("ns", "sa"), devices=False)  # does not exit
         with pytest.raises(SystemExit) as exited:
