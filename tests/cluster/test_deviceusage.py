@@ -7,20 +7,13 @@ from typing import Any
 from extender.cluster.state import ClusterState
 from extender.model.devices import ASSIGNMENT_ANNOTATION, Use
 from tests.devicebuilders import assignment_text, gpu, gpu_node_dict, gpu_pod_dict
+from tests.helpers import Clock
 
 CAPACITY = {"GPU-0": (16000, 100), "GPU-1": (16000, 100)}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _state(*pods: dict[str, Any], clock: Clock | None = None) -> ClusterState:
-    state = ClusterState(clock=clock or Clock(), assume_ttl=30.0)
+    state = ClusterState(clock=clock or Clock(1000.0), assume_ttl=30.0)
     state.replace_nodes([gpu_node_dict("t4", [gpu("GPU-0", 16000), gpu("GPU-1", 16000)])])
     state.replace_pods(pods)
     return state
@@ -104,7 +97,7 @@ def test_a_deleted_or_recreated_pod_drops_its_claim() -> None:
 
 
 def test_claims_expire_with_the_assume_ttl() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     state = _state(gpu_pod_dict("p", memory=1000), clock=clock)
     state.claim_devices("t4", "default/p", "uid-default-p", (("GPU-0", 1000, 0),), CAPACITY)
     clock.now += 29
@@ -133,7 +126,7 @@ def test_a_relist_counts_pods_gone_during_a_broken_watch_as_departed() -> None:
 
 
 def test_departures_are_forgotten_after_the_ledger_ttl() -> None:
-    wall = Clock()
+    wall = Clock(1000.0)
     state = _state(_bound("a"))
     state.devices._wall = wall  # departures are on the wall clock (the ledger's, shared by processes)
     state.delete_pod("default/a")

@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 
 from extender import tls
+from tests.helpers import Clock
 from tests.security.certs import PKI, SecretVolume, issue
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_context_is_hardened(pki: PKI, tmp_path: Path) -> None:
@@ -62,7 +55,7 @@ def _cache(volume: SecretVolume, clock: Clock, interval: float = 1.0) -> tls.Con
 
 
 def test_one_context_until_the_files_change(pki: PKI, tmp_path: Path) -> None:
-    volume, clock = SecretVolume(tmp_path / "secret"), Clock()
+    volume, clock = SecretVolume(tmp_path / "secret"), Clock(1000.0)
     volume.put(pki.server, pki.ca)
     cache = _cache(volume, clock)
     first = cache.get()
@@ -82,7 +75,7 @@ def test_one_context_until_the_files_change(pki: PKI, tmp_path: Path) -> None:
 
 
 def test_a_bad_version_never_replaces_a_good_one(pki: PKI, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    volume, clock = SecretVolume(tmp_path / "secret"), Clock()
+    volume, clock = SecretVolume(tmp_path / "secret"), Clock(1000.0)
     volume.put(pki.server, pki.ca)
     cache = _cache(volume, clock)
     good = cache.get()
@@ -100,7 +93,7 @@ def test_a_bad_version_never_replaces_a_good_one(pki: PKI, tmp_path: Path, caplo
 
 def test_in_place_rewrite_is_seen(pki: PKI, tmp_path: Path) -> None:
     """Not every writer swaps symlinks: a plain rewrite of the same path also triggers a rebuild."""
-    clock = Clock()
+    clock = Clock(1000.0)
     cert, key = pki.server.write(tmp_path, "server")
     cache = tls.ContextCache(tls.TLSFiles(str(cert), str(key)), interval=0, clock=clock, record_metrics=False)
     first = cache.get()
@@ -110,7 +103,7 @@ def test_in_place_rewrite_is_seen(pki: PKI, tmp_path: Path) -> None:
 
 
 def test_no_usable_files_at_all_fails_the_connection(pki: PKI, tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     cert, _ = pki.server.write(tmp_path, "server")
     _, wrong_key = pki.client.write(tmp_path, "client")
     cache = tls.ContextCache(tls.TLSFiles(str(cert), str(wrong_key)), clock=clock, record_metrics=False)
