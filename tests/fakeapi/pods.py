@@ -14,8 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from extender.model.quantities import parse_quantity
-
+from .quantities import parse_quantity, quantities_equal
 from .status import ApiError, FieldError
 from .validation import check_times, is_dns_label, is_dns_subdomain, validate_metadata
 
@@ -83,14 +82,6 @@ def apply_spec_defaults(spec: dict[str, Any]) -> None:
                 _default_container(c)
 
 
-def _same_quantity(a: Any, b: Any) -> bool:
-    """Equal as quantities (``1`` and ``1000m``); a malformed one equals nothing."""
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except (ValueError, TypeError):
-        return False
-
-
 def _qos_class(spec: dict[str, Any]) -> str:
     containers = [
         c
@@ -108,7 +99,7 @@ def _qos_class(spec: dict[str, Any]) -> str:
                 requests_seen = True
             if name in lim:
                 limits_seen = True
-            if name not in lim or not _same_quantity(req.get(name, lim[name]), lim[name]):
+            if name not in lim or not quantities_equal(req.get(name, lim[name]), lim[name]):
                 guaranteed = False
     if not requests_seen and not limits_seen:
         return "BestEffort"
