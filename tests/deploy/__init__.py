@@ -33,6 +33,18 @@ def kubectl() -> str:
     return path
 
 
+def strict_models() -> Any:
+    """The kubernetes client's models module, or skip the calling test when its models do
+    not forbid unknown fields (the offline schema checks rely on that)."""
+    import kubernetes
+    from kubernetes import client
+
+    if "extra" not in getattr(client.V1Deployment, "model_config", {}):
+        pytest.skip(f"kubernetes {kubernetes.__version__}'s models do not forbid unknown fields "
+                    "(newer clients' pydantic models do: pip install -U kubernetes)")
+    return client
+
+
 @functools.cache
 def _render(relative: str) -> tuple[dict[str, Any], ...]:
     result = subprocess.run(

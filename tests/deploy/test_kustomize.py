@@ -21,7 +21,7 @@ import yaml
 from extender.checks.configs import check_scheduler_config_text
 from extender.checks.permissions import DEFAULT_NAMESPACE
 
-from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render
+from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render, strict_models
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 EXPECTED_KINDS = {
@@ -104,12 +104,7 @@ def test_every_namespaced_object_says_where_it_goes(relative: str) -> None:
 @pytest.mark.parametrize("relative", KUSTOMIZATIONS, ids=lambda r: r or "deploy")
 def test_objects_match_the_kubernetes_schema(relative: str) -> None:
     """The kubernetes client's models (pydantic, extra fields forbidden) as an offline schema."""
-    import kubernetes
-    from kubernetes import client
-
-    if "extra" not in getattr(client.V1Deployment, "model_config", {}):
-        pytest.skip(f"kubernetes {kubernetes.__version__}'s models do not forbid unknown fields "
-                    "(newer clients' pydantic models do: pip install -U kubernetes)")
+    client = strict_models()
     models = {
         ("v1", "Namespace"): client.V1Namespace,
         ("v1", "ServiceAccount"): client.V1ServiceAccount,

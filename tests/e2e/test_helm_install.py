@@ -34,7 +34,7 @@ from extender.checks.permissions import (
 from tests.deploy.charts import CHART, RELEASE, helm, run_helm
 from tests.e2e import manifests
 from tests.e2e.processes import ExtenderProcess
-from tests.fakeapi.envtest import free_port
+from tests.helpers import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 

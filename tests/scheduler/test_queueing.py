@@ -129,9 +129,7 @@ def test_event_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clo
 
 def test_a_retry_asked_during_the_attempt_is_not_lost(queue: SchedulingQueue, clock: Clock) -> None:
     """An eviction fails in the background before the cycle that started it has requeued the pod."""
-    queue.add(pod("a"), PROFILE)
-    entry = queue.pop(timeout=0)
-    assert entry is not None
+    entry = popped(queue, "a")
     queue.retry(entry.key)  # the pod is still in flight
     queue.requeue_unschedulable(entry)
     assert queue.where(entry.key) == BACKOFF

@@ -11,6 +11,7 @@ import pytest
 from extender import metrics
 from extender.cluster.state import ClusterState
 from extender.scheduler.queueing import SchedulingQueue
+from tests.fakeapi import skip_unless_fake
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.scheduler.conftest import SCHEDULER_NAME, RecordingBinder
 
@@ -237,9 +238,7 @@ def test_bind_conflict_is_dropped_without_retry(apiserver: Any, kube: Any, make_
 @pytest.mark.parametrize("statuses", [(500,), (429,), (500, 429)])
 def test_bind_server_errors_are_retried_with_backoff(
         apiserver: Any, kube: Any, make_scheduler: Any, statuses: tuple[int, ...]) -> None:
-    fake = apiserver.fake
-    if fake is None:
-        pytest.skip(BIND_FAULTS_FAKE_ONLY)
+    fake = skip_unless_fake(apiserver, BIND_FAULTS_FAKE_ONLY)
     kube.create_node("n1")
     scheduler = make_scheduler(queue=SchedulingQueue(initial_backoff=0.2, max_backoff=1.0))
     for status in statuses:
