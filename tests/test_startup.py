@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port
 
 BAD_POLICY = "apiVersion: extender/v1alpha1\nkind: Policy\nfilters:\n  - name: Nope\n"
 # A kubeconfig whose server refuses connections (port 1 on loopback: nothing listens there).
@@ -36,12 +35,6 @@ current-context: x
 """
 # Log lines at INFO (text or JSON) are context, not the error.
 _INFO = re.compile(r'^\S+ \S+ INFO |^\{"ts": "[^"]+", "level": "info"')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -109,7 +102,7 @@ def test_a_startup_mistake_is_one_line_and_a_failed_exit(case: str, env: dict[st
     args, expected = CASES[case]
     args = [a.format(**files) for a in args]
     if args[0] == "serve":
-        args += ["--bind", f"127.0.0.1:{_free_port()}"]
+        args += ["--bind", f"127.0.0.1:{free_port()}"]
     result = _run(args, env)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
@@ -124,7 +117,7 @@ def test_a_startup_mistake_is_one_line_and_a_failed_exit(case: str, env: dict[st
 def test_the_line_is_json_when_logs_are(mode: list[str], env: dict[str, str]) -> None:
     args = [*mode, "--log-format", "json"]
     if mode[0] == "serve":
-        args += ["--bind", f"127.0.0.1:{_free_port()}"]
+        args += ["--bind", f"127.0.0.1:{free_port()}"]
     result = _run(args, env)
     assert result.returncode == 1
     lines = _problem_lines(result)
@@ -146,7 +139,7 @@ def test_check_reports_an_unreachable_server_with_what_to_do(env: dict[str, str]
 
 class Served:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "extender", "serve", "--bind", f"127.0.0.1:{self.port}", *args],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

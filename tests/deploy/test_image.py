@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from extender import __version__
+from tests.helpers import free_port
 
 from . import ROOT
 
@@ -60,12 +60,6 @@ def _base(tool: str) -> str | None:
     if _works([*inspect, STAND_IN]):
         return STAND_IN
     return "python:3.11-slim" if tool == "docker" else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Engine:
@@ -181,7 +175,7 @@ def test_check_passes_the_shipped_configuration(image: Any) -> None:
 @pytest.fixture
 def served(image: Any) -> Iterator[int]:
     """The image's own CMD (the webhook on its default policy), on a free loopback port."""
-    port = _free_port()
+    port = free_port()
     cmd = ["serve", "--bind", f"127.0.0.1:{port}", "--policy", "/app/config/policy-webhook.yaml"]
     process = subprocess.Popen(image.argv(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
