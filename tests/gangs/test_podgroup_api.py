@@ -23,7 +23,7 @@ import yaml
 from extender.model import podgroups as pg
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import start_fake
+from tests.fakeapi.fixtures import running_fake
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "deploy" / "components" / "podgroup-crd" / "scheduling.x-k8s.io_podgroups.yaml"
@@ -44,13 +44,8 @@ def wait_served(client: KubeTestClient, path: str, timeout: float = 30.0) -> Non
 @pytest.fixture(scope="module", params=["fake", "kube-apiserver"])
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestClient]:
     if request.param == "fake":
-        handle = start_fake(tmp_path_factory.mktemp("fakeapi"))
-        assert handle.fake is not None
-        try:
+        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
             yield handle.client
-        finally:
-            handle.client.close()
-            handle.fake.close()
         return
     assets = find_assets()
     if assets is None:

@@ -25,7 +25,7 @@ from extender.scheduler import queueing
 from extender.scheduler.scheduler import Scheduler
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import ApiServerHandle, start_envtest_handle, start_fake
+from tests.fakeapi.fixtures import ApiServerHandle, running_fake, start_envtest_handle
 from tests.gangs.test_podgroup_api import CRD_FILE, GATES, wait_served
 from tests.scheduler.conftest import FAST_WATCH, SCHEDULER_NAME, RecordingBinder, standalone_profile
 
@@ -38,13 +38,8 @@ _namespaces = itertools.count()
 @pytest.fixture(scope="module", params=["fake", "kube-apiserver"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerHandle]:
     if request.param == "fake":
-        handle = start_fake(tmp_path_factory.mktemp("fakeapi"))
-        try:
+        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
             yield handle
-        finally:
-            handle.client.close()
-            assert handle.fake is not None
-            handle.fake.close()
         return
     assets = find_assets()
     if assets is None:
