@@ -6,12 +6,27 @@ field), so matching on the hot path is plain tuple and dict work.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import InvalidObject
 from extender.model.fields import as_str
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str) -> int:
+    """An integer as Go's strconv.ParseInt(text, 10, 64) reads it, which kube-scheduler uses for
+    Gt/Lt: ASCII digits and an optional sign only (Python's int() also takes "1_0", spaces and
+    other scripts' digits), within int64; ValueError otherwise."""
+    if not isinstance(text, str) or not _INT64.fullmatch(text):
+        raise ValueError(f"{text!r} is not an integer")
+    number = int(text)
+    if not -(1 << 63) <= number < (1 << 63):
+        raise ValueError(f"{text!r} is out of the int64 range")
+    return number
 
 NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -39,7 +54,7 @@ class Requirement:
         if value is None:
             return False
         try:
-            number = int(value)
+            number = parse_int64(value)
         except ValueError:
             return False
         return number > self.values if op == "Gt" else number < self.values  # type: ignore[operator]
@@ -87,7 +102,7 @@ def _requirement(raw: Any, where: str, operators: frozenset[str]) -> Requirement
         if len(values) != 1:
             raise InvalidObject(f"{where}.values: operator {op} takes exactly one value")
         try:
-            return Requirement(key, op, int(values[0]))
+            return Requirement(key, op, parse_int64(values[0]))
         except ValueError:
             raise InvalidObject(f"{where}.values[0]: {values[0]!r} is not an integer") from None
     return Requirement(key, op, frozenset(values))

@@ -89,3 +89,12 @@ def test_label_selector():
         parse_label_selector({"matchExpressions": [e("a", "Gt", "1")]}, "s")
     with pytest.raises(InvalidObject, match="s.matchLabels: expected a map"):
         parse_label_selector({"matchLabels": ["a"]}, "s")
+
+
+@pytest.mark.parametrize("label", ["1_0", " 10", "10 ", "\u0661\u0660", "1e1", "99999999999999999999"])
+def test_gt_reads_labels_as_go_parses_integers(label: str) -> None:
+    """kube-scheduler's Gt/Lt use strconv.ParseInt: no underscores, spaces, other digits or overflow."""
+    from extender.model.selectors import Requirement
+
+    assert not Requirement("n", "Gt", 5).matches({"n": label})
+    assert Requirement("n", "Gt", 5).matches({"n": "+10"}) and Requirement("n", "Lt", 0).matches({"n": "-1"})
