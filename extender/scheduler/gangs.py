@@ -95,6 +95,11 @@ class GangScheduling:
         self._admitted_at: dict[GroupKey, float] = {}
         self._gated_groups: set[GroupKey] = set()
         self._lock = threading.Lock()
+        # PodGroupScheduled writes run on the reporting pool: one at a time, and each group we
+        # wrote True is remembered (by its uid), because the source's copy of the group may not
+        # show that write yet when a later cycle for extra members reports Unschedulable.
+        self._status_lock = threading.Lock()
+        self._written_scheduled: dict[GroupKey, str] = {}
 
     @property
     def enabled(self) -> bool:
@@ -159,6 +164,9 @@ class GangScheduling:
             self._ungate(pod.group)
 
     def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
+        if group is None:
+            with self._status_lock:
+                self._written_scheduled.pop(key, None)
         verdicts = self.coordinator.upsert_group(group) if group is not None else self.coordinator.delete_group(key)
         self.apply(verdicts)
         self._ungate(key)
@@ -356,10 +364,16 @@ class GangScheduling:
             self.source.patch_status(key, patch)
 
     def _patch_condition(self, key: GroupKey, reason: str, message: str) -> None:
+        """Never from True back to False, even before the watch shows our own True."""
         assert self.source is not None
-        raw = self.source.raw(key)
-        if raw is None:
-            return
-        patch = scheduled_condition_patch(raw, reason, message, rfc3339())
-        if patch is not None:
-            self.source.patch_status(key, patch)
+        with self._status_lock:
+            raw = self.source.raw(key)
+            if raw is None:
+                return
+            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            if reason != REASON_SCHEDULED and self._written_scheduled.get(key) == uid:
+                return
+            patch = scheduled_condition_patch(raw, reason, message, rfc3339())
+            written = patch is None or self.source.patch_status(key, patch)
+            if written and reason == REASON_SCHEDULED:
+                self._written_scheduled[key] = uid

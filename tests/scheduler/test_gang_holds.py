@@ -108,3 +108,36 @@ def test_a_group_deleted_while_a_member_is_held_sends_it_back_to_wait_for_the_gr
     clock.now += 60  # past any backoff: popping finds it no longer admitted and gates it
     assert scheduler.queue.pop(timeout=0) is None
     assert {scheduler.queue.where(k) for k in ("default/p1", "default/p2")} == {queueing.GATED}
+
+
+class StaleSource:
+    """A pod-group source whose copy of the group never shows our writes (the watch lags)."""
+
+    apis = (pg.API_V1ALPHA2,)
+
+    def __init__(self) -> None:
+        self.raw_group = {"apiVersion": pg.API_V1ALPHA2, "kind": "PodGroup",
+                          "metadata": {"name": "pg1", "namespace": "default", "uid": "g1"},
+                          "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+        self.patches: list[tuple[str, str]] = []
+
+    def raw(self, key: pg.GroupKey) -> dict[str, Any] | None:
+        return self.raw_group if key == KEY else None
+
+    def patch_status(self, key: pg.GroupKey, patch: dict[str, Any]) -> bool:
+        [condition] = patch["status"]["conditions"]
+        self.patches.append((condition["status"], condition["reason"]))
+        return True
+
+
+def test_a_scheduled_group_is_not_set_back_to_unschedulable_before_the_watch_shows_it() -> None:
+    scheduler, gangs, _clock = setup()
+    source = StaleSource()
+    gangs.source = source  # type: ignore[assignment]
+    scheduler.reporter.submit = lambda fn, *args: fn(*args)  # type: ignore[method-assign]
+    gangs._write_condition(KEY, pg.REASON_SCHEDULED, "")
+    gangs._write_condition(KEY, pg.REASON_UNSCHEDULABLE, pg.KUBE_GROUP_UNSCHEDULABLE_MESSAGE)  # an extra member
+    assert source.patches == [("True", pg.REASON_SCHEDULED)]
+    source.raw_group["metadata"]["uid"] = "g2"  # deleted and created again: a new group may fail
+    gangs._write_condition(KEY, pg.REASON_UNSCHEDULABLE, pg.KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
+    assert source.patches[-1] == ("False", pg.REASON_UNSCHEDULABLE)
