@@ -129,7 +129,9 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 
 
 def on_starting(server):
-    """Start from an empty metrics directory: files of a previous run would be summed in."""
+    """Check what every worker will need once, here in the master, then start from an empty
+    metrics directory (files of a previous run would be summed in)."""
+    _check_once()
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     os.makedirs(directory, exist_ok=True)
     for name in os.listdir(directory):
@@ -138,6 +140,25 @@ def on_starting(server):
             os.unlink(path)
         else:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_once():
+    """Plain `gunicorn -c` (no `extender serve`, which checks before gunicorn starts and says so
+    in EXTENDER_STARTUP_CHECKED): a bad policy, snapshot or unreachable API server is one line
+    and exit status 1 here, not a traceback in each worker and "Worker failed to boot"."""
+    if os.environ.get("EXTENDER_STARTUP_CHECKED") == "1":
+        return
+    from extender.errors import ExtenderError
+    from extender.runtime import choose_source
+    from extender.settings import Settings
+    from extender.startup import check_serving
+
+    try:
+        settings = Settings.from_env()
+        check_serving(settings, choose_source(settings), (None, None, None))  # TLS: checked above
+    except ExtenderError as exc:
+        raise SystemExit(f"Error: {exc}") from None
+    os.environ["EXTENDER_STARTUP_CHECKED"] = "1"  # a re-exec (USR2) inherits the answer
 
 
 def child_exit(server, worker):

@@ -201,3 +201,31 @@ def test_json_logs_include_gunicorns_own_lines(serve: Any) -> None:
     assert "gunicorn.error" in loggers and "extender.runtime" in loggers, loggers
     messages = " ".join(entry["msg"] for entry in entries)
     assert "Booting worker" in messages and "Shutting down" in messages
+
+
+PLAIN_GUNICORN_CASES = {
+    # EXTENDER_* variables (with {file} placeholders), what the one line must say
+    "bad policy": ({"EXTENDER_POLICY": "{policy}", "EXTENDER_SOURCE": "snapshot"}, ["{policy}", "unknown filter"]),
+    "bad snapshot": ({"EXTENDER_SNAPSHOT": "{garbage}", "EXTENDER_SOURCE": "snapshot"},
+                     ["{garbage}", "expected a Kubernetes object"]),
+    "kube source, no kubeconfig": ({"EXTENDER_SOURCE": "kube"}, ["no kubeconfig found"]),
+    "bad setting": ({"EXTENDER_ENABLE_BIND": "maybe"}, ["EXTENDER_ENABLE_BIND='maybe'", "true or false"]),
+}
+
+
+@pytest.mark.parametrize("case", list(PLAIN_GUNICORN_CASES))
+def test_plain_gunicorn_stops_with_one_line_before_any_worker(case: str, env: dict[str, str],
+                                                              files: dict[str, str]) -> None:
+    """The documented `gunicorn -c config/gunicorn.conf.py` line, without `extender serve`."""
+    variables, expected = PLAIN_GUNICORN_CASES[case]
+    env.update({k: v.format(**files) for k, v in variables.items()}, EXTENDER_BIND=f"127.0.0.1:{free_port()}")
+    result = subprocess.run([sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.conf.py",
+                             "extender.webhook:create_app()"], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output and "Booting worker" not in output, output
+    problems = _problem_lines(result)
+    assert len(problems) == 1 and problems[0].startswith("Error: "), output
+    for words in expected:
+        assert words.format(**files) in problems[0], problems[0]

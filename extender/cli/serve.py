@@ -138,6 +138,7 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
         check_serving(settings, source, (tls_cert, tls_key, client_ca))  # here, not in each worker
     except ExtenderError as exc:
         fail(str(exc), settings.log_format)
+    os.environ["EXTENDER_STARTUP_CHECKED"] = "1"  # gunicorn.conf.py's on_starting need not again
     if workers is None and source == "snapshot":
         # The in-memory cluster lives in each worker: with two, a bind served by one
         # would be invisible to the other. One worker keeps the demo cluster coherent.
