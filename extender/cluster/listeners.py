@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 NODE_ADDED, NODE_UPDATED, NODE_DELETED = "node-added", "node-updated", "node-deleted"
 POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
+# After POD_UPDATED, for a pod on a node whose requests went down (an in-place resize):
+# kube-scheduler's NodeResourcesFit queues the pods it refused on that event alone.
+POD_SCALED_DOWN = "pod-scaled-down"
 NAMESPACE_CHANGED = "namespace-changed"
 Listener = Callable[[str, Any], None]
 

@@ -50,6 +50,7 @@ from extender.cluster.listeners import (
     NODE_UPDATED,
     POD_ADDED,
     POD_DELETED,
+    POD_SCALED_DOWN,
     POD_UPDATED,
     Listeners,
 )
@@ -362,6 +363,8 @@ class ClusterState:
             self.nominator.follow(record)
             self.last_event = self._clock()
         self.listeners.notify(POD_UPDATED if old else POD_ADDED, record)
+        if old is not None and old.node_name and record.node_name and _scaled_down(old.requests, record.requests):
+            self.listeners.notify(POD_SCALED_DOWN, record)
         return record
 
     def delete_pod(self, key: str) -> None:
@@ -584,3 +587,8 @@ def infos_from_views(views: Sequence[NodeView], state: ClusterState | None) -> l
         else:
             result.append(replace(known, node=view))
     return result
+
+
+def _scaled_down(before: Mapping[str, int], after: Mapping[str, int]) -> bool:
+    """Did any request go down (kube-scheduler's UpdatePodScaleDown)?"""
+    return any(after.get(name, 0) < amount for name, amount in before.items())

@@ -56,6 +56,7 @@ _WATCHES = 4 + len(STORAGE_PATHS)
 _OTHER_CONNECTIONS = 12
 _INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
 _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
+_RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -380,6 +381,8 @@ class Scheduler:
         elif event in (listeners.POD_ADDED, listeners.POD_UPDATED) and obj.node_name:
             # A placed pod can satisfy a waiting pod's affinity or even out a spread.
             self.queue.move_all(event, rejected_by=_INTER_POD)
+        elif event == listeners.POD_SCALED_DOWN:
+            self.queue.move_all(event, rejected_by=_RESOURCE_FIT)
         elif event == listeners.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
         elif event == STORAGE_CHANGED:

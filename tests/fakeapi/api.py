@@ -22,7 +22,7 @@ from . import binding as binding_rules
 from . import events, kinds, patches, resources
 from .authz import Attributes, Authorizer, review_reply
 from .clock import now_rfc3339
-from .pods import DEFAULT_PRIORITY_CLASSES, deletion_grace_period
+from .pods import DEFAULT_PRIORITY_CLASSES, deletion_grace_period, keep_resize_only
 from .resources import ResourceType
 from .routing import ApiRequest, ApiResponse, Route, discovery, parse_route
 from .selectors import Selection, parse_field_selector, parse_label_selector
@@ -524,6 +524,9 @@ class ApiHandler:
         meta, old_meta = new["metadata"], old["metadata"]
         if meta.get("resourceVersion") and meta["resourceVersion"] != old_meta["resourceVersion"]:
             raise ApiError.stale_update(rt.plural, route.name, rt.group)
+        if rt.storage == "pods" and route.subresource == "resize":
+            new = keep_resize_only(new, old)
+            meta = new["metadata"]
         if rt.has_status:
             if route.subresource == "status":
                 # Status writes keep the old spec (the status strategies' PrepareForUpdate) but

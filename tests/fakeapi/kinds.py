@@ -160,7 +160,9 @@ def validate_update(
     elif rt.storage in podgroups.STORAGE_KINDS:
         podgroups.validate_update(rt, new, old, subresource)
     elif rt.storage == "pods":
-        if subresource != "status":
+        if subresource == "resize":
+            pods.validate_resize(new, old)
+        elif subresource != "status":
             pods.apply_spec_defaults(new.setdefault("spec", {}))
             pods.validate_update(new, old)
     elif rt.storage == "events":

@@ -314,6 +314,40 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> None:
         raise ApiError.invalid("Pod", name, errs)
 
 
+def keep_resize_only(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """podResizeStrategy (dropNonResizeUpdates): of the written pod only each container's
+    `resources` and `resizePolicy` count; the rest is the stored pod. Containers added, removed,
+    reordered or renamed leave the write as it came, for validate_resize to refuse."""
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    merged = copy.deepcopy(old)
+    for field in ("containers", "initContainers"):
+        written, stored = new_spec.get(field) or [], old_spec.get(field) or []
+        if [c.get("name") for c in written] != [c.get("name") for c in stored]:
+            return new
+        for container, source in zip(merged["spec"].get(field) or [], written, strict=True):
+            for key in ("resources", "resizePolicy"):
+                if key in source:
+                    container[key] = source[key]
+                else:
+                    container.pop(key, None)
+    return merged
+
+
+def validate_resize(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """ValidatePodResize, reduced: the containers stay the same ones (by name and order)."""
+    for field in ("containers", "initContainers"):
+        written = [c.get("name") for c in (new.get("spec") or {}).get(field) or []]
+        stored = [c.get("name") for c in (old.get("spec") or {}).get(field) or []]
+        if len(written) != len(stored):
+            raise ApiError.invalid("Pod", old["metadata"]["name"], [FieldError(
+                "Forbidden", f"spec.{field}", detail=f"{field} may not be added or removed on resize")])
+        for index, (name, before) in enumerate(zip(written, stored, strict=True)):
+            if name != before:
+                raise ApiError.invalid("Pod", old["metadata"]["name"], [FieldError(
+                    "Forbidden", f"spec.{field}[{index}].name",
+                    detail=f"{field} may not be renamed or reordered on resize")])
+
+
 def _same_toleration(a: dict[str, Any], b: dict[str, Any]) -> bool:
     keys = ("key", "operator", "value", "effect")
     return all((a.get(k) or "") == (b.get(k) or "") for k in keys)

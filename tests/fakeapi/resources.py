@@ -66,7 +66,7 @@ POD = ResourceType(
     "pods",
     _POD_FIELDS,
     selectors.pod_fields,
-    subresources=("status", "binding"),
+    subresources=("status", "binding", "resize"),
     short_names=("po",),
     return_deleted_object=True,
     has_status=True,

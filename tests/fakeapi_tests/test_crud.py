@@ -423,3 +423,24 @@ def test_timeout_seconds_must_be_an_integer(kube) -> None:
     resp = kube.request("GET", "/api/v1/nodes", params={"watch": "1", "timeoutSeconds": "0.1"})
     assert resp.status_code == 400
     assert resp.json()["message"] == 'strconv.ParseInt: parsing "0.1": invalid syntax'
+
+
+def test_the_resize_subresource_changes_only_container_resources(kube) -> None:
+    """podResizeStrategy: a PUT of pods/resize keeps everything but each container's resources
+    (labels written with it are dropped); renaming a container is refused."""
+    kube.create_pod("grow", memory="1Gi", labels={"app": "a"})
+    pod = kube.get_pod("grow")
+    generation = pod["metadata"]["generation"]
+    pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "512Mi"
+    pod["metadata"]["labels"] = {"app": "b"}
+    resized = kube.call("PUT", "/api/v1/namespaces/default/pods/grow/resize", pod)
+    assert resized["spec"]["containers"][0]["resources"]["requests"]["memory"] == "512Mi"
+    assert resized["metadata"]["labels"] == {"app": "a"}
+    assert resized["metadata"]["generation"] == generation + 1
+    pod = kube.get_pod("grow")
+    pod["spec"]["containers"][0]["name"] = "renamed"
+    with pytest.raises(KubeApiError) as err:
+        kube.call("PUT", "/api/v1/namespaces/default/pods/grow/resize", pod)
+    assert err.value.code == 422
+    assert "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize" \
+        in err.value.status["message"]

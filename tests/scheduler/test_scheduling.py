@@ -275,3 +275,20 @@ def test_status_patches_do_not_cause_retries(apiserver: Any, kube: Any, make_sch
     time.sleep(2.5)  # past two backoff periods
     assert len(events_for(kube, "stuck", "FailedScheduling")) == 1
     assert scheduler.queue.where("default/stuck") == "unschedulable"
+
+
+def test_a_bound_pod_resized_down_retries_the_pods_it_crowded_out_at_once(kube: Any, make_scheduler: Any) -> None:
+    """kube-scheduler's NodeResourcesFit queues the pods it refused when a pod on a node is scaled
+    down in place (the `resize` subresource; scheduler_perf's EventHandlingPodUpdate): without that
+    hint the waiting pod would wait for the 5-minute flush of the unschedulable queue."""
+    kube.create_node("n1", cpu="2", memory="4Gi")
+    kube.create_pod("blocker", memory="3Gi", node_name="n1")
+    make_scheduler()
+    kube.create_pod("waiting", memory="2Gi", scheduler_name=SCHEDULER_NAME)
+    kube.wait_for(lambda: pod_scheduled(kube, "waiting").get("reason") == "Unschedulable",
+                  message="waiting reported Unschedulable")
+    blocker = kube.get_pod("blocker")
+    blocker["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"
+    resized = kube.call("PUT", "/api/v1/namespaces/default/pods/blocker/resize", blocker)
+    assert resized["spec"]["containers"][0]["resources"]["requests"]["memory"] == "1Gi"
+    assert wait_bound(kube, "waiting", timeout=10) == "n1"
