@@ -18,7 +18,13 @@ from html import escape
 from pathlib import Path
 
 from extender.model.quantities import format_units
-from extender.simulation.simulating import Comparison, NodeUsage, SimulationResult, Unplaced, group_policy
+from extender.simulation.simulating import (
+    Comparison,
+    NodeUsage,
+    SimulationResult,
+    Unplaced,
+    group_policy,
+)
 
 RESOURCE_LABELS = (("cpu", "CPU"), ("memory", "Memory"), ("pods", "Pods"))
 # One accent per policy; the node chips cycle through a softer palette.
