@@ -33,7 +33,6 @@ from extender.errors import InvalidObject
 from extender.gangs.coordinator import GangCoordinator, Member
 from extender.gangs.cycle import best_domain, member_order
 from extender.gangs.topology import placements
-from extender.model.nodes import NodeInfo
 from extender.model.podgroups import (
     APIS,
     KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
@@ -137,8 +136,11 @@ class GroupCycles:
         group = self.coordinator.group_of(_uid(first))
         policy, min_count = (group.policy, group.min_count) if group is not None else ("", 0)
 
-        def outcome(placed: Sequence[Placement], unplaced: Sequence[Unplaced], complete: bool, reason: str,
+        order = {v.key: i for i, v in enumerate(sorted(members, key=member_order))}
+
+        def outcome(placed: Sequence[Placement], unplaced: list[Unplaced], complete: bool, reason: str,
                     message: str) -> None:
+            unplaced.sort(key=lambda u: order[u.pod])  # reported in the cycle's order
             self.outcomes.append(GroupOutcome(name, key.api, policy, min_count, status.members, status.bound,
                                               tuple(p.pod for p in placed), tuple(u.pod for u in unplaced),
                                               complete, reason, message))
@@ -154,17 +156,19 @@ class GroupCycles:
         if not admission.admitted:
             return refuse(admission.reason, admission.message)
         assert group is not None
-        nodes: list[NodeInfo] | None = None
+        domain: tuple[str, ...] | None = None
         if group.topology_keys:
-            domain = self._domain(key, group.topology_keys[0], entries)
-            if isinstance(domain, str):
-                return refuse(domain.partition(": ")[0], domain)
-            nodes = self.placer.state.node_infos(domain)[0]
+            found = self._domain(key, group.topology_keys[0], entries)
+            if isinstance(found, str):
+                return refuse(found.partition(": ")[0], found)
+            domain = found
 
         taken: list[Taken] = []
         unfit: list[Unfit] = []
         unplaced: list[Unplaced] = list(gated)
-        for view in entries:
+        state = self.placer.state
+        for view in entries:  # each sees the previous ones' places: the domain's infos are read anew
+            nodes = state.node_infos(domain)[0] if domain is not None else None
             result = self.placer.take(view, nodes=nodes, preempting=False, group=name)
             if isinstance(result, Taken):
                 taken.append(result)
@@ -173,13 +177,15 @@ class GroupCycles:
             else:
                 unplaced.append(result)
         for miss in unfit:  # preemption sees the group's places still taken
-            if nodes is not None:  # a group held to one domain is not placed by preemption
+            if domain is not None:  # a group held to one domain is not placed by preemption
                 unplaced.append(Unplaced(miss.view.key, miss.result.decision.summary(), miss.view.priority, name))
                 continue
-            retried = self.placer.preempt(miss.view, miss.result, group=name)
+            # Tried again first: an earlier member's preemption may have made room already.
+            retried = self.placer.take(miss.view, group=name)
             if isinstance(retried, Taken):
                 taken.append(retried)
             else:
+                assert isinstance(retried, Unplaced)
                 unplaced.append(retried)
 
         if not self.coordinator.quorum_with(key, len(taken)):
