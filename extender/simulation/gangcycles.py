@@ -49,6 +49,7 @@ from extender.simulation.placing import Placement, Placer, Taken, Unfit, Unplace
 # Short fixed phrases, as the coordinator's REASON_* (which give the admission reasons).
 REASON_NO_ROOM = "pod group's quorum does not fit"
 REASON_INVALID = "pod group object is invalid"
+REASON_SOME_PENDING = "some members stay pending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +208,14 @@ class GroupCycles:
         on_nodes = status.scheduled + len(placed)
         complete = on_nodes >= min_count
         reason = message = ""
-        if not complete:
-            reason, message = REASON_NO_ROOM, f"pod group {key}: {on_nodes} of {min_count} needed members on nodes"
+        if not complete:  # a basic group none of whose members fits (or a gang whose binds failed)
+            reason = REASON_NO_ROOM
+            message = (f"pod group {key}: none of its {len(entries)} pending members fits" if not group.is_gang
+                       else f"pod group {key}: {on_nodes} of minCount {min_count} members bound")
         elif unplaced:
-            reason = "members beyond the quorum stay pending"
-            message = f"pod group {key}: {len(unplaced)} member(s) beyond the quorum stay pending"
+            reason = REASON_SOME_PENDING
+            message = (f"pod group {key}: {len(unplaced)} member(s) beyond the quorum stay pending" if group.is_gang
+                       else f"pod group {key}: {len(unplaced)} member(s) stay pending (basic: no quorum)")
         outcome(placed, unplaced, complete, reason, message)
         return placed, unplaced
 

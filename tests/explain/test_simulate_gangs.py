@@ -19,13 +19,14 @@ from extender.gangs.coordinator import REASON_NO_GROUP, REASON_SCHEDULER_NAMES, 
 from extender.gangs.topology import REASON_NO_DOMAIN
 from extender.model.podgroups import KUBE_MEMBER_UNSCHEDULABLE_MESSAGE, POD_GROUP_LABEL
 from extender.policy.defaults import default_policy
-from extender.simulation.gangcycles import REASON_NO_ROOM
+from extender.simulation.gangcycles import REASON_NO_ROOM, REASON_SOME_PENDING
 from extender.simulation.report import render_report
 from extender.simulation.simulating import SimulationResult, render_table, simulate, to_json
 
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
 COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
 ZONE = "topology.kubernetes.io/zone"
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "snapshot-gangs.yaml"
 
 
 def node(name: str, cpu: int, **labels: str) -> dict[str, Any]:
@@ -121,6 +122,7 @@ def test_members_beyond_min_count_that_do_not_fit_stay_pending_alone() -> None:
     assert pending == "default/pg1-5" and reason.startswith("0/2 nodes are available: 2 Insufficient cpu.")
     [outcome] = result.groups
     assert outcome.complete and outcome.pending == ("default/pg1-5",)
+    assert outcome.reason == REASON_SOME_PENDING
     assert outcome.message == "pod group default/pg1: 1 member(s) beyond the quorum stay pending"
 
 
@@ -175,8 +177,10 @@ def test_a_basic_group_binds_what_fits() -> None:
     assert list(reasons(result)) == ["default/pg1-3"]
     [outcome] = result.groups
     assert (outcome.policy, outcome.min_count, outcome.complete) == ("basic", 1, True)
+    assert outcome.message == "pod group default/pg1: 1 member(s) stay pending (basic: no quorum)"
     nothing = run([node("n1", 2)], members("pg1", 1, cpu="3"), [basic("pg1")])
     assert not nothing.groups[0].complete and nothing.groups[0].reason == REASON_NO_ROOM
+    assert nothing.groups[0].message == "pod group default/pg1: none of its 1 pending members fits"
 
 
 def test_a_coscheduling_group_by_its_label() -> None:
@@ -264,3 +268,14 @@ def test_an_unreadable_group_is_named_with_its_error() -> None:
     result = run([node("n1", 4)], members("pg1", 2), [broken])
     assert result.placements == ()
     assert result.groups[0].message.startswith("pod group default/pg1 cannot be read: spec.schedulingPolicy")
+
+
+def test_the_shipped_example() -> None:
+    """config/snapshot-gangs.yaml does what its header (and docs/gangs.md) says."""
+    result = simulate(read_snapshot(EXAMPLE), default_policy("standalone"))
+    outcomes = {g.group: (g.complete, len(g.placed), len(g.pending)) for g in result.groups}
+    assert outcomes == {"ml/trainer": (True, 4, 0), "ml/spark": (False, 0, 4), "ml/mpi": (True, 3, 0),
+                        "ml/eval": (True, 2, 1), "ml/late": (False, 0, 1)}
+    nodes = {p.pod: p.node for p in result.placements}
+    assert {nodes[f"ml/trainer-{i}"] for i in range(4)} == {"node-a", "node-b"}  # one zone
+    assert nodes["ml/web"] == "node-c"
