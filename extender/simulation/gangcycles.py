@@ -131,6 +131,9 @@ class GroupCycles:
         self._done.add(key)
         name = str(key)
         members = self._pending[key]
+        for member in self.coordinator.members(key):  # bound members an earlier preemption removed
+            if member.node and self.placer.state.pod(member.pod) is None:
+                self.coordinator.delete_member(member.uid)
         status = self.coordinator.status(key)
         gated = [Unplaced(v.key, gates_reason(v), v.priority, name) for v in members if v.scheduling_gates]
         entries = sorted((v for v in members if not v.scheduling_gates), key=member_order)

@@ -171,6 +171,15 @@ def test_bound_members_count_toward_the_quorum() -> None:
     assert placed(result) == ["default/pg1-1", "default/pg1-2"] and result.groups[0].complete
 
 
+def test_a_bound_member_preempted_earlier_in_the_run_no_longer_counts() -> None:
+    # urgent (priority 100) preempts pg1-0 off n1; pg1-1 alone is then fewer members than minCount 2.
+    pods = [pod("pg1-0", "pg1", node_name="n1"), pod("urgent", cpu="2", priority=100), pod("pg1-1", "pg1", created=1)]
+    result = run([node("n1", 2), node("n2", 1)], pods, [gang("pg1", 2)])
+    assert placed(result) == ["default/urgent"] and result.placements[0].victims == ("default/pg1-0",)
+    [outcome] = result.groups
+    assert (outcome.members, outcome.bound, outcome.reason) == (1, 0, REASON_TOO_FEW)
+
+
 def test_a_basic_group_binds_what_fits() -> None:
     result = run([node("n1", 2)], members("pg1", 3), [basic("pg1")])
     assert placed(result) == ["default/pg1-1", "default/pg1-2"]
