@@ -199,6 +199,9 @@ class GroupCycles:
             scheduled = status.scheduled + len(taken)
             message = (f"pod group {key}: {scheduled} of minCount {min_count} members fit ({status.scheduled} bound, "
                        f"{len(taken)} placed, {len(entries) - len(taken)} not); every place given back")
+            victims = [victim for t in taken for victim in t.placement.victims]
+            if victims:  # evicted live too: kube-scheduler's preemption does not wait for the group's outcome
+                message += f"; preempted for it all the same: {', '.join(victims)}"
             outcome([], unplaced, False, REASON_NO_ROOM, message)
             return [], unplaced
         placed: list[Placement] = []

@@ -210,6 +210,14 @@ def test_members_are_placed_in_priority_order_and_preempt_as_a_group() -> None:
     assert [v for p in result.placements for v in p.victims] == ["default/blocker"]
 
 
+def test_victims_of_a_gang_that_still_does_not_fit_are_named() -> None:
+    blocker = pod("blocker", node_name="n1", priority=10)
+    result = run([node("n1", 2)], [blocker, *members("pg1", 4, priority=100)], [gang("pg1", 4)])
+    assert result.placements == () and not result.groups[0].complete
+    assert result.groups[0].message.endswith("; preempted for it all the same: default/blocker")
+    assert all(n.after["cpu"] == 0 for n in result.nodes)  # the blocker is gone, the places given back
+
+
 def test_a_topology_constraint_keeps_the_gang_in_one_domain() -> None:
     nodes = [node("a1", 1, **{ZONE: "a"}), node("a2", 1, **{ZONE: "a"}), node("b1", 2, **{ZONE: "b"}),
              node("b2", 1, **{ZONE: "b"})]
