@@ -11,6 +11,9 @@ pods of lower priority, as the live scheduler does: the victims are removed at o
 grace period to wait for) and the pod is placed on its nominated node; the placement
 lists them. One pass is enough: the live loop retries unschedulable pods when the
 cluster changes, but here only a preemption frees space, and its pod is retried at once.
+The per-pod steps are `placing.Placer`'s. The members of a pod group are placed together, all
+or nothing, when the queue reaches the first of them (`gangcycles`, the standalone scheduler's
+group cycle); a pod of no group never meets that code.
 
 Two policies can be compared on the same snapshot: each gets a fresh state and the
 same seed, and the differences in placement are listed.
