@@ -21,7 +21,13 @@ from extender.model.podgroups import KUBE_MEMBER_UNSCHEDULABLE_MESSAGE, POD_GROU
 from extender.policy.defaults import default_policy
 from extender.simulation.gangcycles import REASON_NO_ROOM, REASON_SOME_PENDING
 from extender.simulation.report import render_report
-from extender.simulation.simulating import SimulationResult, render_table, simulate, to_json
+from extender.simulation.simulating import (
+    SimulationResult,
+    compare,
+    render_table,
+    simulate,
+    to_json,
+)
 
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
 COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
@@ -296,3 +302,11 @@ def test_the_shipped_example() -> None:
     nodes = {p.pod: p.node for p in result.placements}
     assert {nodes[f"ml/trainer-{i}"] for i in range(4)} == {"node-a", "node-b"}  # one zone
     assert nodes["ml/web"] == "node-c"
+
+
+def test_two_policies_each_report_their_groups() -> None:
+    snapshot = Snapshot(nodes=[node("n1", 2), node("n2", 2)], pods=members("pg1", 4), pod_groups=[gang("pg1", 4)])
+    comparison = compare(snapshot, [default_policy("standalone"), default_policy("standalone")])
+    assert [len(r.groups) for r in comparison.results] == [1, 1] and comparison.differences == ()
+    assert render_table(comparison).count("POD GROUP") == 2
+    assert [len(run["podGroups"]) for run in to_json(comparison)["policies"]] == [1, 1]
