@@ -1,7 +1,8 @@
 """`extender simulate`: where would the standalone scheduler put the pending pods of a snapshot.
 
 The snapshot is never changed: each policy runs on its own in-memory copy. With two
-`--policy` options the runs are compared on the same snapshot and seed.
+`--policy` options the runs are compared on the same snapshot and seed. Pod groups are placed
+all or nothing (extender.simulation.gangcycles).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def simulate(snapshot: str, policies: tuple[str, ...], pods_file: str | None, ht
 
     Prints each placement, each unschedulable pod with the reason kube-scheduler would
     give ("0/6 nodes are available: ..."), and the per-node cpu, memory and pod usage
-    before and after.
+    before and after. Pod groups (PodGroup objects in SNAPSHOT, of scheduling.k8s.io/v1alpha2
+    or Coscheduling) are placed all or nothing, as the standalone scheduler does, and each is
+    reported complete or why not.
     """
     if len(policies) > 2:
         raise click.UsageError("--policy can be given at most twice (to compare two policies)")

@@ -8,7 +8,9 @@ preemption. The storage objects the volume plugins read are accepted too (`kubec
 pvc,pv,storageclass,csinode,csidriver,csistoragecapacity,volumeattachment -A -o yaml`),
 alone or as their `...List`. NodeMetrics (metrics.k8s.io, `kubectl get --raw
 /apis/metrics.k8s.io/v1beta1/nodes`) give simulate and explain the nodes' measured usage
-for the load-aware plugins.
+for the load-aware plugins. PodGroups (`scheduling.k8s.io/v1alpha2` and Coscheduling's
+`scheduling.x-k8s.io/v1alpha1`, `kubectl get podgroups.scheduling.k8s.io,podgroups.scheduling.x-k8s.io
+-A -o yaml`) give simulate the pod groups its members are placed with (docs/gangs.md).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Snapshot:
     budgets: list[dict[str, Any]] = field(default_factory=list)
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)  # either API; parsed by their reader
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -102,6 +105,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.budgets.append(dict(obj))
             elif kind == "NodeMetrics":
                 snapshot.node_metrics.append(dict(obj))
+            elif kind == "PodGroup":
+                snapshot.pod_groups.append(dict(obj))
             elif kind in KIND_NAMES:
                 snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
 

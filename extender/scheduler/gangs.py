@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from extender import metrics
 from extender.cluster import listeners
 from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator, Member, Verdict
+from extender.gangs.cycle import best_domain, member_order
 from extender.gangs.topology import placements
 from extender.kube.events import rfc3339
 from extender.model.podgroups import (
@@ -193,7 +194,7 @@ class GangScheduling:
             if all(s.queue.where(k) is not None for k in siblings):  # arrived meanwhile
                 self._ungate(key)
             return
-        entries.sort(key=lambda e: (-e.pod.priority, e.pod.creation_timestamp, e.key))
+        entries.sort(key=lambda e: member_order(e.pod))
         entries = [e for e in entries if not s.placed_already(e)]
         group = self.coordinator.group_of(first.uid)
         domain: tuple[str, ...] | None = None
@@ -260,9 +261,8 @@ class GangScheduling:
                 s.queue.requeue_unschedulable(entry)
             self._write_condition(group.key, REASON_UNSCHEDULABLE, KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
             return None
-        best: tuple[str, ...] = ()
-        best_count = -1
-        for nodes in candidates.domains.values():
+
+        def fitting(nodes: tuple[str, ...]) -> int:
             tried = []
             for entry in entries:
                 try:
@@ -275,9 +275,9 @@ class GangScheduling:
                     tried.append(entry.key)
             for key in tried:
                 s.state.forget(key)
-            if len(tried) > best_count:
-                best, best_count = nodes, len(tried)
-        return best
+            return len(tried)
+
+        return best_domain(candidates.domains, fitting)
 
     # ---- verdicts -------------------------------------------------------------------------
 

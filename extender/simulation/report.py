@@ -4,8 +4,8 @@ The report is read in air-gapped clusters and attached to change reviews, so it
 loads nothing from the network. It shows, per policy, how full each node was
 before and after the simulated pods (an SVG bar chart: grey = already there,
 colour = added by the simulation), which pod went where, and why the others could
-not be placed. With two policies the runs sit side by side, followed by the pods
-they place differently.
+not be placed, and each pod group's outcome (placed all or nothing). With two policies the
+runs sit side by side, followed by the pods they place differently.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from html import escape
 from pathlib import Path
 
 from extender.model.quantities import format_units
-from extender.simulation.simulating import Comparison, NodeUsage, SimulationResult, Unplaced
+from extender.simulation.simulating import (
+    Comparison,
+    NodeUsage,
+    SimulationResult,
+    Unplaced,
+    group_policy,
+)
 
 RESOURCE_LABELS = (("cpu", "CPU"), ("memory", "Memory"), ("pods", "Pods"))
 # One accent per policy; the node chips cycle through a softer palette.
@@ -68,6 +74,7 @@ tr:last-child td { border-bottom:none; }
 .score s { display:inline-block; height:6px; border-radius:3px; text-decoration:none; }
 .empty { color:var(--muted); font-style:italic; }
 .diff td.changed { background:#fffbeb; }
+.complete { color:#16a34a; font-weight:600; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size:12px; }
 """
 
@@ -265,6 +272,23 @@ def _unschedulable(result: SimulationResult) -> str:
     return "<table><tr><th>Pod</th><th>Why not</th></tr>" + rows + "</table>"
 
 
+def _groups(result: SimulationResult) -> str:
+    """Each pod group with pending members: its quorum, members placed and pending, complete or why not."""
+    rows = []
+    for g in result.groups:
+        verdict = '<span class="complete">complete</span>' if g.complete else '<span class="none">incomplete</span>'
+        members = "".join(f"<code>{escape(pod)}</code> " for pod in g.placed) or "-"
+        pending = "".join(f"<code>{escape(pod)}</code> " for pod in g.pending) or "-"
+        why = f'<span class="reason">{escape(g.reason)}</span><div class="headline">{escape(g.message)}</div>' \
+            if g.reason else "-"
+        rows.append(f'<tr class="group" data-group="{escape(g.group)}"><td><code>{escape(g.group)}</code>'
+                    f'<div class="source">{escape(g.api)}</div></td><td>{escape(group_policy(g))}</td>'
+                    f"<td>{g.members} ({g.bound} bound)</td><td>{members}</td><td>{pending}</td>"
+                    f"<td>{verdict}</td><td>{why}</td></tr>")
+    return ("<table><tr><th>Pod group</th><th>Policy</th><th>Members</th><th>Placed</th><th>Pending</th>"
+            "<th>Outcome</th><th>Why</th></tr>" + "".join(rows) + "</table>")
+
+
 def _kpis(result: SimulationResult) -> str:
     total = len(result.placements) + len(result.unschedulable)
     used = len({p.node for p in result.placements})
@@ -300,7 +324,8 @@ def _run_card(result: SimulationResult, index: int, colours: dict[str, str], lab
         f"{_run_notes(result)}"
         f"<h3>Placements</h3>{_placements(result, colours, accent)}"
         f"<h3>Unschedulable</h3>{_unschedulable(result)}"
-        "</section>"
+        + (f"<h3>Pod groups</h3>{_groups(result)}" if result.groups else "")
+        + "</section>"
     )
 
 

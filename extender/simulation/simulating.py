@@ -11,6 +11,9 @@ pods of lower priority, as the live scheduler does: the victims are removed at o
 grace period to wait for) and the pod is placed on its nominated node; the placement
 lists them. One pass is enough: the live loop retries unschedulable pods when the
 cluster changes, but here only a preemption frees space, and its pod is retried at once.
+The per-pod steps are `placing.Placer`'s. The members of a pod group are placed together, all
+or nothing, when the queue reaches the first of them (`gangcycles`, the standalone scheduler's
+group cycle); a pod of no group never meets that code.
 
 Two policies can be compared on the same snapshot: each gets a fresh state and the
 same seed, and the differences in placement are listed.
@@ -29,36 +32,20 @@ import yaml
 from extender.cluster.binding import MemoryBinder
 from extender.cluster.snapshot import Snapshot, load_into
 from extender.cluster.state import ClusterState
-from extender.errors import ClusterError, ExtenderError, InvalidObject
+from extender.errors import ExtenderError, InvalidObject
 from extender.model.nodes import NodeInfo
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.quantities import format_units
-from extender.policy.engine import Engine, PluginError, Policy
-from extender.policy.preemption import preempt
-from extender.policy.reservations import all_actions, merged_annotations, release_all
-from extender.policy.status import Status
-from extender.scheduler.cycle import CycleResult, schedule_one
+from extender.policy.engine import Engine, Policy
+from extender.simulation.gangcycles import GroupCycles, GroupOutcome, gates_reason
+from extender.simulation.placing import Placement, Placer, Taken, Unplaced
 from extender.usage.offline import snapshot_usage
+
+__all__ = ["Comparison", "Difference", "GroupOutcome", "NodeUsage", "Placement", "SimulationResult", "Unplaced",
+           "compare", "differences", "read_pods", "render_table", "simulate", "to_json"]
 
 RESOURCES = ("cpu", "memory", "pods")
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    pod: str
-    node: str
-    score: float | None  # the chosen node's total, 0..100; None when it was the only feasible node
-    priority: int = 0
-    feasible: int = 0  # how many nodes could have taken it
-    victims: tuple[str, ...] = ()  # pods preempted to make room (the node was nominated first)
-
-
-@dataclass(frozen=True, slots=True)
-class Unplaced:
-    pod: str
-    reason: str  # the "0/N nodes are available: ..." summary, or why it was not attempted
-    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +74,7 @@ class SimulationResult:
     nodes: tuple[NodeUsage, ...]
     order: tuple[str, ...] = ()  # every pod considered, in the order the queue gave them
     notes: tuple[str, ...] = ()  # e.g. where the node usage for load-aware plugins came from
+    groups: tuple[GroupOutcome, ...] = ()  # the pod groups with pending members, in queue order
 
     def node_of(self, pod: str) -> str | None:
         for placement in self.placements:
@@ -200,36 +188,6 @@ def _usage(info: NodeInfo) -> dict[str, int]:
             "pods": info.pod_count}
 
 
-def _chosen_score(decision: Any, node: str) -> float | None:
-    """The chosen node's total; None when the cycle did not score (a single feasible node)."""
-    for info, total in zip(decision.scored, decision.totals, strict=True):
-        if info.name == node:
-            return float(total)
-    return None
-
-
-def _preempt(engine: Engine, state: ClusterState, view: PodView, result: CycleResult, rng: random.Random,
-             percentage: int, start: int) -> tuple[CycleResult, tuple[str, ...], str]:
-    """The live scheduler's preemption, carried out at once in memory: the victims are deleted,
-    the pod nominated, and tried again (on its nominated node first). Returns the new result,
-    the victims, and why the pod stays unplaced ("" when it was placed)."""
-    decision = result.decision
-    outcome = preempt(engine.prepare(view, state), decision, state.all_node_infos(), state,
-                      state.disruption_budgets(), rng=rng)
-    candidate = outcome.candidate
-    if candidate is None:
-        return result, (), f"{decision.summary()} preemption: {outcome.message}"
-    state.nominator.nominate(view, candidate.node)
-    for victim in candidate.victims:
-        state.delete_pod(victim.key)
-    retried = schedule_one(engine, state, view, rng=rng, percentage_of_nodes_to_score=percentage, start_index=start)
-    victims = tuple(v.key for v in candidate.victims)
-    if retried.node is None:
-        state.nominator.clear(view.key)
-        return retried, victims, f"{retried.decision.summary()} (after preempting {', '.join(victims)})"
-    return retried, victims, ""
-
-
 def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping[str, Any]] = (),
              seed: int = 0, percentage_of_nodes_to_score: int = 0) -> SimulationResult:
     """Place the snapshot's pending pods and `extra_pods` one by one; the snapshot itself is not changed."""
@@ -240,53 +198,29 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
     for pod in extra_pods:
         state.upsert_pod(pod)
     notes = snapshot_usage(state, snapshot.node_metrics, policy)  # placements count on top of it
-    binder = MemoryBinder(state)
-    engine = Engine(policy)
-    rng = random.Random(seed)
+    placer = Placer(Engine(policy), state, MemoryBinder(state), random.Random(seed), percentage_of_nodes_to_score)
     before = {info.name: (_usage(info), _notes(info)) for info in state.all_node_infos()}
 
     queue, broken = _queue([*snapshot.pods, *extra_pods])
+    groups = GroupCycles(placer, snapshot.pod_groups, queue)
     unplaced = list(broken)
     placements: list[Placement] = []
-    start = 0  # the loop resumes filtering where the previous cycle stopped (large clusters)
     for view in queue:
+        if view.group is not None:  # its whole group is decided when the first member is reached
+            placed, pending = groups.run(view)
+            placements += placed
+            unplaced += pending
+            continue
         if view.scheduling_gates:
-            reason = f"waiting for scheduling gates: [{' '.join(view.scheduling_gates)}]"
-            unplaced.append(Unplaced(view.key, reason, view.priority))
+            unplaced.append(Unplaced(view.key, gates_reason(view), view.priority))
             continue
-        try:
-            result = schedule_one(engine, state, view, rng=rng,
-                                  percentage_of_nodes_to_score=percentage_of_nodes_to_score, start_index=start)
-        except PluginError as exc:
-            unplaced.append(Unplaced(view.key, f"policy plugin failed: {exc}", view.priority))
-            continue
-        start = result.next_start_index
-        victims: tuple[str, ...] = ()
-        if not result.node:
-            result, victims, why = _preempt(engine, state, view, result, rng, percentage_of_nodes_to_score, start)
-            if why:
-                unplaced.append(Unplaced(view.key, why, view.priority))
-                continue
-        node = result.node
-        assert node is not None
-        info = state.node_info(node)
-        reserved = engine.reserve(view, info, state) if info is not None else []
-        if isinstance(reserved, Status):
-            unplaced.append(Unplaced(view.key, f"node {node} refused at reserve: {reserved.reason}", view.priority))
-            continue
-        state.assume(view.key, node, uid=view.uid, view=view)
-        try:
-            actions = all_actions(reserved)
-            if actions:
-                binder.prebind(actions)
-            binder.bind(view.namespace, view.name, view.uid, node, annotations=merged_annotations(reserved) or None)
-        except ClusterError as exc:
-            release_all(reserved)
-            state.forget(view.key)
-            unplaced.append(Unplaced(view.key, f"bind failed: {exc}", view.priority))
-            continue
-        placements.append(Placement(view.key, node, _chosen_score(result.decision, node), view.priority,
-                                    len(result.decision.feasible), victims))
+        taken = placer.take(view)
+        outcome = placer.bind(taken) if isinstance(taken, Taken) else taken
+        if isinstance(outcome, Placement):
+            placements.append(outcome)
+        else:
+            assert isinstance(outcome, Unplaced)
+            unplaced.append(outcome)
 
     nodes = []
     table = state.node_usage()
@@ -297,7 +231,7 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
                                table.describe(info.name) if table.source else ""))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
     return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
-                            tuple(notes))
+                            tuple([*notes, *groups.notes]), tuple(groups.outcomes))
 
 
 def compare(snapshot: Snapshot, policies: Sequence[Policy], *, extra_pods: Sequence[Mapping[str, Any]] = (),
@@ -335,14 +269,24 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
         "seed": result.seed,
         "placements": [{"pod": p.pod, "node": p.node, "score": None if p.score is None else round(p.score, 3),
                         "priority": p.priority, "feasibleNodes": p.feasible,
-                        **({"preempted": list(p.victims)} if p.victims else {})} for p in result.placements],
-        "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority}
-                          for u in result.unschedulable],
+                        **({"preempted": list(p.victims)} if p.victims else {}),
+                        **({"podGroup": p.group} if p.group else {})} for p in result.placements],
+        "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority,
+                           **({"podGroup": u.group} if u.group else {})} for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
                    "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {})}
                   for n in result.nodes],
         **({"notes": list(result.notes)} if result.notes else {}),
+        **({"podGroups": [group_to_json(g) for g in result.groups]} if result.groups else {}),
     }
+
+
+def group_to_json(group: GroupOutcome) -> dict[str, Any]:
+    """One pod group's outcome; `policy` and `minCount` are null when the group could not be read."""
+    return {"podGroup": group.group, "api": group.api, "policy": group.policy or None,
+            "minCount": group.min_count or None, "members": group.members, "bound": group.bound,
+            "placed": list(group.placed), "pending": list(group.pending), "complete": group.complete,
+            "reason": group.reason, "message": group.message}
 
 
 def to_json(outcome: SimulationResult | Comparison) -> dict[str, Any]:
@@ -366,10 +310,26 @@ def _percent(usage: NodeUsage, resource: str) -> str:
     return f"{text} ({amount}/{_amount(resource, usage.allocatable.get(resource, 0))})"
 
 
+def group_policy(group: GroupOutcome) -> str:
+    """"gang, minCount 4", "basic", or "-" for a group that does not exist or cannot be read."""
+    if group.policy == "gang":
+        return f"gang, minCount {group.min_count}"
+    return group.policy or "-"
+
+
+def _groups_table(groups: Sequence[GroupOutcome]) -> list[str]:
+    rows = [[g.group, g.api, group_policy(g), str(g.members), str(g.bound), str(len(g.placed)), str(len(g.pending)),
+             "yes" if g.complete else "no", g.message or "-"] for g in groups]
+    return _table(["POD GROUP", "API", "POLICY", "MEMBERS", "BOUND", "PLACED", "PENDING", "COMPLETE", "WHY"], rows)
+
+
 def render_result(result: SimulationResult) -> str:
     total = len(result.placements) + len(result.unschedulable)
-    lines = [f"Policy {result.policy}   seed {result.seed}",
-             f"Placed {len(result.placements)}/{total} pods, {len(result.unschedulable)} unschedulable.", ""]
+    summary = f"Placed {len(result.placements)}/{total} pods, {len(result.unschedulable)} unschedulable."
+    if result.groups:
+        complete = sum(g.complete for g in result.groups)
+        summary += f" Pod groups: {complete} complete, {len(result.groups) - complete} incomplete."
+    lines = [f"Policy {result.policy}   seed {result.seed}", summary, ""]
     if result.placements:
         preempting = any(p.victims for p in result.placements)
         header = ["POD", "NODE", "SCORE", "PRIORITY", *(["PREEMPTED"] if preempting else [])]
@@ -379,6 +339,9 @@ def render_result(result: SimulationResult) -> str:
         lines.append("")
     if result.unschedulable:
         lines += _table(["UNSCHEDULABLE", "REASON"], [[u.pod, u.reason] for u in result.unschedulable])
+        lines.append("")
+    if result.groups:
+        lines += _groups_table(result.groups)
         lines.append("")
     measured = any(n.measured for n in result.nodes)
     lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES", *(["MEASURED"] if measured else [])],

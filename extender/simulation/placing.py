@@ -1,0 +1,163 @@
+"""One pod's steps in simulate: the standalone cycle, preemption carried out at once, reserve,
+assume, bind; and, for a pod group's members, the place taken but not bound yet.
+
+The steps the standalone scheduler takes against a real cluster, on simulate's in-memory state:
+`schedule_one`, then (no node fits) preemption whose victims are removed at once and the pod tried
+again on its nominated node, then the plugins' Reserve, `ClusterState.assume` and the in-memory
+binder. A pod of no group is `take`-n and `bind`-ed at once; a pod group's members are all taken
+first and bound only when their group completes, else each place is given back (`give_back`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.cluster.binding import MemoryBinder
+from extender.cluster.state import ClusterState
+from extender.errors import ClusterError
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy.engine import Engine, PluginError
+from extender.policy.preemption import preempt
+from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
+from extender.policy.status import Status
+from extender.scheduler.cycle import CycleResult, schedule_one
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: str
+    node: str
+    score: float | None  # the chosen node's total, 0..100; None when it was the only feasible node
+    priority: int = 0
+    feasible: int = 0  # how many nodes could have taken it
+    victims: tuple[str, ...] = ()  # pods preempted to make room (the node was nominated first)
+    group: str = ""  # the pod group (namespace/name) it was placed with; "" for a pod of no group
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    pod: str
+    reason: str  # the "0/N nodes are available: ..." summary, or why it was not attempted
+    priority: int = 0
+    group: str = ""  # the pod group (namespace/name) it belongs to; "" for a pod of no group
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A pod placed and assumed on `placement.node`, its reservations held, not bound yet."""
+
+    view: PodView
+    placement: Placement
+    reserved: tuple[Reservation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """No node fits the pod (before any preemption): the cycle's result says why."""
+
+    view: PodView
+    result: CycleResult
+
+
+def _chosen_score(decision: Any, node: str) -> float | None:
+    """The chosen node's total; None when the cycle did not score (a single feasible node)."""
+    for info, total in zip(decision.scored, decision.totals, strict=True):
+        if info.name == node:
+            return float(total)
+    return None
+
+
+class Placer:
+    """The run's engine, state, binder and random source, and where the next cycle starts filtering
+    (the loop resumes where the previous cycle stopped, on large clusters)."""
+
+    def __init__(self, engine: Engine, state: ClusterState, binder: MemoryBinder, rng: random.Random,
+                 percentage_of_nodes_to_score: int) -> None:
+        self.engine = engine
+        self.state = state
+        self.binder = binder
+        self.rng = rng
+        self.percentage = percentage_of_nodes_to_score
+        self.start = 0
+
+    def cycle(self, view: PodView, nodes: Sequence[NodeInfo] | None = None) -> CycleResult:
+        """`schedule_one` among every node (or `nodes`, a group's topology domain). Raises PluginError."""
+        result = schedule_one(self.engine, self.state, view, rng=self.rng, percentage_of_nodes_to_score=self.percentage,
+                              start_index=self.start, nodes=nodes)
+        self.start = result.next_start_index
+        return result
+
+    def take(self, view: PodView, *, nodes: Sequence[NodeInfo] | None = None,
+             preempting: bool = True, group: str = "") -> Taken | Unfit | Unplaced:
+        """Place `view` and assume it. Unfit: no node fits and `preempting` is off (the caller
+        preempts later, as a group cycle does); Unplaced: it stays pending, with the reason."""
+        try:
+            result = self.cycle(view, nodes)
+        except PluginError as exc:
+            return Unplaced(view.key, f"policy plugin failed: {exc}", view.priority, group)
+        if not result.node:
+            if not preempting:
+                return Unfit(view, result)
+            return self.preempt(view, result, group=group)
+        return self._reserve(view, result, (), group)
+
+    def preempt(self, view: PodView, result: CycleResult, *, group: str = "") -> Taken | Unplaced:
+        """The live scheduler's preemption, carried out at once in memory: the victims are deleted,
+        the pod nominated, and tried again (on its nominated node first)."""
+        decision = result.decision
+        state = self.state
+        outcome = preempt(self.engine.prepare(view, state), decision, state.all_node_infos(), state,
+                          state.disruption_budgets(), rng=self.rng)
+        candidate = outcome.candidate
+        if candidate is None:
+            return Unplaced(view.key, f"{decision.summary()} preemption: {outcome.message}", view.priority, group)
+        state.nominator.nominate(view, candidate.node)
+        for victim in candidate.victims:
+            state.delete_pod(victim.key)
+        try:
+            retried = schedule_one(self.engine, state, view, rng=self.rng, percentage_of_nodes_to_score=self.percentage,
+                                   start_index=self.start)
+        except PluginError as exc:
+            state.nominator.clear(view.key)
+            return Unplaced(view.key, f"policy plugin failed: {exc}", view.priority, group)
+        victims = tuple(v.key for v in candidate.victims)
+        if retried.node is None:
+            state.nominator.clear(view.key)
+            return Unplaced(view.key, f"{retried.decision.summary()} (after preempting {', '.join(victims)})",
+                            view.priority, group)
+        return self._reserve(view, retried, victims, group)
+
+    def _reserve(self, view: PodView, result: CycleResult, victims: tuple[str, ...], group: str) -> Taken | Unplaced:
+        node = result.node
+        assert node is not None
+        info = self.state.node_info(node)
+        reserved = self.engine.reserve(view, info, self.state) if info is not None else []
+        if isinstance(reserved, Status):
+            return Unplaced(view.key, f"node {node} refused at reserve: {reserved.reason}", view.priority, group)
+        self.state.assume(view.key, node, uid=view.uid, view=view)
+        placement = Placement(view.key, node, _chosen_score(result.decision, node), view.priority,
+                              len(result.decision.feasible), victims, group)
+        return Taken(view, placement, tuple(reserved))
+
+    def bind(self, taken: Taken) -> Placement | Unplaced:
+        """The reservations' actions and the bind, in memory; a failure gives the place back."""
+        view, node = taken.view, taken.placement.node
+        try:
+            actions = all_actions(taken.reserved)
+            if actions:
+                self.binder.prebind(actions)
+            self.binder.bind(view.namespace, view.name, view.uid, node,
+                             annotations=merged_annotations(taken.reserved) or None)
+        except ClusterError as exc:
+            self.give_back(taken)
+            return Unplaced(view.key, f"bind failed: {exc}", view.priority, taken.placement.group)
+        return taken.placement
+
+    def give_back(self, taken: Taken) -> None:
+        """Undo `take`: the reservations released, the assumption forgotten (the pod is pending again)."""
+        release_all(taken.reserved)
+        self.state.forget(taken.view.key)
