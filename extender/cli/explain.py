@@ -19,6 +19,7 @@ import click
 from extender.cluster.snapshot import Snapshot, load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject, NotFoundError, PolicyError
+from extender.model.podgroups import GroupKey
 from extender.model.pods import PodView
 from extender.policy.engine import Engine, Policy
 from extender.settings import default_snapshot
@@ -106,14 +107,19 @@ def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any
 
 
 def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
-    """The pod's group, quorum and what it waits for (docs/gangs.md); groups are read live only."""
+    """The pod's group, quorum and what it waits for (docs/gangs.md), from the cluster or the snapshot."""
     if pod.group is None:
         return []
     from extender.model.podgroups import parse_pod_group
     from extender.simulation.gangnotes import group_note
 
     if api_client is None:
-        return [f"pod group {pod.group}: group objects are read from a live cluster only (--kubeconfig)"]
+        raw_group = _snapshot_group(cluster, pod.group)
+        try:
+            group = parse_pod_group(raw_group, pod.group.api) if raw_group is not None else None
+        except InvalidObject as exc:
+            return [f"pod group {pod.group}: cannot read it: {exc}"]
+        return [group_note(pod, group, cluster.pods)]
     from extender.kube.client import request_json
     from extender.kube.podgroup_source import podgroups_path
 
@@ -125,6 +131,16 @@ def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
     except (ExtenderError, InvalidObject) as exc:
         return [f"pod group {pod.group}: cannot read it: {exc}"]
     return [group_note(pod, group, cluster.pods)]
+
+
+def _snapshot_group(cluster: Snapshot, key: GroupKey) -> dict[str, Any] | None:
+    """The snapshot's object for `key` (its API, namespace and name), if it has one."""
+    for raw in cluster.pod_groups:
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        if (raw.get("apiVersion"), meta.get("namespace"), meta.get("name")) == \
+                (key.api, key.namespace, key.name):
+            return raw
+    return None
 
 
 def _explain_one(engine: Engine, state: ClusterState, raw: dict[str, Any], label: str,

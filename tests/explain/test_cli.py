@@ -160,3 +160,13 @@ def test_explain_says_what_a_pod_group_member_waits_for(runner: CliRunner, fake_
     notes = json.loads(runner.invoke(explain, args).output)["notes"]
     assert (f"{head}; policy: gang, minCount 3; members 3, bound 1, held 0, allowed 0; waits for: 2 more "
             "member(s) placed (held members wait up to 300 s)") in notes
+
+
+def test_explain_reads_a_member_s_group_from_the_snapshot(runner: CliRunner) -> None:
+    """Offline, the snapshot's PodGroup objects answer what a live cluster would."""
+    gangs = str(SNAPSHOT.parent / "snapshot-gangs.yaml")
+    notes = json.loads(runner.invoke(explain, ["ml/spark-exec-0", "--snapshot", gangs, "-o", "json"]).output)["notes"]
+    assert ("member of pod group ml/spark (scheduling.x-k8s.io/v1alpha1); policy: gang, minCount 3; members 4, "
+            "bound 0, held 0, allowed 0; waits for: 3 more member(s) placed (held members wait up to 60 s)") in notes
+    notes = json.loads(runner.invoke(explain, ["ml/late-0", "--snapshot", gangs, "-o", "json"]).output)["notes"]
+    assert "member of pod group ml/late (scheduling.k8s.io/v1alpha2); waits for: the pod group to exist" in notes
