@@ -173,7 +173,12 @@ class GangScheduling:
         self._write_coscheduling(key)
 
     def _ungate(self, key: GroupKey) -> None:
-        self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
+        """Ask the queue to re-check the group's waiting members, unless the group would admit
+        none: admission is the group's answer, the same for each member, and asking (and logging)
+        once per member at every member's arrival made a gang of n cost O(n²) (a gang of 1,000:
+        about a million refusals logged, most of our CPU in `python -m bench gang-scale`)."""
+        if self.coordinator.group_admission(key).admitted:
+            self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
 
     # ---- the group cycle (the loop) -------------------------------------------------------
 
