@@ -135,15 +135,23 @@ def create_group(kube: Any, namespace: str, min_count: int) -> None:
                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
 
 
-def group_condition(kube: Any, namespace: str) -> str:
-    """The group's PodGroupScheduled as status/reason ("" when none was written)."""
+def group_condition(kube: Any, namespace: str, timeout: float = 15.0) -> str:
+    """The group's PodGroupScheduled as status/reason, waiting up to `timeout` for it ("" when
+    none was written): both schedulers write it off their binding path, so it may come after
+    the last bind."""
     from extender.model.podgroups import API_V1ALPHA2, SCHEDULED_CONDITION
 
-    raw = kube.call("GET", f"/apis/{API_V1ALPHA2}/namespaces/{namespace}/podgroups/{GROUP_NAME}")
-    for condition in (raw.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == SCHEDULED_CONDITION:
-            return f"{condition.get('status')}/{condition.get('reason')}"
-    return ""
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = kube.call("GET", f"/apis/{API_V1ALPHA2}/namespaces/{namespace}/podgroups/{GROUP_NAME}")
+        for condition in (raw.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == SCHEDULED_CONDITION and condition.get("status") == "True":
+                return f"{condition.get('status')}/{condition.get('reason')}"
+        if time.monotonic() > deadline:
+            found = [c for c in (raw.get("status") or {}).get("conditions") or []
+                     if c.get("type") == SCHEDULED_CONDITION]
+            return f"{found[0].get('status')}/{found[0].get('reason')}" if found else ""
+        time.sleep(0.2)
 
 
 def _control_plane_cpu(pids: Sequence[int]) -> dict[str, float]:
