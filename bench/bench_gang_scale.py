@@ -118,13 +118,36 @@ def create_members(kube: Any, namespace: str, count: int, scheduler_name: str | 
     path = f"/api/v1/namespaces/{namespace}/pods"
 
     def create(index: int) -> float:
-        kube.call("POST", path, member(index, scheduler_name, group))
+        post(kube, path, member(index, scheduler_name, group))
         return time.monotonic()
 
     sent = time.monotonic()
     with ThreadPoolExecutor(workers) as pool:
         answered = list(pool.map(create, range(count)))
     return sent, min(answered), max(answered)
+
+
+def post(kube: Any, path: str, body: dict[str, Any], attempts: int = 6) -> None:
+    """POST, retried when the API server is slow to answer (a loaded machine: its 10 s read
+    timeout), throttles or fails; an object already there after a retry was created by the
+    attempt that seemed to fail."""
+    import requests
+
+    from tests.fakeapi.client import KubeApiError
+
+    for attempt in range(attempts):
+        try:
+            kube.call("POST", path, body)
+            return
+        except KubeApiError as exc:
+            if exc.code == 409 and attempt > 0:
+                return
+            if exc.code not in (429, 500, 502, 503, 504) or attempt == attempts - 1:
+                raise
+        except requests.RequestException:
+            if attempt == attempts - 1:
+                raise
+        time.sleep(0.2 * (attempt + 1))
 
 
 def create_group(kube: Any, namespace: str, min_count: int) -> None:
@@ -167,8 +190,13 @@ def _control_plane_cpu(pids: Sequence[int]) -> dict[str, float]:
 
 
 def _delete_members(kube: Any, cache: Any, namespace: str, timeout: float = 120.0) -> None:
-    kube.call("DELETE", f"/api/v1/namespaces/{namespace}/pods",
-              {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    """Delete the run's pods and wait until the pod watch saw them go (so that every run starts
+    from the same empty nodes); a failure is reported, not raised (the next runs still count)."""
+    try:
+        kube.call("DELETE", f"/api/v1/namespaces/{namespace}/pods",
+                  {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    except Exception as exc:  # noqa: BLE001
+        print(f"# deleting the pods of {namespace} failed: {exc!r}", file=sys.stderr)
     deadline = time.monotonic() + timeout
     while sum(cache.counts(namespace, None)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -183,41 +211,43 @@ def run_one(cp: Any, cache: Any, kind: str, mode: str, members: int, nodes: int,
     namespace = f"{mode}-{kind}-{label}"
     row: dict[str, Any] = {"mode": mode, "scheduler": kind, "nodes": nodes, "pods": members, "run": label}
     cp.client.ensure_namespace(namespace)
-    with schedulers.scheduler(cp, kind, workdir / namespace, feature_gates=GATES) as running:
-        if mode == GANG:
-            create_group(cp.client, namespace, members)
-        clock = BindClock(namespace, members)
-        cache.subscribe(clock)
-        try:
-            sched_cpu = process_tree_cpu(running.pid)
-            plane_cpu = _control_plane_cpu(cp.plane.pids)
-            with _sampled(running.pid if kind == schedulers.OURS else None, profile):
-                sent, first, last = create_members(cp.client, namespace, members, running.scheduler_name,
-                                                   GROUP_NAME if mode == GANG else None)
-                error = None
-                try:
-                    clock.wait(timeout, stall)
-                except TimeoutError as exc:
-                    error = str(exc)
-            ended = clock.all_at or time.monotonic()
-            row["sched_cpu_s"] = round(process_tree_cpu(running.pid) - sched_cpu, 2)
-            row["sched_rss_mb"] = round(schedulers.peak_rss_mb(running.pid) or 0.0, 1)
-            plane_after = _control_plane_cpu(cp.plane.pids)
-        finally:
-            cache.unsubscribe(clock)
-        row.update({
-            "create_s": round(last - sent, 2),
-            "create_per_s": round(members / max(last - sent, 1e-9), 1),
-            "last_to_bound_s": round(ended - last, 2) if error is None else None,
-            "first_to_bound_s": round(ended - first, 2) if error is None else None,
-            "bind_span_s": round(ended - clock.first_at, 2) if error is None and clock.first_at else None,
-            "bound": clock.bound,
-            "apiserver_cpu_s": round(plane_after["apiserver"] - plane_cpu["apiserver"], 1),
-            "etcd_cpu_s": round(plane_after["etcd"] - plane_cpu["etcd"], 1),
-            "group": group_condition(cp.client, namespace) if mode == GANG else "",
-            "error": error,
-        })
-    _delete_members(cp.client, cache, namespace)
+    try:
+        with schedulers.scheduler(cp, kind, workdir / namespace, feature_gates=GATES) as running:
+            if mode == GANG:
+                create_group(cp.client, namespace, members)
+            clock = BindClock(namespace, members)
+            cache.subscribe(clock)
+            try:
+                sched_cpu = process_tree_cpu(running.pid)
+                plane_cpu = _control_plane_cpu(cp.plane.pids)
+                with _sampled(running.pid if kind == schedulers.OURS else None, profile):
+                    sent, first, last = create_members(cp.client, namespace, members, running.scheduler_name,
+                                                       GROUP_NAME if mode == GANG else None)
+                    error = None
+                    try:
+                        clock.wait(timeout, stall)
+                    except TimeoutError as exc:
+                        error = str(exc)
+                ended = clock.all_at or time.monotonic()
+                row["sched_cpu_s"] = round(process_tree_cpu(running.pid) - sched_cpu, 2)
+                row["sched_rss_mb"] = round(schedulers.peak_rss_mb(running.pid) or 0.0, 1)
+                plane_after = _control_plane_cpu(cp.plane.pids)
+            finally:
+                cache.unsubscribe(clock)
+            row.update({
+                "create_s": round(last - sent, 2),
+                "create_per_s": round(members / max(last - sent, 1e-9), 1),
+                "last_to_bound_s": round(ended - last, 2) if error is None else None,
+                "first_to_bound_s": round(ended - first, 2) if error is None else None,
+                "bind_span_s": round(ended - clock.first_at, 2) if error is None and clock.first_at else None,
+                "bound": clock.bound,
+                "apiserver_cpu_s": round(plane_after["apiserver"] - plane_cpu["apiserver"], 1),
+                "etcd_cpu_s": round(plane_after["etcd"] - plane_cpu["etcd"], 1),
+                "group": group_condition(cp.client, namespace) if mode == GANG else "",
+                "error": error,
+            })
+    finally:
+        _delete_members(cp.client, cache, namespace)
     return row
 
 
@@ -249,8 +279,12 @@ def run_cluster(nodes: int, members: int, *, kinds: Sequence[str] = ("kube", "ou
                         if py_spy is not None and kind == schedulers.OURS:
                             py_spy.mkdir(parents=True, exist_ok=True)
                             profile = py_spy / f"gang-scale-{mode}-{r + 1}.txt"
-                        row = run_one(cp, cache, kind, mode, members, nodes, Path(tmp), str(r + 1),
-                                      timeout, stall, profile)
+                        try:
+                            row = run_one(cp, cache, kind, mode, members, nodes, Path(tmp), str(r + 1),
+                                          timeout, stall, profile)
+                        except Exception as exc:  # noqa: BLE001 (one failed run must not end the table)
+                            row = {"mode": mode, "scheduler": kind, "nodes": nodes, "pods": members,
+                                   "run": str(r + 1), "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
                         rows.append(row)
                         if progress:
                             print(f"#   {json.dumps(row)}", file=sys.stderr, flush=True)
