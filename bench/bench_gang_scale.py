@@ -22,7 +22,8 @@ target), `first_to_bound_s` from the first member's creation, `bind_span_s` from
 member seen bound to the last; `sched_cpu_s` the scheduler process's CPU seconds over the
 window (first POST to all bound), `sched_rss_mb` its peak resident memory (VmHWM, start-up
 on 5,000 nodes included), `apiserver_cpu_s` / `etcd_cpu_s` over the same window; `group`
-the `PodGroupScheduled` condition at the end.
+the `PodGroupScheduled` condition at the end (waited for up to 15 s: both schedulers write it
+off their binding path). Member POSTs are retried when the loaded API server is slow.
 
 **Engine part** (in this process, no API server): `Scheduler` with a `MemoryBinder` on
 5,000 nodes, every node filtered and scored (percentageOfNodesToScore 100), places pods of
