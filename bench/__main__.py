@@ -6,6 +6,7 @@ Run one part with `python -m bench engine|interpod|load|state|webhook|standalone
 and `--quick` for a shorter pass. `python -m bench chaos` (faults under load on a real control plane,
 bench/bench_chaos.py) is apart: it prints a verdict, not a table. `python -m bench scheduler-perf --help`:
 kube-scheduler's own scheduler_perf workloads against kube-scheduler and ours (bench/scheduler_perf/).
+`python -m bench gang-scale --help`: a gang of 1,000 on 5,000 nodes under both (bench/bench_gang_scale.py).
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.scheduler_perf import runner
 
         return runner.main(argv[1:])
+    if argv[:1] == ["gang-scale"]:  # a gang of 1,000 on 5,000 nodes, both schedulers, its own options
+        from bench import bench_gang_scale
+
+        return bench_gang_scale.main(argv[1:])
     if argv[:1] == ["e2e"] and len(argv) > 1:  # e2e's own options: --repeat, --only, --py-spy, ...
         from bench import bench_e2e
 

@@ -12,7 +12,7 @@ that name :data:`OURS`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,12 +72,13 @@ class Running:
 
 
 @contextlib.contextmanager
-def control_plane() -> Iterator[Any]:
-    """A fresh etcd + kube-apiserver (tests.e2e.controlplane.ControlPlane), stopped after."""
+def control_plane(extra_args: Sequence[str] = ()) -> Iterator[Any]:
+    """A fresh etcd + kube-apiserver (tests.e2e.controlplane.ControlPlane), stopped after;
+    ``extra_args`` go to kube-apiserver (feature gates, runtime-config)."""
     from tests.e2e.controlplane import ControlPlane
     from tests.fakeapi.envtest import find_assets
 
-    with ControlPlane(find_assets(), apiserver_args=[ADMISSION]) as cp:
+    with ControlPlane(find_assets(), apiserver_args=[ADMISSION, *extra_args]) as cp:
         from requests.adapters import HTTPAdapter
 
         cp.client.session.mount("https://", HTTPAdapter(pool_connections=4, pool_maxsize=64))
@@ -85,8 +86,11 @@ def control_plane() -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO") -> Iterator[Running]:
-    """Start the scheduler ``kind`` on ``cp``; on exit read its figures, then stop it."""
+def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
+              feature_gates: str = "") -> Iterator[Running]:
+    """Start the scheduler ``kind`` on ``cp``; on exit read its figures, then stop it.
+    ``feature_gates``: kube-scheduler's ``--feature-gates`` (ours reads the API server's
+    discovery instead)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if kind == KUBE:
         from tests.e2e.controlplane import KUBE_SCHEDULER_USER, scheduler_configuration
@@ -94,7 +98,8 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO") -> Ite
         config = scheduler_configuration("default-scheduler",
                                          kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER))
         config["clientConnection"] = {**config["clientConnection"], "qps": QPS, "burst": QPS}
-        process = cp.start_kube_scheduler(config, name="kube-scheduler")
+        process = cp.start_kube_scheduler(config, name="kube-scheduler",
+                                          extra_args=[f"--feature-gates={feature_gates}"] if feature_gates else [])
         assert process.process is not None
         running = Running(kind, process.process.pid, None)
         running.cpu_at_start = process_tree_cpu(running.pid)

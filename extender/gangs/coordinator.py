@@ -220,27 +220,36 @@ class GangCoordinator:
         KeyError for a pod never passed to `upsert_member`."""
         with self._lock:
             key = self._member_group[uid]
-            state = self._groups[key]
-            if state.group is None:
-                return Admission(False, REASON_NO_GROUP, f"pod group {key} does not exist (yet)", True)
-            names = sorted(state.unbound_names)
-            if len(names) > 1:
-                return Admission(False, REASON_SCHEDULER_NAMES,
-                                 f"members of pod group {key} use schedulerNames {', '.join(map(repr, names))}; "
-                                 "all must use one", True)
-            group = state.group
-            if not group.is_gang:
-                return ADMITTED
-            members = len(state.members)
-            if members < group.min_count:
-                return Admission(False, REASON_TOO_FEW, f"pod group {key} has {members} of {group.min_count} "
-                                 f"members (minCount {group.min_count}); {group.min_count - members} missing", True)
-            if key.api == API_COSCHEDULING:
-                gated = state.gated_unbound
-                if members - gated < group.min_count:
-                    return Admission(False, REASON_GATED, f"pod group {key} has {gated} scheduling-gated of "
-                                     f"{members} members, minCount {group.min_count}", True)
+            return self._admission(key, self._groups[key])
+
+    def group_admission(self, key: GroupKey) -> Admission:
+        """What `admission` answers every member of the group: it depends on the group alone, so
+        a caller re-checking all members can ask once."""
+        with self._lock:
+            return self._admission(key, self._groups.get(key, _Group()))
+
+    def _admission(self, key: GroupKey, state: _Group) -> Admission:
+        """`admission` for the group `key` (the lock held)."""
+        if state.group is None:
+            return Admission(False, REASON_NO_GROUP, f"pod group {key} does not exist (yet)", True)
+        names = sorted(state.unbound_names)
+        if len(names) > 1:
+            return Admission(False, REASON_SCHEDULER_NAMES,
+                             f"members of pod group {key} use schedulerNames {', '.join(map(repr, names))}; "
+                             "all must use one", True)
+        group = state.group
+        if not group.is_gang:
             return ADMITTED
+        members = len(state.members)
+        if members < group.min_count:
+            return Admission(False, REASON_TOO_FEW, f"pod group {key} has {members} of {group.min_count} "
+                             f"members (minCount {group.min_count}); {group.min_count - members} missing", True)
+        if key.api == API_COSCHEDULING:
+            gated = state.gated_unbound
+            if members - gated < group.min_count:
+                return Admission(False, REASON_GATED, f"pod group {key} has {gated} scheduling-gated of "
+                                 f"{members} members, minCount {group.min_count}", True)
+        return ADMITTED
 
     def status(self, key: GroupKey) -> GroupStatus:
         with self._lock:

@@ -50,7 +50,7 @@ from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord
 from extender.policy.reservations import Reservation, release_all
 from extender.scheduler.cycle import schedule_one
-from extender.scheduler.queueing import QueuedPod
+from extender.scheduler.queueing import ACTIVE, QueuedPod
 
 if TYPE_CHECKING:
     from extender.scheduler.profiles import Profile
@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
+# Where a sibling that `pop_members` did not take may be when it is only late: not queued yet, or
+# queued (admitted) right after. Elsewhere (gated by its schedulingGates) it is not coming.
+_ON_ITS_WAY = frozenset({None, ACTIVE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +177,12 @@ class GangScheduling:
         self._write_coscheduling(key)
 
     def _ungate(self, key: GroupKey) -> None:
-        self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
+        """Ask the queue to re-check the group's waiting members, unless the group would admit
+        none: admission is the group's answer, the same for each member, and asking (and logging)
+        once per member at every member's arrival made a gang of n cost O(n²) (a gang of 1,000:
+        about a million refusals logged, most of our CPU in `python -m bench gang-scale`)."""
+        if self.coordinator.group_admission(key).admitted:
+            self.scheduler.queue.ungate([m.pod for m in self.coordinator.to_place(key)])
 
     # ---- the group cycle (the loop) -------------------------------------------------------
 
@@ -186,9 +194,13 @@ class GangScheduling:
         assert key is not None
         siblings = [m.pod for m in self.coordinator.to_place(key) if m.uid != first.uid]
         entries = [first, *s.queue.pop_members(siblings)]
-        if not self.coordinator.quorum_with(key, len(entries)) and any(s.queue.where(k) is None for k in siblings):
-            # Members the quorum needs are known (pod watch) but not queued yet (pending watch):
-            # wait for them rather than fail the group for a watch's lag.
+        taken = {entry.key for entry in entries}
+        if not self.coordinator.quorum_with(key, len(entries)) and any(
+                k not in taken and s.queue.where(k) in _ON_ITS_WAY for k in siblings):
+            # Members the quorum needs are known (pod watch) but were not queued yet (pending
+            # watch; or queued, admitted, just after `pop_members`): wait for them rather than fail
+            # the group for a watch's lag (a whole cycle placing every member to fail them all,
+            # then another: seen with a gang of 1,000 in `python -m bench gang-scale`).
             for entry in entries:
                 s.queue.park(entry)
             if all(s.queue.where(k) is not None for k in siblings):  # arrived meanwhile
