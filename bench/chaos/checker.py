@@ -96,7 +96,7 @@ class Run:
     volumes: Sequence[Mapping[str, Any]] = ()
     kube_events: Sequence[Mapping[str, Any]] = ()  # core/v1 Events at the end
     pod_groups: Mapping[str, int] = field(default_factory=dict)  # "namespace/group" -> minCount
-    gang_settle: float = 30.0  # seconds a gang may stay partly bound after a fault recovered
+    gang_settle: float = 15.0  # seconds with no fault under way a gang may stay partly bound
     faults: Sequence[FaultRecord] = ()
     workload_deleted: frozenset[str] = frozenset()  # uids the workload deleted itself
     processes_down: Sequence[str] = ()  # "name: why" of processes that did not come back
@@ -423,11 +423,17 @@ def group_of(pod: Pod) -> str:
     return f"{(pod.get('metadata') or {}).get('namespace', '')}/{name}" if name else ""
 
 
-def _fault_quiet_from(run: Run, start: float, end: float) -> float:
-    """The later of `start` and the last recovery (or the end of the run, for a fault never
-    recovered) of a fault begun before `end`: the time from which things should have settled."""
-    ends = [f.recovered if f.recovered is not None else run.final_at for f in run.faults if f.started < end]
-    return max([start, *ends])
+def _quiet_time(run: Run, start: float, end: float) -> float:
+    """Seconds of [start, end] outside every fault's window, from its start to its recovery
+    (to the end of the run, for a fault never recovered): time in which nothing was broken."""
+    windows = sorted((f.started, f.recovered if f.recovered is not None else run.final_at) for f in run.faults)
+    quiet, at = 0.0, start
+    for begin, finish in windows:
+        if finish <= at or begin >= end:
+            continue
+        quiet += max(0.0, begin - at)
+        at = max(at, finish)
+    return quiet + max(0.0, end - at)
 
 
 def partly_bound_gangs(run: Run) -> list[Violation]:
@@ -436,10 +442,11 @@ def partly_bound_gangs(run: Run) -> list[Violation]:
     minCount may stay Pending: only the count of bound members against minCount matters.
 
     * At the end (read after the quiet grace): any such group.
-    * During the run (the replay): a spell of being partly bound that lasted more than
-      ``Run.gang_settle`` seconds after its start and after the recovery of the last fault
-      begun before it ended. Binds of one gang reach the API server one by one, and a fault
-      can cut between them; a gang the workload has begun deleting is no longer judged."""
+    * During the run (the replay): a spell of being partly bound with more than
+      ``Run.gang_settle`` seconds in it outside every fault's window (from its start to its
+      recovery). Binds of one gang reach the API server one by one, and a fault can cut
+      between them; faults follow each other closely, so only the quiet time counts. A gang
+      the workload has begun deleting is judged up to then."""
     members: dict[str, list[Pod]] = defaultdict(list)
     for pod in run.pods:
         if group_of(pod) and not terminal(pod):
@@ -457,26 +464,30 @@ def partly_bound_gangs(run: Run) -> list[Violation]:
             all_members[group_of(event.pod)].add(uid(event.pod))
     torn_down: set[str] = set()
     since: dict[str, float] = {}
+
+    def spell_over(group: str, end: float) -> None:
+        start = since.pop(group)
+        quiet = _quiet_time(run, start, end)
+        if quiet > run.gang_settle:
+            needed = run.pod_groups.get(group, len(all_members[group]))
+            found.append(Violation("gang-partly-bound", group,
+                                   f"fewer than {needed} members bound from {start:.1f} s to {end:.1f} s "
+                                   f"({quiet:.1f} s of it with no fault under way)", start))
+
     for moment in replay(run.events):
         group = group_of(moment.event.pod)
         if not group or group in torn_down:
             continue
         if moment.event.type == "DELETED" and uid(moment.event.pod) in run.workload_deleted:
-            torn_down.add(group)
-            since.pop(group, None)
+            torn_down.add(group)  # the spell so far still counts
+            if group in since:
+                spell_over(group, moment.event.at)
             continue
         bound = sum(1 for u in all_members[group] if u in moment.bound)
-        needed = run.pod_groups.get(group, len(all_members[group]))
-        partly = 0 < bound < needed
-        if partly:
+        if 0 < bound < run.pod_groups.get(group, len(all_members[group])):
             since.setdefault(group, moment.event.at)
         elif group in since:
-            start, end = since.pop(group), moment.event.at
-            settled_for = end - _fault_quiet_from(run, start, end)
-            if settled_for > run.gang_settle:
-                found.append(Violation("gang-partly-bound", group,
-                                       f"fewer than {needed} members bound from {start:.1f} s to {end:.1f} s "
-                                       f"({settled_for:.1f} s after the last fault recovered)", start))
+            spell_over(group, moment.event.at)
     return found
 
 
