@@ -170,7 +170,7 @@ def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
 
 
 def min_counts(groups: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """"namespace/name" -> minCount of both APIs' pod groups (v1alpha2's gang policy,
+    """Map "namespace/name" to the minCount of both APIs' pod groups (v1alpha2's gang policy,
     Coscheduling's minMember)."""
     counts = {}
     for group in groups:
