@@ -6,7 +6,9 @@ are judged by (kube-scheduler's filters and the webhook's DeviceFit). Each Pendi
 placed alone (``simulate`` on the bound pods plus that one pod), without preemption: a
 pod that fits only by evicting others is not "a pod that could fit". The pending members of
 a pod group are placed together instead (``together``), each seeing the ones placed before:
-how many fit at once is what the group's quorum is judged by.
+how many fit at once is what the group's quorum is judged by. Pods are given to the engine
+without their group membership (``plain``): the all-or-nothing rule is the checker's, the
+oracle only says whether the room is there.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ POLICY = ROOT / "config" / "policy-devices.yaml"
 
 
 Pods = Sequence[Mapping[str, Any]]
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def plain(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `pod` that is no pod group's member (neither API)."""
+    copied = copy.deepcopy(dict(pod))
+    (copied.get("spec") or {}).pop("schedulingGroup", None)
+    ((copied.get("metadata") or {}).get("labels") or {}).pop(COSCHEDULING_LABEL, None)
+    return copied
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ class Oracle:
         each seeing the ones placed before."""
         bound = [p for p in self.pods if (p.get("spec") or {}).get("nodeName")]
         # A fresh copy each time: a simulated bind writes into the objects it was given.
-        snapshot = Snapshot(nodes=copy.deepcopy(list(self.nodes)), pods=copy.deepcopy([*bound, *pending]),
+        snapshot = Snapshot(nodes=copy.deepcopy(list(self.nodes)), pods=[plain(p) for p in [*bound, *pending]],
                             storage={KIND_NAMES[kind]: copy.deepcopy(list(items))
                                      for kind, items in self.storage.items()})
         return {p.pod: p.node for p in simulate(snapshot, self.policy).placements if not p.victims}
