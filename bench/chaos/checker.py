@@ -7,8 +7,8 @@ itself, and the processes that did not come back. It judges no process's word: o
 what the API server holds and held.
 
 Each check is a function ``Run -> list[Violation]`` in :data:`CHECKS`, so a new invariant
-is one more entry (gangs: :func:`partly_bound_gangs` reads pods that name a pod group;
-no workload creates gangs yet, see the module docstring of ``bench.chaos``). The checks
+is one more entry (gangs: :func:`partly_bound_gangs` reads pods that name a pod group,
+either API, against the groups' minCount read at the end). The checks
 that need the history replay it event by event (:func:`replay`) and judge each bind
 against the pods bound at that moment, so a transient overcommit that a later deletion
 hides is still found.
@@ -38,6 +38,7 @@ Pod = Mapping[str, Any]
 IGNORED_PREFIXES = ("extender.example/",)
 PREEMPTED_BY = re.compile(r"Preempted by pod (\S+) on node (\S+)")
 HOSTNAME = "kubernetes.io/hostname"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,22 @@ class FaultRecord:
     recovered: float | None  # when every probe was bound and every process back; None: never
     detail: str = ""
     from_start: bool = False  # recovery timed from the start (a failover) rather than the end
+    healthy_at: float | None = None  # when every process was back and serving
+    probes: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)  # name -> (created, bound)
+    ours: float | None = None  # `recovered` less kube-scheduler's own wait (bench.chaos.attribution)
+    scheduler_wait_s: float = 0.0  # that wait
+
+    def _since(self, at: float | None) -> float | None:
+        return None if at is None else max(0.0, at - (self.started if self.from_start else self.ended))
 
     @property
     def recovery_s(self) -> float | None:
-        if self.recovered is None:
-            return None
-        return max(0.0, self.recovered - (self.started if self.from_start else self.ended))
+        return self._since(self.recovered)
+
+    @property
+    def ours_s(self) -> float | None:
+        """The recovery our components took (kube-scheduler's informer wait taken out)."""
+        return self._since(self.ours if self.ours is not None else self.recovered)
 
 
 @dataclass
@@ -85,12 +96,14 @@ class Run:
     volumes: Sequence[Mapping[str, Any]] = ()
     kube_events: Sequence[Mapping[str, Any]] = ()  # core/v1 Events at the end
     pod_groups: Mapping[str, int] = field(default_factory=dict)  # "namespace/group" -> minCount
+    gang_settle: float = 15.0  # seconds with no fault under way a gang may stay partly bound
     faults: Sequence[FaultRecord] = ()
     workload_deleted: frozenset[str] = frozenset()  # uids the workload deleted itself
     processes_down: Sequence[str] = ()  # "name: why" of processes that did not come back
     final_at: float = 0.0
     pending_grace: float = 30.0
     fits: Callable[[Pod], str] | None = None  # the node a pending pod fits on now, or ""
+    fits_together: Callable[[Sequence[Pod]], int] | None = None  # how many of these pods fit at once now
     spread_slack: float = 5.0
 
 
@@ -402,45 +415,127 @@ def claims_elsewhere(run: Run) -> list[Violation]:
     return found
 
 
+def group_of(pod: Pod) -> str:
+    """``namespace/name`` of the pod group `pod` is a member of, or "": kube-scheduler v1.36's
+    ``spec.schedulingGroup.podGroupName`` first, else Coscheduling's label (docs/gangs.md)."""
+    name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") \
+        or labels_of(pod).get(COSCHEDULING_LABEL)
+    return f"{(pod.get('metadata') or {}).get('namespace', '')}/{name}" if name else ""
+
+
+def _quiet_time(run: Run, start: float, end: float) -> float:
+    """Seconds of [start, end] outside every fault's window, from its start to its recovery
+    (to the end of the run, for a fault never recovered): time in which nothing was broken."""
+    windows = sorted((f.started, f.recovered if f.recovered is not None else run.final_at) for f in run.faults)
+    quiet, at = 0.0, start
+    for begin, finish in windows:
+        if finish <= at or begin >= end:
+            continue
+        quiet += max(0.0, begin - at)
+        at = max(at, finish)
+    return quiet + max(0.0, end - at)
+
+
 def partly_bound_gangs(run: Run) -> list[Violation]:
-    """A pod group with some members bound but fewer than its minCount (all members, when the
-    group's minCount is unknown). Members name their group in spec.schedulingGroup.podGroupName
-    (Kubernetes 1.36)."""
+    """A pod group with some members bound but fewer than its minCount (``Run.pod_groups``;
+    all its members when unknown), once things had time to settle. Extra members beyond
+    minCount may stay Pending: only the count of bound members against minCount matters.
+
+    * At the end (read after the quiet grace): any such group.
+    * During the run (the replay): a spell of being partly bound with more than
+      ``Run.gang_settle`` seconds in it outside every fault's window (from its start to its
+      recovery). Binds of one gang reach the API server one by one, and a fault can cut
+      between them; faults follow each other closely, so only the quiet time counts. A gang
+      the workload has begun deleting is judged up to then."""
     members: dict[str, list[Pod]] = defaultdict(list)
     for pod in run.pods:
-        group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-        if group:
-            members[f"{pod['metadata']['namespace']}/{group}"].append(pod)
+        if group_of(pod) and not terminal(pod):
+            members[group_of(pod)].append(pod)
     found = []
     for group, pods in members.items():
         bound = sum(1 for p in pods if node_of(p))
         needed = run.pod_groups.get(group, len(pods))
         if 0 < bound < needed:
-            found.append(Violation("gang-partly-bound", group, f"{bound} of {needed} required members bound"))
+            found.append(Violation("gang-partly-bound", group,
+                                   f"at the end, {bound} of {needed} required members bound ({len(pods)} members)"))
+    all_members: dict[str, set[str]] = defaultdict(set)
+    for event in run.events:
+        if group_of(event.pod):
+            all_members[group_of(event.pod)].add(uid(event.pod))
+    torn_down: set[str] = set()
+    since: dict[str, float] = {}
+
+    def spell_over(group: str, end: float) -> None:
+        start = since.pop(group)
+        quiet = _quiet_time(run, start, end)
+        if quiet > run.gang_settle:
+            needed = run.pod_groups.get(group, len(all_members[group]))
+            found.append(Violation("gang-partly-bound", group,
+                                   f"fewer than {needed} members bound from {start:.1f} s to {end:.1f} s "
+                                   f"({quiet:.1f} s of it with no fault under way)", start))
+
+    for moment in replay(run.events):
+        group = group_of(moment.event.pod)
+        if not group or group in torn_down:
+            continue
+        if moment.event.type == "DELETED" and uid(moment.event.pod) in run.workload_deleted:
+            torn_down.add(group)  # the spell so far still counts
+            if group in since:
+                spell_over(group, moment.event.at)
+            continue
+        bound = sum(1 for u in all_members[group] if u in moment.bound)
+        if 0 < bound < run.pod_groups.get(group, len(all_members[group])):
+            since.setdefault(group, moment.event.at)
+        elif group in since:
+            spell_over(group, moment.event.at)
     return found
 
 
 def pending_but_fits(run: Run) -> list[Violation]:
     """A pod still Pending `pending_grace` seconds after the last fault and after its creation,
-    although it fits a node now (judged by `Run.fits`)."""
+    although it fits a node now (judged by `Run.fits`). A member of a pod group short of its
+    minCount is judged with its group: a violation when the oracle places the members the
+    quorum still needs together (``Run.fits_together``); one alone may fit where the gang does
+    not. Once the quorum is bound, an extra member is judged alone."""
     if run.fits is None:
         return []
     last_fault = max((f.ended for f in run.faults), default=0.0)
     first_seen: dict[str, float] = {}
     for event in run.events:
         first_seen.setdefault(uid(event.pod), event.at)
+
+    def settled(pods: Sequence[Pod]) -> float:
+        since = max([first_seen.get(uid(p), run.final_at) for p in pods] + [last_fault])
+        return run.final_at - since
+
+    groups: dict[str, list[Pod]] = defaultdict(list)
+    for pod in run.pods:
+        if group_of(pod) and not terminal(pod):
+            groups[group_of(pod)].append(pod)
     found = []
     for pod in run.pods:
         if node_of(pod) or terminal(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
             continue
-        since = max(first_seen.get(uid(pod), run.final_at), last_fault)
-        if run.final_at - since < run.pending_grace:
+        group = group_of(pod)
+        if group and sum(1 for p in groups[group] if node_of(p)) < run.pod_groups.get(group, len(groups[group])):
+            continue  # judged with its group below
+        if settled([pod]) < run.pending_grace:
             continue
         node = run.fits(pod)
         if node:
             found.append(Violation("pending-but-fits", key(pod),
-                                   f"Pending {run.final_at - since:.0f} s after the last fault and its creation, "
+                                   f"Pending {settled([pod]):.0f} s after the last fault and its creation, "
                                    f"yet it fits {node}"))
+    for group, pods in groups.items():
+        needed = run.pod_groups.get(group, len(pods)) - sum(1 for p in pods if node_of(p))
+        pending = [p for p in pods if not node_of(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
+        if needed <= 0 or len(pending) < needed or run.fits_together is None or settled(pods) < run.pending_grace:
+            continue
+        placed = run.fits_together(pending)
+        if placed >= needed:
+            found.append(Violation("pending-but-fits", group,
+                                   f"{len(pending)} members Pending {settled(pods):.0f} s after the last fault and "
+                                   f"their creation, yet {placed} fit together ({needed} needed)"))
     return found
 
 

@@ -2,14 +2,19 @@
 
 * etcd and kube-apiserver (tests.fakeapi.envtest), kube-apiserver with ``--watch-cache=false``
   so that an etcd compaction reaches the watches (the watch cache would answer old
-  revisions from memory and hide it, docs/reliability.md);
+  revisions from memory and hide it, docs/reliability.md), and with the gates that serve
+  kube-scheduler v1.36's ``PodGroup`` (the standalone pool's gangs);
 * :class:`~bench.chaos.proxy.FaultProxy` in front of kube-apiserver: every process below
   reaches the API server through it;
 * two ``extender schedule`` replicas (schedulerName ``chaos-standalone``, config/policy-devices.yaml)
   with leader election on a short lease;
 * ``extender serve`` with 2 gunicorn workers (config/policy-webhook-devices.yaml), called by
   kube-scheduler (config/kube-scheduler-http.yaml: every verb, ``bindVerb``; its profile
-  ``chaos-webhook`` leaves the GPU resources to the extender, docs/devices.md);
+  ``chaos-webhook`` leaves the GPU resources to the extender, docs/devices.md). kube-scheduler
+  runs without the gang gates, as a stock one; the webhook holds gang members at ``/bind``
+  for ``GANG_HOLD`` seconds, so the extender's ``httpTimeout`` is raised to ``HTTP_TIMEOUT``
+  (docs/gangs.md: at least the hold plus 2 s); its access log (every verb) tells when
+  kube-scheduler first asked about a probe (bench/chaos/attribution.py);
 * the supervisor: as the kubelet restarts a container whose process died, it restarts any
   of these processes that exits (one second later, without crash-loop back-off), and
   counts it. Whether each one is back and serving is :meth:`ChaosCluster.problems`.
@@ -32,7 +37,7 @@ import requests
 import yaml
 
 from bench.chaos.proxy import FaultProxy
-from bench.chaos.workload import STANDALONE, SYSTEM_NAMESPACE, WEBHOOK
+from bench.chaos.workload import GANG_APISERVER_ARGS, STANDALONE, SYSTEM_NAMESPACE, WEBHOOK
 from tests.e2e import configs, processes
 from tests.e2e.controlplane import KUBE_SCHEDULER_USER, KubeScheduler, start_kube_scheduler
 from tests.fakeapi.client import KubeTestClient
@@ -46,6 +51,8 @@ LEASE_NAME = STANDALONE
 WORKERS = 2
 IDENTITY = re.compile(r"campaigning for lease \S+ as (\S+)")
 RESTART_DELAY = 1.0
+GANG_HOLD = 10.0  # extender serve --gang-hold: how long a held /bind waits for its group
+HTTP_TIMEOUT = "12s"  # kube-scheduler's extender httpTimeout: the hold plus 2 s
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class ChaosCluster:
 
     def start_control_plane(self) -> ChaosCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.plane = EnvtestControlPlane(self.assets, extra_apiserver_args=["--watch-cache=false"],
+        self.plane = EnvtestControlPlane(self.assets, extra_apiserver_args=["--watch-cache=false", *GANG_APISERVER_ARGS],
                                          workdir=self.workdir / "controlplane").start()
         self.proxy = FaultProxy(("127.0.0.1", self.plane.secure_port)).start()
         return self
@@ -142,7 +149,8 @@ class ChaosCluster:
                                          extra=self.election.args(), name=f"replica-{i}")
             self.replicas.append(Supervised(f"replica-{i}", replica.start(timeout=120)))
         serve = processes.serve(admin, logs, policy=WEBHOOK_POLICY, scheduler_names=(WEBHOOK,),
-                                extra=["--workers", str(WORKERS), "--lease-namespace", SYSTEM_NAMESPACE],
+                                extra=["--workers", str(WORKERS), "--lease-namespace", SYSTEM_NAMESPACE,
+                                       "--gang-hold", str(GANG_HOLD), "--access-log"],
                                 name="webhook")
         self.webhook = Supervised("webhook", serve.start(timeout=120))
         self.scheduler = self._start_kube_scheduler()
@@ -155,6 +163,8 @@ class ChaosCluster:
         config = configs.kube_scheduler_config(configs.HTTP_EXAMPLE, kubeconfig=kubeconfig,
                                                scheduler_name=WEBHOOK, port=self.webhook.process.port)
         (profile,) = config["profiles"]
+        for extender in config["extenders"]:
+            extender["httpTimeout"] = HTTP_TIMEOUT
         profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": {
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
             "ignoredResourceGroups": ["extender.example"]}}]

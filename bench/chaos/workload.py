@@ -19,7 +19,15 @@ weight, and deletes each one (with its claim) when its lifetime ends, bound or n
   advance on every node or volumes provisioned for the selected node (``storage.py`` plays
   the PV controller and the provisioner, as no kube-controller-manager runs);
 * gpu: a shared-GPU request (memory and cores of one device);
-* preemptor: highest priority, 3 cpus: usually fits only by evicting lower pods.
+* preemptor: highest priority, 3 cpus: usually fits only by evicting lower pods;
+* gang: a pod group of minCount 2 or 3 and sometimes one member more (0.5 or 1 cpu each),
+  all members created together and deleted together. The standalone pool's gangs are
+  kube-scheduler v1.36's ``PodGroup`` (``scheduling.k8s.io/v1alpha2``, members name it in
+  ``spec.schedulingGroup``; the API server runs with its gates); the webhook pool's are
+  Coscheduling's (the CRD from deploy/, members labelled), as a stock kube-scheduler without
+  the gates sees them (docs/gangs.md). Their priority class is as high as the preemptor's and
+  never preempts: a gang is neither a victim (which would leave it partly bound on purpose)
+  nor a preemptor.
 
 Every pod has ``terminationGracePeriodSeconds: 0``: with no kubelet, a pod deleted with a
 grace period would stay Terminating forever and keep its node's resources.
@@ -33,8 +41,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from extender.model import podgroups as pg
 from extender.model.devices import GPU, GPU_CORES, GPU_MEMORY, INVENTORY_ANNOTATION
 from tests.fakeapi.client import KubeApiError, KubeTestClient
 from tests.storage_objects import claim, persistent_volume, storage_class
@@ -50,12 +62,21 @@ FPGA = "example.com/fpga"
 LOCAL_CLASS = "chaos-local"
 DYNAMIC_CLASS = "chaos-dynamic"
 PRIORITIES = {"chaos-low": 100, "chaos-mid": 1000, "chaos-high": 100000}
+GANG_PRIORITY = "chaos-gang"  # as high as chaos-high, preemptionPolicy Never
 NODES_PER_POOL = 5
 LOCAL_VOLUMES_PER_NODE = 2
 HOST_PORT = 7000
 PAUSE = "registry.k8s.io/pause:3.10"
 KINDS = {"plain": 24, "mid": 8, "anti": 8, "spread": 10, "hostport": 6, "fpga": 5, "pvc-local": 6,
-         "pvc-dynamic": 6, "gpu": 14, "preemptor": 5}  # relative weights
+         "pvc-dynamic": 6, "gpu": 14, "preemptor": 5, "gang": 6}  # relative weights
+GANG_LIFETIME = (30.0, 60.0)  # longer than a pod's: a gang stuck partly bound for 30 s is seen
+# The API server flags that serve kube-scheduler v1.36's PodGroup (docs/gangs.md).
+GANG_APISERVER_ARGS = ("--feature-gates=GenericWorkload=true,GangScheduling=true",
+                       "--runtime-config=scheduling.k8s.io/v1alpha2=true")
+ROOT = Path(__file__).resolve().parents[2]
+COSCHEDULING_CRD = ROOT / "deploy" / "components" / "podgroup-crd" / "scheduling.x-k8s.io_podgroups.yaml"
+GROUP_PATHS = {STANDALONE: f"/apis/{pg.API_V1ALPHA2}/namespaces/{NAMESPACE}/podgroups",
+               WEBHOOK: f"/apis/{pg.API_COSCHEDULING}/namespaces/{NAMESPACE}/podgroups"}
 
 
 def node_name(pool: str, index: int) -> str:
@@ -68,11 +89,17 @@ def gpu_inventory(node: str) -> str:
 
 
 def create_cluster(kube: KubeTestClient) -> None:
-    """Namespaces, priority classes, storage classes, both pools' nodes and local volumes."""
+    """Namespaces, priority classes, storage classes, both pools' nodes and local volumes, and
+    Coscheduling's PodGroup CRD (served before the schedulers start: they look for it once)."""
     for namespace in (NAMESPACE, SYSTEM_NAMESPACE):
         kube.ensure_namespace(namespace)
     for name, value in PRIORITIES.items():
         kube.ensure_priority_class(name, value)
+    kube.ensure_priority_class(GANG_PRIORITY, PRIORITIES["chaos-high"], preemption_policy="Never")
+    kube.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+              yaml.safe_load(COSCHEDULING_CRD.read_text()))
+    for path in GROUP_PATHS.values():
+        _wait_served(kube, path)
     kube.call("POST", "/apis/storage.k8s.io/v1/storageclasses",
               storage_class(LOCAL_CLASS, provisioner="kubernetes.io/no-provisioner"))
     kube.call("POST", "/apis/storage.k8s.io/v1/storageclasses", storage_class(DYNAMIC_CLASS))
@@ -87,6 +114,14 @@ def create_cluster(kube: KubeTestClient) -> None:
                 volume = persistent_volume(f"local-{name}-{v}", size="5Gi", cls=LOCAL_CLASS, node=name,
                                            phase=None)
                 kube.call("POST", "/api/v1/persistentvolumes", volume)
+
+
+def _wait_served(kube: KubeTestClient, path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while kube.request("GET", path).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} is not served after {timeout:.0f} s (gates, runtime-config, the CRD)")
+        time.sleep(0.2)
 
 
 def _container(requests: dict[str, str], limits: dict[str, str] | None = None,
@@ -140,6 +175,32 @@ def pod_body(kind: str, name: str, scheduler: str, rng: random.Random) -> tuple[
     return body, claim_body
 
 
+def gang_bodies(name: str, scheduler: str, rng: random.Random) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A pod group named `name` for `scheduler` (kube-scheduler v1.36's for the standalone pool,
+    Coscheduling's for the webhook pool) and its members: minCount 2 or 3, one member more
+    one time in three (an extra member binds alone once the group is bound)."""
+    pool = POOLS[scheduler]
+    min_count = rng.choice((2, 3))
+    size = min_count + (1 if rng.random() < 1 / 3 else 0)
+    cpu = rng.choice(("500m", "1"))
+    labels = {"app": f"{pool}-gang", "chaos.example/kind": "gang"}
+    spec: dict[str, Any] = {"schedulerName": scheduler, "nodeSelector": {POOL: pool},
+                            "terminationGracePeriodSeconds": 0, "priorityClassName": GANG_PRIORITY,
+                            "containers": [_container({"cpu": cpu, "memory": "256Mi"})]}
+    if scheduler == STANDALONE:
+        group = {"apiVersion": pg.API_V1ALPHA2, "kind": "PodGroup", "metadata": {"name": name, "namespace": NAMESPACE},
+                 "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+        spec["schedulingGroup"] = {"podGroupName": name}
+    else:
+        group = {"apiVersion": pg.API_COSCHEDULING, "kind": "PodGroup",
+                 "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"minMember": min_count}}
+        labels[pg.POD_GROUP_LABEL] = name
+    members = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-{i}", "namespace": NAMESPACE, "labels": dict(labels)},
+                "spec": json.loads(json.dumps(spec))} for i in range(size)]
+    return group, members
+
+
 def probe_body(name: str, scheduler: str) -> dict[str, Any]:
     """A pod that fits any node of its pool (no requests): bound again means scheduling is back."""
     return {"apiVersion": "v1", "kind": "Pod",
@@ -160,6 +221,7 @@ class Stream:
     rate: float = 2.0
     lifetime: tuple[float, float] = (15.0, 45.0)
     created: int = 0
+    gangs: int = 0
     deleted_uids: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     _live: list[tuple[float, str, str, bool]] = field(default_factory=list)  # (expires, name, uid, has claim)
@@ -186,10 +248,16 @@ class Stream:
             scheduler = schedulers[self.created % 2]
             kind = self.rng.choices(kinds, weights)[0]
             name = f"{POOLS[scheduler]}-{kind}-{self.created}"
-            body, claim_body = pod_body(kind, name, scheduler, self.rng)
-            expires = self.clock() + self.rng.uniform(*self.lifetime)
-            self.created += 1
-            self._create(body, claim_body, expires)
+            if kind == "gang":
+                group, members = gang_bodies(name, scheduler, self.rng)
+                expires = self.clock() + self.rng.uniform(*GANG_LIFETIME)
+                self.created += len(members)
+                self._create_gang(scheduler, group, members, expires)
+            else:
+                body, claim_body = pod_body(kind, name, scheduler, self.rng)
+                expires = self.clock() + self.rng.uniform(*self.lifetime)
+                self.created += 1
+                self._create(body, claim_body, expires)
             self._expire()
             next_at += 1.0 / self.rate
             self._stop.wait(max(0.0, next_at - time.monotonic()))
@@ -209,6 +277,20 @@ class Stream:
             self.errors.append(f"create {name}: {type(exc).__name__}")
             return
         self._live.append((expires, name, created["metadata"]["uid"], claim_body is not None))
+
+    def _create_gang(self, scheduler: str, group: dict[str, Any], members: list[dict[str, Any]],
+                     expires: float) -> None:
+        """The group, then its members, all to be deleted at `expires` (the group stays: a
+        v1alpha2 group keeps its protection finalizer without kube-controller-manager). A member
+        the API server refused leaves the group short of its quorum: it should bind none."""
+        try:
+            self.kube.call("POST", GROUP_PATHS[scheduler], group)
+        except Exception as exc:  # noqa: BLE001 - the API server is down: the whole gang is skipped
+            self.errors.append(f"create group {group['metadata']['name']}: {str(exc)[:120]}")
+            return
+        self.gangs += 1
+        for body in members:
+            self._create(body, None, expires)
 
     def _expire(self) -> None:
         now = self.clock()

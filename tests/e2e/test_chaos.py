@@ -1,5 +1,7 @@
 """A short chaos run (bench/bench_chaos.py) in the suite: a pod stream for both schedulers on a
-control plane of its own, a fault of each of six kinds in seeded order, and no violation.
+control plane of its own, gangs included (kube-scheduler v1.36's pod groups for the standalone
+replicas, Coscheduling's through the webhook), a fault of each of six kinds in seeded order,
+and no violation (a gang partly bound is one).
 
 The full run (every kind, 10 minutes) is `python -m bench chaos`; this one keeps the suite
 bounded (about two minutes with the start-up) and fails on any violation the checker finds,
@@ -33,3 +35,5 @@ def test_short_chaos_run_finds_no_violation() -> None:
     assert result["violations"] == []
     assert sum(result["faults"].values()) >= 4, result["fault_log"]
     assert result["pods_scheduled"] >= 30
+    assert result["bound_by_kind"].get("gang", 0) >= 2, result["bound_by_kind"]
+    assert result["gangs_bound_to_min_count"] >= 1

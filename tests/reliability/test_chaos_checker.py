@@ -239,12 +239,88 @@ def test_claim_on_another_node_or_unbound() -> None:
     assert kinds(check(h.run(**extra))) == ["claim-unbound"]
 
 
-def test_gang_partly_bound() -> None:
+NATIVE = {"schedulingGroup": {"podGroupName": "train"}}  # kube-scheduler v1.36's PodGroup member
+COSCHEDULING = {"scheduling.x-k8s.io/pod-group": "job"}  # Coscheduling's member label
+
+
+def gang(h: History, bound: int, members: int, *, native: bool = True) -> History:
+    """A gang's `members` created, the first `bound` of them bound, one per node in turn."""
+    for i in range(members):
+        body = pod(f"train-{i}", spec=NATIVE) if native else pod(f"job-{i}", labels=COSCHEDULING)
+        h.create(body)
+    for i in range(bound):
+        h.bind(f"train-{i}" if native else f"job-{i}", ("a-0", "b-0", "c-0")[i % 3])
+    return h
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["v1alpha2", "coscheduling"])
+def test_gang_partly_bound_at_the_end(native: bool) -> None:
+    group = f"{NS}/train" if native else f"{NS}/job"
     h, extra = clean()
-    group = {"schedulingGroup": {"podGroupName": "train"}}
-    h.place(pod("train-0", spec=group), "b-0").create(pod("train-1", spec=group)).create(pod("train-2", spec=group))
+    gang(h, bound=2, members=4, native=native)  # minCount 3: two bound is a violation
+    found = check(h.run(**extra, pod_groups={group: 3}))
+    assert kinds(found) == ["gang-partly-bound"] and found[0].subject == group
+    assert "at the end, 2 of 3" in found[0].detail
+    h, extra = clean()
+    gang(h, bound=3, members=4, native=native)  # the quorum bound, the extra member Pending: fine
+    assert check(h.run(**extra, pod_groups={group: 3})) == []
+    h, extra = clean()
+    gang(h, bound=0, members=4, native=native)  # none bound: all or nothing holds
+    assert check(h.run(**extra, pod_groups={group: 3})) == []
+    h, extra = clean()
+    gang(h, bound=1, members=3, native=native)  # minCount unknown: every member counts
     assert kinds(check(h.run(**extra))) == ["gang-partly-bound"]
-    assert check(h.run(**extra, pod_groups={f"{NS}/train": 1})) == []
+
+
+def test_gang_partly_bound_for_too_long_during_the_run() -> None:
+    groups = {f"{NS}/train": 3}
+    h, extra = clean()
+    gang(h, bound=2, members=3)
+    started = h.clock - 1.0  # the first bind
+    h.clock += 40.0  # 40 s with two of three bound, no fault: more than gang_settle (15 s)
+    h.bind("train-2", "c-0")
+    found = check(h.run(**extra, pod_groups=groups))
+    assert kinds(found) == ["gang-partly-bound"] and found[0].at == started
+    # Faults under way for all but 10 s of the spell (a bind cut by one, retried after): fine.
+    cut = [FaultRecord("apiserver-restart", started + 1.0, started + 20.0, started + 21.0),
+           FaultRecord("etcd-compaction", started + 23.0, started + 23.0, started + 35.0)]
+    assert check(h.run(**{**extra, "faults": cut}, pod_groups=groups)) == []
+    assert kinds(check(h.run(**{**extra, "faults": cut[:1]}, pod_groups=groups))) == ["gang-partly-bound"]
+    assert kinds(check(h.run(**extra, pod_groups=groups, gang_settle=60.0))) == []
+
+
+def test_a_gang_the_workload_deletes_is_not_partly_bound_meanwhile() -> None:
+    h, extra = clean()
+    gang(h, bound=3, members=3)
+    h.delete("train-0")
+    h.clock += 100.0  # the other deletions wait for the API server: still not a violation
+    h.delete("train-1").delete("train-2")
+    deleted = frozenset({"uid-train-0", "uid-train-1", "uid-train-2"})
+    assert check(h.run(**extra, pod_groups={f"{NS}/train": 3}, workload_deleted=deleted)) == []
+    # Deleted by someone else (an eviction): the gang was left partly bound.
+    assert kinds(check(h.run(**extra, pod_groups={f"{NS}/train": 3}))) == ["gang-partly-bound"]
+    # Partly bound for 40 s before the workload deleted it: the spell up to then counts.
+    h, extra = clean()
+    gang(h, bound=2, members=3)
+    h.clock += 40.0
+    h.delete("train-0").delete("train-1").delete("train-2")
+    found = check(h.run(**extra, pod_groups={f"{NS}/train": 3}, workload_deleted=deleted))
+    assert kinds(found) == ["gang-partly-bound"]
+
+
+def test_a_pending_gang_is_judged_whole() -> None:
+    h, extra = clean()
+    gang(h, bound=0, members=4)  # minCount 3; each member alone fits, only two together
+    extra["fits"] = lambda p: "b-0" if p["metadata"]["name"].startswith("train") else ""
+    groups = {f"{NS}/train": 3}
+    assert check(h.run(**extra, pod_groups=groups, fits_together=lambda pods: 2)) == []
+    found = check(h.run(**extra, pod_groups=groups, fits_together=lambda pods: 3))
+    assert kinds(found) == ["pending-but-fits"] and found[0].subject == f"{NS}/train"
+    h, extra = clean()
+    gang(h, bound=3, members=4)  # the quorum bound: the extra member is judged alone
+    extra["fits"] = lambda p: "b-0" if p["metadata"]["name"] == "train-3" else ""
+    found = check(h.run(**extra, pod_groups=groups, fits_together=lambda pods: 0))
+    assert kinds(found) == ["pending-but-fits"] and found[0].subject == f"{NS}/train-3"
 
 
 def test_pending_but_fits_after_the_grace() -> None:

@@ -91,8 +91,26 @@ def test_vanished_node_is_not_bound_to() -> None:
     assert errors("node-unavailable") == before + 1
 
 
+def test_a_pod_bound_already_stays_counted_where_it_is_bound() -> None:
+    """Another process bound it (a previous leader's bind taken late): until the watch shows it,
+    its room on that node must stay taken, or the next pod is bound over it."""
+    for where in ("n1", "n2"):
+        setup = Setup(RaisingBinder(ConflictError(f"pod default/p is already assigned to node {where}", status=409)))
+        setup.state.replace_nodes([node("n1"), node("n2")])
+        setup.bind()
+        assert "default/p" not in setup.queue
+        record = setup.state.pod("default/p")
+        assert record is not None and record.node_name == where and record.assumed
+        assert setup.queue.where("default/waiting") == "unschedulable"  # nothing was freed
+        # The watch shows it bound there: counted for good.
+        setup.state.upsert_pod({**pod("p"), "spec": {**pod("p")["spec"], "nodeName": where}})
+        assert setup.state.assumed_keys() == []
+        record = setup.state.pod("default/p")
+        assert record is not None and record.node_name == where and not record.assumed
+
+
 @pytest.mark.parametrize(("error", "reason", "dropped"), [
-    (ConflictError("pod default/p is already assigned to node n2", status=409), "already-bound", True),
+    (ConflictError("pod default/p is already bound", status=409), "already-bound", True),
     (ConflictError("pod default/p was recreated (UID mismatch)", status=409), "recreated", True),
     (ConflictError("pod default/p is being deleted", status=409), "deleting", True),
     (ConflictError("pod default/p still has scheduling gates", status=409), "gated", True),
