@@ -9,20 +9,32 @@ change is read-modify-PUT with the resourceVersion read, so of two concurrent wr
 409 Conflict and starts over from a fresh read. This module is the "modify" step and nothing
 else: it decides, from the document read and the wall clock, what to write and what it means.
 
-The document: `holds` (pod uid -> node, writer, expiry) and `released` (pod uid -> node, expiry).
-A hold that brings held + released + bound members to the quorum moves every hold to
-`released` in the same write: a member is released only together with its quorum, and once
-released it binds (a withdrawal of a released member is refused). A hold past its expiry takes
-every hold of the group with it (the next writer drops them all); its holders see their uid
-gone and answer kube-scheduler with an error, which retries the pod. Released entries expire
-too (`RELEASE_TTL`), by when the bound pods are in every watch and count as bound.
+The document: `holds` (pod uid -> node, writer, expiry), `released` (pod uid -> node, expiry)
+and `holders` (writing process -> when it last wrote, and the call it answered).
+
+A hold is only as good as the request behind it: a process that dies (SIGKILL, OOM) leaves its
+holds in the Lease while kube-scheduler, its connections cut, has already forgotten those
+places. Counting them could release a gang whose other members are not coming (partial bind).
+So a release is a **call** answered by every holding process: the write that brings held +
+released + bound members to the quorum opens call N and answers it for its own process; every
+other process holding members answers at its next poll (`confirm`); the write that makes the
+answers complete moves every hold to `released`. A dead process never answers, so its holds
+never take part in a release; they are dropped once the process has not written for
+`HOLDER_TTL` (each live holder writes at least every `RENEW_SECONDS`), without taking the
+live holds with them, and a member retried through another process takes its entry over. A
+member is released only together with its quorum, and once released it binds (a withdrawal of
+a released member is refused). A hold past its expiry takes every hold of the group with it
+(the next writer drops them all); its holders see their uid gone and answer kube-scheduler with
+an error, which retries the pod. Released entries expire too (`RELEASE_TTL`), by when the bound
+pods are in every watch and count as bound. Calls are numbered, not timed, so the wall clocks
+of replicas need not agree for a release (only, within seconds, for the expiries).
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,9 +44,13 @@ from extender.model.devices import PREFIX
 
 LEDGER_ANNOTATION = f"{PREFIX}/gang-ledger"
 LEASE_PREFIX = "gang."
-VERSION = 1
+VERSION = 2
 #: How long a released member counts as scheduled before its bind shows up as a bound pod.
 RELEASE_TTL = 60.0
+#: A holding process that has not written for this long is dead: its holds no longer count.
+HOLDER_TTL = 10.0
+#: How often a live holding process writes at the latest (well inside HOLDER_TTL).
+RENEW_SECONDS = 3.0
 
 
 class Outcome(enum.Enum):
@@ -54,14 +70,37 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """A holding process's last word: when it wrote (wall clock) and the call it answered."""
+
+    at: float
+    answered: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": round(self.at, 3), "answered": self.answered}
+
+
+@dataclass(frozen=True, slots=True)
 class GangLedger:
     holds: Mapping[str, Entry] = field(default_factory=dict)
     released: Mapping[str, Entry] = field(default_factory=dict)
+    holders: Mapping[str, Holder] = field(default_factory=dict)
+    call: int = 0  # the number of the last call for a release
+    calling: bool = False  # that call is open: the quorum is counted, answers are awaited
 
     def outcome(self, uid: str) -> Outcome:
         if uid in self.released:
             return Outcome.RELEASED
         return Outcome.WAITING if uid in self.holds else Outcome.GONE
+
+    def needs_word_from(self, by: str, now: float) -> bool:
+        """Whether process `by`, holding members here, must write now: to answer the open call,
+        or to stay alive (RENEW_SECONDS since its last write)."""
+        if not any(e.by == by for e in self.holds.values()):
+            return False
+        holder = self.holders.get(by)
+        return (holder is None or now - holder.at >= RENEW_SECONDS
+                or (self.calling and holder.answered != self.call))
 
 
 def lease_name(group_uid: str) -> str:
@@ -84,6 +123,18 @@ def _entries(raw: Any) -> dict[str, Entry]:
     return entries
 
 
+def _holders(raw: Any) -> dict[str, Holder]:
+    holders = {}
+    for by, value in (raw.items() if isinstance(raw, Mapping) else ()):
+        if not isinstance(value, Mapping):
+            continue
+        try:
+            holders[str(by)] = Holder(float(value["at"]), int(value.get("answered", 0)))
+        except (KeyError, TypeError, ValueError):
+            continue  # a holder that cannot be read is a dead one: its holds are dropped
+    return holders
+
+
 def read(annotations: Mapping[str, str] | None) -> GangLedger:
     """The ledger in a Lease's annotations; an absent or unreadable one reads as empty (a
     stale or foreign document must not block a group forever)."""
@@ -96,7 +147,9 @@ def read(annotations: Mapping[str, str] | None) -> GangLedger:
         return GangLedger()
     if not isinstance(doc, Mapping) or doc.get("version") != VERSION:
         return GangLedger()
-    return GangLedger(_entries(doc.get("holds")), _entries(doc.get("released")))
+    call = doc.get("call")
+    return GangLedger(_entries(doc.get("holds")), _entries(doc.get("released")), _holders(doc.get("holders")),
+                      call if isinstance(call, int) and call >= 0 else 0, doc.get("calling") is True)
 
 
 def dump(ledger: GangLedger) -> str:
@@ -105,16 +158,23 @@ def dump(ledger: GangLedger) -> str:
         "version": VERSION,
         "holds": {uid: e.to_json() for uid, e in sorted(ledger.holds.items())},
         "released": {uid: e.to_json() for uid, e in sorted(ledger.released.items())},
+        "holders": {by: h.to_json() for by, h in sorted(ledger.holders.items())},
+        "call": ledger.call,
+        "calling": ledger.calling,
     }).decode()
 
 
 def _pruned(ledger: GangLedger, now: float) -> GangLedger:
-    """Expired releases dropped; any expired hold drops every hold (the group goes back whole)."""
+    """Expired releases dropped; the holds of dead processes dropped; any expired hold drops
+    every hold (the group goes back whole). A dropped hold closes the open call: the count it
+    was made for is no longer there."""
     released = {uid: e for uid, e in ledger.released.items() if e.expires > now}
-    holds = dict(ledger.holds)
+    holders = {by: h for by, h in ledger.holders.items() if now - h.at < HOLDER_TTL}
+    holds = {uid: e for uid, e in ledger.holds.items() if e.by in holders}
     if any(e.expires <= now for e in holds.values()):
         holds = {}
-    return GangLedger(holds, released)
+    calling = ledger.calling and len(holds) == len(ledger.holds)
+    return GangLedger(holds, released, holders, ledger.call, calling)
 
 
 def scheduled(ledger: GangLedger, bound: frozenset[str]) -> int:
@@ -123,34 +183,65 @@ def scheduled(ledger: GangLedger, bound: frozenset[str]) -> int:
     return len(set(ledger.holds) | set(ledger.released) | bound)
 
 
+def _settle(ledger: GangLedger, by: str, *, min_count: int, bound: frozenset[str], now: float) -> GangLedger:
+    """`by` has written (it is alive): open a call if the quorum is counted, answer it for
+    `by`, and release every hold once every holding process has answered."""
+    holding = {e.by for e in ledger.holds.values()}
+    holders = {who: h for who, h in ledger.holders.items() if who in holding}
+    if scheduled(ledger, bound) < min_count:
+        holders[by] = Holder(now, ledger.call)
+        return replace(ledger, holders=holders, calling=False)
+    call = ledger.call if ledger.calling else ledger.call + 1
+    holders[by] = Holder(now, call)
+    if any(holders.get(e.by, Holder(0.0)).answered != call for e in ledger.holds.values()):
+        return replace(ledger, holders=holders, call=call, calling=True)
+    release_until = now + RELEASE_TTL
+    released = {**ledger.released, **{u: replace(e, expires=release_until) for u, e in ledger.holds.items()}}
+    return GangLedger({}, released, {}, call, False)
+
+
 def hold(
     ledger: GangLedger, uid: str, entry: Entry, *, min_count: int, bound: frozenset[str], now: float
 ) -> GangLedger:
-    """Add (or refresh) `uid`'s hold; if that completes the quorum, release every hold. The
-    caller writes the result (if it differs from what it read) and reads `outcome(uid)`."""
+    """Add (or take over) `uid`'s hold for `entry.by`; if that completes the quorum and every
+    holding process has answered, release every hold. The caller writes the result (if it
+    differs from what it read) and reads `outcome(uid)`."""
     ledger = _pruned(ledger, now)
     if uid in ledger.released:
         return ledger
-    current = ledger.holds.get(uid)  # a retried request keeps its first expiry, takes the new node
-    holds = {**ledger.holds, uid: entry if current is None else replace(current, node=entry.node)}
-    ledger = GangLedger(holds, ledger.released)
-    if scheduled(ledger, bound) < min_count:
-        return ledger
-    release_until = now + RELEASE_TTL
-    released = {**ledger.released, **{u: replace(e, expires=release_until) for u, e in holds.items()}}
-    return GangLedger({}, released)
+    current = ledger.holds.get(uid)  # a retried request keeps its first expiry, takes node and holder
+    taken = entry if current is None else replace(current, node=entry.node, by=entry.by)
+    ledger = replace(ledger, holds={**ledger.holds, uid: taken})
+    return _settle(ledger, entry.by, min_count=min_count, bound=bound, now=now)
 
 
-def withdraw(ledger: GangLedger, uid: str, *, now: float) -> GangLedger:
-    """`uid` gives up its hold (its request is about to end). A released member cannot: the
-    caller sees `outcome(uid)` RELEASED and binds."""
+def confirm(ledger: GangLedger, by: str, mine: Set[str], *, min_count: int, bound: frozenset[str],
+            now: float) -> GangLedger:
+    """Process `by`, which holds the members `mine` now, says it is alive: holds written under
+    its name for members it no longer holds are dropped, the open call is answered, and the
+    answer that completes it releases every hold."""
     ledger = _pruned(ledger, now)
-    if uid not in ledger.holds:
+    holds = {u: e for u, e in ledger.holds.items() if e.by != by or u in mine}
+    if len(holds) != len(ledger.holds):
+        ledger = replace(ledger, holds=holds, calling=False)
+    if not any(e.by == by for e in holds.values()):
         return ledger
-    return GangLedger({u: e for u, e in ledger.holds.items() if u != uid}, ledger.released)
+    return _settle(ledger, by, min_count=min_count, bound=bound, now=now)
+
+
+def withdraw(ledger: GangLedger, uid: str, by: str, *, now: float) -> GangLedger:
+    """`uid` gives up its hold (its request in process `by` is about to end); a hold another
+    process has taken over since is left alone. A released member cannot withdraw: the caller
+    sees `outcome(uid)` RELEASED and binds."""
+    ledger = _pruned(ledger, now)
+    current = ledger.holds.get(uid)
+    if current is None or current.by != by:
+        return ledger
+    return replace(ledger, holds={u: e for u, e in ledger.holds.items() if u != uid}, calling=False)
 
 
 def expire(ledger: GangLedger, *, now: float) -> GangLedger:
-    """The document as the next writer leaves it (any expired hold sends every hold back): read
-    `expire(read(...), now).outcome(uid)` to know where a held member stands."""
+    """The document as the next writer leaves it (dead processes' holds dropped, and any expired
+    hold sends every hold back): read `expire(read(...), now).outcome(uid)` to know where a held
+    member stands."""
     return _pruned(ledger, now)

@@ -42,21 +42,31 @@ class GangLeases:
     def hold(self, group_uid: str, uid: str, node: str, *, min_count: int, bound: frozenset[str],
              hold_seconds: float) -> pure.Outcome:
         """Hold `uid` on `node` until `hold_seconds` from now (a retried request keeps its first
-        expiry); RELEASED when this hold completes the quorum or an earlier write released it."""
+        expiry, and takes the hold over from the process that had it); RELEASED when this hold
+        completes the quorum and every holding process has answered the call, or an earlier
+        write released it."""
         now = self._wall()
         entry = pure.Entry(node, self.instance, now + hold_seconds)
         return self._update(group_uid, uid, lambda doc, at: pure.hold(doc, uid, entry, min_count=min_count,
                                                                       bound=bound, now=at))
 
-    def check(self, group_uid: str, uid: str) -> pure.Outcome:
-        """Where `uid` stands now, by a read (no write)."""
+    def check(self, group_uid: str, uid: str, *, mine: frozenset[str], min_count: int,
+              bound: frozenset[str]) -> pure.Outcome:
+        """Where `uid` stands now, by a read; written to only when this process, holding the
+        members `mine` of the group, must answer a call for a release or say it is still alive
+        (extender.gangs.ledger: a holder that stops writing is taken for dead)."""
         lease = self._read(group_uid)
         annotations = ((lease or {}).get("metadata") or {}).get("annotations")
-        return pure.expire(pure.read(annotations), now=self._wall()).outcome(uid)
+        now = self._wall()
+        doc = pure.expire(pure.read(annotations), now=now)
+        if doc.outcome(uid) is not pure.Outcome.WAITING or not doc.needs_word_from(self.instance, now):
+            return doc.outcome(uid)
+        return self._update(group_uid, uid, lambda doc, at: pure.confirm(doc, self.instance, mine, min_count=min_count,
+                                                                         bound=bound, now=at))
 
     def withdraw(self, group_uid: str, uid: str) -> pure.Outcome:
         """Give up `uid`'s hold; RELEASED if a release got there first (then it must bind)."""
-        return self._update(group_uid, uid, lambda doc, at: pure.withdraw(doc, uid, now=at))
+        return self._update(group_uid, uid, lambda doc, at: pure.withdraw(doc, uid, self.instance, now=at))
 
     def _update(self, group_uid: str, uid: str,
                 change: Callable[[pure.GangLedger, float], pure.GangLedger]) -> pure.Outcome:

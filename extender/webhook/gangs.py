@@ -209,13 +209,19 @@ class WebhookGangs:
                                    hold_seconds=self.hold_seconds)
         while outcome is Outcome.WAITING and time.monotonic() < deadline:
             time.sleep(self.poll_seconds)
-            outcome = self.leases.check(group.uid, pod.uid)
+            outcome = self.leases.check(group.uid, pod.uid, mine=self._mine(group.key), min_count=group.min_count,
+                                        bound=self._bound(group))
         if outcome is Outcome.WAITING:
             outcome = self.leases.withdraw(group.uid, pod.uid)
         if outcome is Outcome.RELEASED:
             return None
         return (f"pod group {group.key} did not reach minCount {group.min_count} within "
                 f"{self.hold_seconds:g}s; the pod will be retried")
+
+    def _mine(self, key: GroupKey) -> frozenset[str]:
+        """The members of group `key` this process holds at /bind now."""
+        with self._holding_lock:
+            return frozenset(uid for uid, (group, _node, _requests) in self._holding.items() if group == key)
 
     def _bound(self, group: PodGroup) -> frozenset[str]:
         return frozenset(m.uid for m in self.coordinator.members(group.key) if m.node)
