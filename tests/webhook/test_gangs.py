@@ -9,6 +9,7 @@ per bind (kube-scheduler binds each pod in its own goroutine); the hold is 2 s h
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,11 @@ import pytest
 from flask import Flask
 
 from extender.gangs import fitting
+from extender.gangs import ledger as gl
 from extender.gangs.coordinator import REASON_TOO_FEW
+from extender.gangs.ledger import Outcome
+from extender.kube.gangledger import GangLeases
+from extender.model import podgroups as pg
 from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
@@ -169,3 +174,41 @@ def test_a_gang_holding_members_keeps_the_room_its_quorum_needs(gangs: Gangs, we
     assert filter_reply(app, first[1], ["node"])["NodeNames"] == ["node"]  # its own gang goes on
     binding.join()
     assert filter_reply(app, other[0], ["node"])["NodeNames"] == ["node"]  # p1 was sent back: room again
+
+
+def test_holds_left_by_a_killed_process_release_nothing_and_a_retried_member_takes_its_over(
+        gangs: Gangs, webhook: tuple[Runtime, Flask], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A webhook process held 3 of a gang of 4 at /bind and was killed (its holds stay in the
+    Lease; kube-scheduler, its connections cut, forgot those places and will retry the pods).
+    The 4th member reaching /bind through the new process must not be released on the dead
+    process's count: it is held, then refused; once the dead process has been silent for the
+    holder TTL its holds are gone. The three, retried through the new process, take their
+    entries over and the gang binds whole, each member once."""
+    monkeypatch.setattr(gl, "HOLDER_TTL", 1.5)  # live holders write every 0.5 s, the dead one never
+    monkeypatch.setattr(gl, "RENEW_SECONDS", 0.5)
+    runtime, app = webhook
+    gangs.node()
+    gangs.gang("pg1", min_count=4)
+    pods = [member(gangs, f"p{i}", "pg1") for i in range(1, 5)]
+    wait_known(gangs, runtime, "p1", "p2", "p3", "p4")
+    group = gangs.kube.call("GET", f"/apis/{pg.API_V1ALPHA2}/namespaces/{gangs.ns}/podgroups/pg1")
+    group_uid = group["metadata"]["uid"]
+    assert runtime.gangs is not None
+    killed = GangLeases(runtime.gangs.leases.api_client, namespace="gang-leases")
+    for pod in pods[:3]:
+        outcome = killed.hold(group_uid, pod["metadata"]["uid"], "node", min_count=4, bound=frozenset(),
+                              hold_seconds=30)
+        assert outcome is Outcome.WAITING
+
+    errors = bind_all(app, gangs, pods[3:])
+    assert f"did not reach minCount 4 within {HOLD:g}s" in errors["p4"], errors
+    assert gangs.bound("p1", "p2", "p3", "p4") == []
+    lease = gangs.kube.get_lease(gl.lease_name(group_uid), "gang-leases")
+    assert lease is not None
+    left = gl.read(lease["metadata"]["annotations"])  # as written; readers and the next writer see less
+    assert {e.by for e in left.holds.values()} <= {runtime.gangs.leases.instance}, "the killed process's holds dropped"
+    assert gl.expire(left, now=time.time()).holds == {}
+
+    errors = bind_all(app, gangs, pods)  # kube-scheduler retries all four
+    assert errors == dict.fromkeys(["p1", "p2", "p3", "p4"], "")
+    assert gangs.bound("p1", "p2", "p3", "p4") == ["p1", "p2", "p3", "p4"]
