@@ -20,6 +20,9 @@ POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
 # After POD_UPDATED, for a pod on a node whose requests went down (an in-place resize):
 # kube-scheduler's NodeResourcesFit queues the pods it refused on that event alone.
 POD_SCALED_DOWN = "pod-scaled-down"
+# A full pod list replaced the pods (obj: every pod record listed). Its deletions come as
+# POD_DELETED; the pods it brought or changed come only here, in one event.
+PODS_LISTED = "pods-listed"
 NAMESPACE_CHANGED = "namespace-changed"
 Listener = Callable[[str, Any], None]
 

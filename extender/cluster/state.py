@@ -52,6 +52,7 @@ from extender.cluster.listeners import (
     POD_DELETED,
     POD_SCALED_DOWN,
     POD_UPDATED,
+    PODS_LISTED,
     Listeners,
 )
 from extender.cluster.nominator import Nominator
@@ -407,6 +408,7 @@ class ClusterState:
         _settle_heap()
         for record in gone:
             self.listeners.notify(POD_DELETED, record)
+        self.listeners.notify(PODS_LISTED, list(records.values()))
 
     # ---- assumptions -------------------------------------------------------
 

@@ -100,14 +100,21 @@ class WebhookGangs:
     # ---- members and groups (watch threads) --------------------------------------------------
 
     def _cluster_event(self, event: str, obj: Any) -> None:
-        if event not in (listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED):
+        if event == listeners.PODS_LISTED:
+            # The members present when the pod watch (re)starts: after a restart of the webhook, the
+            # members held before it may not change again, and must count all the same.
+            for record in obj:
+                self._pod_event(listeners.POD_UPDATED, record)
+        elif event in (listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED):
+            self._pod_event(event, obj)
+
+    def _pod_event(self, event: str, record: PodRecord) -> None:
+        if record.group is None or record.group.api not in self.apis:
             return
-        if obj.group is None or obj.group.api not in self.apis:
-            return
-        if event == listeners.POD_DELETED or obj.phase in TERMINAL_PHASES:
-            self.coordinator.delete_member(obj.uid)
+        if event == listeners.POD_DELETED or record.phase in TERMINAL_PHASES:
+            self.coordinator.delete_member(record.uid)
         else:
-            self.coordinator.upsert_member(self._member(obj, "" if obj.assumed else obj.node_name))
+            self.coordinator.upsert_member(self._member(record, "" if record.assumed else record.node_name))
 
     def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
         if group is None:

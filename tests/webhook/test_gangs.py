@@ -42,8 +42,7 @@ def gangs(server: ApiServerHandle) -> Iterator[Gangs]:  # noqa: F811
         made.close()
 
 
-@pytest.fixture
-def webhook(gangs: Gangs) -> Iterator[tuple[Runtime, Flask]]:
+def start_webhook(gangs: Gangs) -> tuple[Runtime, Flask]:
     gangs.kube.ensure_namespace("gang-leases")
     settings = Settings(source="kube", kubeconfig=str(gangs.server.kubeconfig), gang_hold=HOLD,
                         lease_namespace="gang-leases")
@@ -51,9 +50,14 @@ def webhook(gangs: Gangs) -> Iterator[tuple[Runtime, Flask]]:
     assert runtime.gangs is not None, "pod groups served, so the webhook watches them"
     runtime.start()
     assert runtime.source.wait_synced(10)
+    return runtime, create_app(settings, runtime=runtime, start=False)
+
+
+@pytest.fixture
+def webhook(gangs: Gangs) -> Iterator[tuple[Runtime, Flask]]:
+    runtime, app = start_webhook(gangs)
     # A member's first /filter starts the pod watch (as a first /bind does) and is answered with a
     # retryable error until the pods are listed; here the watch is started up front.
-    app = create_app(settings, runtime=runtime, start=False)
     first = app.test_client().post("/filter", json={"Pod": {
         "metadata": {"name": "probe", "namespace": gangs.ns, "uid": "probe"},
         "spec": {"schedulingGroup": {"podGroupName": "probe"}, "containers": [{"name": "c"}]}}, "NodeNames": []})
@@ -212,3 +216,21 @@ def test_holds_left_by_a_killed_process_release_nothing_and_a_retried_member_tak
     errors = bind_all(app, gangs, pods)  # kube-scheduler retries all four
     assert errors == dict.fromkeys(["p1", "p2", "p3", "p4"], "")
     assert gangs.bound("p1", "p2", "p3", "p4") == ["p1", "p2", "p3", "p4"]
+
+
+def test_members_there_before_the_pod_watch_count_though_they_never_change(gangs: Gangs) -> None:
+    """A webhook (re)started while a gang's members wait (held elsewhere, or unschedulable with
+    nothing about them changing): the pod list that starts its watch is all it ever hears of
+    them, and they must count, or the last member is refused as "1 of 4 members" for good."""
+    gangs.node()
+    gangs.gang("pg1", min_count=4)
+    pods = [member(gangs, f"p{i}", "pg1") for i in range(1, 5)]
+    runtime, app = start_webhook(gangs)
+    try:
+        reply = filter_reply(app, pods[3], ["node"])  # starts the pod watch; retryable error if not listed in 2 s
+        if reply["Error"]:
+            assert runtime.source.pods_listed(10)
+            reply = filter_reply(app, pods[3], ["node"])
+        assert reply["FailedAndUnresolvableNodes"] == {} and reply["NodeNames"] == ["node"]
+    finally:
+        runtime.stop()
