@@ -10,6 +10,10 @@ bind.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +22,13 @@ import yaml
 
 from extender.checks.configs import check_scheduler_config_text
 from extender.gangs import fitting
+from extender.gangs import ledger as gl
 from extender.model import podgroups as pg
-from tests.e2e import configs, podgroups, processes
+from extender.webhook.worker import STOP_LINGER, TICK
+from tests.e2e import configs, podgroups, podwatch, processes
 from tests.fakeapi.client import KubeApiError
 from tests.gangs.test_podgroup_api import CRD_FILE, wait_served
+from tests.reliability.servers import children
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 
@@ -29,6 +36,7 @@ NAMESPACE = "e2e-gangs"
 SCHEDULER = "e2e-gangs"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 MEMBERS = ("w1", "w2", "w3", "w4")
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def node_of(kube: Any, name: str) -> str:
@@ -101,3 +109,125 @@ def test_the_issues_webhook_scenarios_with_the_extender(
                       scheduler_name=SCHEDULER)
     finally:
         podgroups.clean(kube, NAMESPACE)
+
+
+LEASES = "scheduler-extender"  # the gang ledger's Leases (serve's default Lease namespace here)
+RESTARTS = ("sigterm", "sigkill-master", "sigkill-all")
+HOLD_TAINT = {"key": "e2e.example/held-elsewhere", "effect": "NoSchedule"}
+
+
+def _ledger(kube: Any, group_uid: str) -> gl.GangLedger:
+    lease = kube.get_lease(gl.lease_name(group_uid), LEASES) or {}
+    return gl.read((lease.get("metadata") or {}).get("annotations"))
+
+
+def _scheduled_events(kube: Any, name: str) -> int:
+    """kube-scheduler's "Scheduled" events for pod `name`, a repeated one counted as often as it happened."""
+    return sum(max(e.get("count") or 1, (e.get("series") or {}).get("count") or 1)
+               for e in kube.list_events(NAMESPACE, reason="Scheduled", involved_name=name))
+
+
+def _bound_by(webhook: processes.ExtenderProcess, name: str) -> bool:
+    """Whether `webhook`'s access log shows it binding pod `name`."""
+    return any(f"verb=bind pod={NAMESPACE}/{name} " in line and "note=bound to" in line
+               for line in webhook.log().splitlines())
+
+
+def _restart(how: str, webhook: processes.ExtenderProcess, workers: list[int]) -> None:
+    """Stop the webhook as `how` says; it may go on holding binds after this returns (SIGTERM:
+    gunicorn finishes the requests in flight; a worker whose master was killed does the same)."""
+    assert webhook.process is not None
+    if how == "sigterm":
+        webhook.process.send_signal(signal.SIGTERM)
+        return
+    webhook.process.kill()  # the master first, so that it forks no new worker
+    webhook.process.wait(10)
+    if how == "sigkill-all":
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", RESTARTS)
+def test_a_webhook_restarted_while_binds_are_held_loses_no_pod_and_binds_none_twice(
+        cluster: Any, crd: Any, kube_scheduler: Any, extender: Any, logs: list[Any], tmp_path: Path,
+        how: str) -> None:
+    """A gang of 4: three members held at /bind (the fourth fits nowhere yet), the webhook
+    restarted on the same port, then the fourth made placeable.
+
+    SIGTERM, or SIGKILL of the gunicorn master alone: the old worker finishes its held requests,
+    still answering for its holds in the Lease, so the fourth completes the quorum through the new
+    process and all four bind. SIGKILL of master and workers: kube-scheduler's connections are cut,
+    its extender Bind fails and handleBindingCycleError forgets the three places and sends the pods
+    back to the queue (backoff); their holds stay in the Lease. Here the three can no longer be
+    placed (their node is tainted meanwhile), so the fourth must not be released on the dead
+    process's count: it is held alone, refused after the hold, and nothing binds until the taint
+    goes. Throughout, each pod's nodeName is set once and never changes (the test's own watch)
+    and kube-scheduler records one Scheduled event per pod."""
+    kube = cluster.client
+    kube.ensure_namespace(NAMESPACE)
+    kube.ensure_namespace(LEASES)
+    first = processes.serve(cluster.kubeconfig, tmp_path, scheduler_names=[SCHEDULER], name="serve-1",
+                           extra=["--access-log"])
+    config = configs.kube_scheduler_config(
+        "kube-scheduler-gangs.yaml", kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
+        scheduler_name=SCHEDULER, port=first.port)
+    kube.create_node("gang-a", cpu="3", labels={"pool": "a"})
+    kube.create_node("gang-b", cpu="1")
+    watch = podwatch.NodeNames(kube, NAMESPACE).start()
+    logs.append(lambda: ("serve before the restart", first.log()))
+    first.start()
+    workers = children(first.process.pid) if first.process else []
+    try:
+        kube_scheduler(config, name="kube-scheduler-gangs")
+        group = kube.call("POST", f"/apis/{pg.API_COSCHEDULING}/namespaces/{NAMESPACE}/podgroups",
+                          {"apiVersion": pg.API_COSCHEDULING, "kind": "PodGroup", "metadata": {"name": "job"},
+                           "spec": {"minMember": 4}})
+        group_uid = group["metadata"]["uid"]
+        for name in MEMBERS:
+            kube.create_pod(name, NAMESPACE, cpu="1", scheduler_name=SCHEDULER, labels={pg.POD_GROUP_LABEL: "job"},
+                            node_selector={"pool": "b" if name == "w4" else "a"})
+        held = kube.wait_for(lambda: len((doc := _ledger(kube, group_uid)).holds) == 3 and doc, timeout=60,
+                             message="w1, w2, w3 held at /bind")
+        dead = {e.by for e in held.holds.values()}
+
+        _restart(how, first, workers)
+        if how != "sigkill-all":
+            # The old worker notices (its master gone: within a TICK) and shuts its idle kept-alive
+            # connections after STOP_LINGER: from then on kube-scheduler reaches only the new process.
+            time.sleep(TICK + STOP_LINGER + 1)
+        kube.patch_node("gang-a", {"spec": {"taints": [HOLD_TAINT]}}, content_type=MERGE_PATCH)
+        # Before the new process lists the nodes: a webhook whose node watch lags behind kube-scheduler's
+        # refuses w4 on the label it has not seen, and nothing would retry w4 for minutes.
+        kube.patch_node("gang-b", {"metadata": {"labels": {"pool": "b"}}}, content_type=MERGE_PATCH)
+        second = extender(processes.ExtenderProcess(first.args, first.port, tmp_path / "serve-2.log"), 60)
+        untainted = 0.0
+        if how == "sigkill-all":
+            kube.wait_for(lambda: "did not reach minCount" in scheduled_message(kube, "w4") or node_of(kube, "w4"),
+                          timeout=90, message="w4 held alone at /bind, then refused")
+            assert [n for n in MEMBERS if node_of(kube, n)] == [], "a part of the gang bound"
+            left = gl.expire(_ledger(kube, group_uid), now=time.time())
+            assert not {e.by for e in left.holds.values()} & dead, "the killed process's holds still count"
+            untainted = time.monotonic()
+        kube.patch_node("gang-a", {"spec": {"taints": None}}, content_type=MERGE_PATCH)
+        kube.wait_for(lambda: all(node_of(kube, n) for n in MEMBERS), timeout=120, message="all four bound")
+        kube.wait_for(lambda: all(_scheduled_events(kube, n) for n in MEMBERS), timeout=30,
+                      message="a Scheduled event for every member")
+        time.sleep(2)  # a second bind, had there been one, would have shown by now
+        assert {n: watch.nodes(n) for n in MEMBERS} == {n: [node_of(kube, n)] for n in MEMBERS}
+        assert {n: _scheduled_events(kube, n) for n in MEMBERS} == dict.fromkeys(MEMBERS, 1)
+        assert all(watch.first_bound[n] > untainted for n in MEMBERS)
+        assert second.get("/readyz")[0] == 200
+        # Who bound whom (the access log): the fourth through the new process; the three held
+        # ones by the old worker, or, killed with it, retried through the new process.
+        binders = {n: [p for p, w in (("old", first), ("new", second)) if _bound_by(w, n)] for n in MEMBERS}
+        holder = "new" if how == "sigkill-all" else "old"
+        assert binders == {"w1": [holder], "w2": [holder], "w3": [holder], "w4": ["new"]}
+        if how == "sigterm":
+            assert first.process is not None and first.process.wait(30) == 0
+    finally:
+        watch.stop()
+        first.stop()
+        for pid in workers:  # a worker whose master was killed exits by itself; make sure
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
