@@ -4,8 +4,10 @@ One `coordination.k8s.io/v1` Lease per pod group (`gang.<group uid>`) in the ext
 namespace (the device ledger's: --lease-namespace, else the pod's own namespace). Every change
 is a PUT with the resourceVersion read (a POST when there is none yet), so of two writers, in
 two gunicorn workers or two replicas, one gets 409 Conflict and starts over from a fresh read:
-a hold that completes the quorum releases every hold in the same write, and a member's
-withdrawal cannot undo a release another writer made (docs/gangs.md, section 3).
+the write that completes the quorum and every holding process's answer to its call releases
+every hold at once, and a member's withdrawal cannot undo a release another writer made. A
+poll is a GET, and a PUT only when this process must answer a call or show it is alive (the
+holds of a process that stopped writing are dropped; docs/gangs.md, section 3).
 """
 
 from __future__ import annotations

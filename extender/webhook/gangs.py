@@ -7,7 +7,9 @@ complete, held at /bind until their quorum has reached /bind (docs/gangs.md, sec
   verb answers FailedAndUnresolvableNodes so that kube-scheduler does not preempt for it.
 * `wait_to_bind(pod, node)`: kube-scheduler's Permit from outside. The member is held in the
   group's Lease ledger (extender/kube/gangledger.py: one count across workers and replicas)
-  until the quorum is held or bound, then binds; a group not complete within `hold_seconds`
+  until the quorum is held or bound and every process holding members has answered the call
+  for the release (a killed process's holds never release anyone), then binds; its poll says
+  which members this process holds now. A group not complete within `hold_seconds`
   (shorter than kube-scheduler's httpTimeout for the extender) gets an error for every held
   member, and kube-scheduler forgets their places and retries them.
 

@@ -5,7 +5,8 @@ session's real control plane (no alpha gates: the group is a Coscheduling PodGro
 deploy/ CRD, its members labelled). A gang of 4 one-CPU members where only 3 fit binds none
 (kube-scheduler alone would bind 3): /filter refuses every member as unresolvable, naming the
 shortfall. Room freed: all 4 are filtered, reach /bind, are held until the fourth arrives, and
-bind.
+bind. And a webhook restarted (SIGTERM, SIGKILL of the master, SIGKILL of everything) while
+three members are held loses none and binds none twice, nor a part of the gang.
 """
 
 from __future__ import annotations
