@@ -42,7 +42,7 @@ class GangLeases:
         self._wall = wall
 
     def hold(self, group_uid: str, uid: str, node: str, *, min_count: int, bound: frozenset[str],
-             hold_seconds: float) -> pure.Outcome:
+             hold_seconds: float, released: Callable[[], None] | None = None) -> pure.Outcome:
         """Hold `uid` on `node` until `hold_seconds` from now (a retried request keeps its first
         expiry, and takes the hold over from the process that had it); RELEASED when this hold
         completes the quorum and every holding process has answered the call, or an earlier
@@ -50,10 +50,10 @@ class GangLeases:
         now = self._wall()
         entry = pure.Entry(node, self.instance, now + hold_seconds)
         return self._update(group_uid, uid, lambda doc, at: pure.hold(doc, uid, entry, min_count=min_count,
-                                                                      bound=bound, now=at))
+                                                                      bound=bound, now=at), released)
 
     def check(self, group_uid: str, uid: str, *, mine: frozenset[str], min_count: int,
-              bound: frozenset[str]) -> pure.Outcome:
+              bound: frozenset[str], released: Callable[[], None] | None = None) -> pure.Outcome:
         """Where `uid` stands now, by a read; written to only when this process, holding the
         members `mine` of the group, must answer a call for a release or say it is still alive
         (extender.gangs.ledger: a holder that stops writing is taken for dead)."""
@@ -64,14 +64,16 @@ class GangLeases:
         if doc.outcome(uid) is not pure.Outcome.WAITING or not doc.needs_word_from(self.instance, now):
             return doc.outcome(uid)
         return self._update(group_uid, uid, lambda doc, at: pure.confirm(doc, self.instance, mine, min_count=min_count,
-                                                                         bound=bound, now=at))
+                                                                         bound=bound, now=at), released)
 
     def withdraw(self, group_uid: str, uid: str) -> pure.Outcome:
         """Give up `uid`'s hold; RELEASED if a release got there first (then it must bind)."""
         return self._update(group_uid, uid, lambda doc, at: pure.withdraw(doc, uid, self.instance, now=at))
 
-    def _update(self, group_uid: str, uid: str,
-                change: Callable[[pure.GangLedger, float], pure.GangLedger]) -> pure.Outcome:
+    def _update(self, group_uid: str, uid: str, change: Callable[[pure.GangLedger, float], pure.GangLedger],
+                released: Callable[[], None] | None = None) -> pure.Outcome:
+        """Read, change, write (again on 409); `released()` once this write is the one that
+        released the group's holds (one write in all the processes, for each release)."""
         for _ in range(ATTEMPTS):
             lease = self._read(group_uid)
             annotations = ((lease or {}).get("metadata") or {}).get("annotations")
@@ -84,6 +86,8 @@ class GangLeases:
                 self._write(group_uid, lease, after)
             except ConflictError:
                 continue  # another writer got there first: read again
+            if released is not None and after.released.keys() - before.released.keys():
+                released()
             return after.outcome(uid)
         raise ClusterError(f"gang ledger {pure.lease_name(group_uid)} kept changing under {ATTEMPTS} attempts",
                            status=None)

@@ -29,7 +29,14 @@ from extender.cluster.state import ClusterState
 from extender.gangs.coordinator import GangCoordinator, Member
 from extender.gangs.fitting import PODS, fits_at_all
 from extender.gangs.ledger import Outcome
-from extender.model.podgroups import GroupKey, PodGroup
+from extender.kube.events import rfc3339
+from extender.model.podgroups import (
+    API_V1ALPHA2,
+    REASON_SCHEDULED,
+    GroupKey,
+    PodGroup,
+    scheduled_condition_patch,
+)
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord
 from extender.model.resources import Resources, add_into
@@ -214,18 +221,39 @@ class WebhookGangs:
 
     def _hold(self, pod: PodView, node: str, group: PodGroup) -> str | None:
         deadline = time.monotonic() + self.hold_seconds
+        def released() -> None:
+            self._report_scheduled(group.key)
+
         outcome = self.leases.hold(group.uid, pod.uid, node, min_count=group.min_count, bound=self._bound(group),
-                                   hold_seconds=self.hold_seconds)
+                                   hold_seconds=self.hold_seconds, released=released)
         while outcome is Outcome.WAITING and time.monotonic() < deadline:
             time.sleep(self.poll_seconds)
             outcome = self.leases.check(group.uid, pod.uid, mine=self._mine(group.key), min_count=group.min_count,
-                                        bound=self._bound(group))
+                                        bound=self._bound(group), released=released)
         if outcome is Outcome.WAITING:
             outcome = self.leases.withdraw(group.uid, pod.uid)
         if outcome is Outcome.RELEASED:
             return None
         return (f"pod group {group.key} did not reach minCount {group.min_count} within "
                 f"{self.hold_seconds:g}s; the pod will be retried")
+
+    def _report_scheduled(self, key: GroupKey) -> None:
+        """PodGroupScheduled True, as kube-scheduler writes it when a group's Permit lets it
+        through (v1alpha2 groups; Coscheduling's status is its controller's): called by the one
+        write, among all workers and replicas, that released the group, and written off the
+        request thread so that the member's bind does not wait for it. A stock kube-scheduler
+        without the gang gates writes no status at all; a user asking `kubectl get podgroup`
+        whether the gang went through gets the answer here. Not written: Unschedulable (the
+        webhook has no group cycle that fails once; each member's refusal is on the pod)."""
+        if key.api != API_V1ALPHA2:
+            return
+        raw = self.source.raw(key)
+        if raw is None:
+            return
+        patch = scheduled_condition_patch(raw, REASON_SCHEDULED, "", rfc3339())
+        if patch is not None:
+            threading.Thread(target=self.source.patch_status, args=(key, patch), name="podgroup-status",
+                             daemon=True).start()
 
     def _mine(self, key: GroupKey) -> frozenset[str]:
         """The members of group `key` this process holds at /bind now."""

@@ -91,6 +91,12 @@ def filter_reply(app: Flask, pod: dict[str, Any], nodes: list[str]) -> dict[str,
     return reply.get_json()  # type: ignore[no-any-return]
 
 
+def scheduled_condition(gangs: Gangs, group: str) -> dict[str, Any]:
+    raw = gangs.kube.call("GET", f"/apis/{pg.API_V1ALPHA2}/namespaces/{gangs.ns}/podgroups/{group}")
+    conditions = (raw.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == pg.SCHEDULED_CONDITION), {})
+
+
 def bind_all(app: Flask, gangs: Gangs, pods: list[dict[str, Any]], node: str = "node") -> dict[str, str]:
     errors: dict[str, str] = {}
 
@@ -142,9 +148,12 @@ def test_bind_holds_a_gang_until_its_quorum_and_binds_none_of_an_incomplete_one(
     assert sorted(errors) == ["p1", "p2", "p3"]
     assert all(f"did not reach minCount 4 within {HOLD:g}s" in e for e in errors.values()), errors
     assert gangs.bound("p1", "p2", "p3", "p4") == []
+    assert scheduled_condition(gangs, "pg1") == {}
     errors = bind_all(app, gangs, pods)  # room freed: all four reach /bind
     assert errors == dict.fromkeys(["p1", "p2", "p3", "p4"], "")
     assert gangs.bound("p1", "p2", "p3", "p4") == ["p1", "p2", "p3", "p4"]
+    condition = gangs.kube.wait_for(lambda: scheduled_condition(gangs, "pg1"), message="PodGroupScheduled written")
+    assert (condition["status"], condition["reason"]) == ("True", pg.REASON_SCHEDULED)
 
 
 def test_a_basic_group_binds_each_member_at_once(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
@@ -234,3 +243,21 @@ def test_members_there_before_the_pod_watch_count_though_they_never_change(gangs
         assert reply["FailedAndUnresolvableNodes"] == {} and reply["NodeNames"] == ["node"]
     finally:
         runtime.stop()
+
+
+def test_one_release_is_reported_once_whichever_process_writes_it(gangs: Gangs) -> None:
+    """Two processes hold one member each of a gang of 2: the release is one write, so exactly
+    one of them is told it released the group (and writes PodGroupScheduled), not each."""
+    gangs.kube.ensure_namespace("gang-leases")
+    first, second = (GangLeases(gangs.api_client, namespace="gang-leases") for _ in range(2))
+    told: list[str] = []
+    held = first.hold("g-uid", "a", "node", min_count=2, bound=frozenset(), hold_seconds=30,
+                      released=lambda: told.append("first"))
+    assert held is Outcome.WAITING
+    assert second.hold("g-uid", "b", "node", min_count=2, bound=frozenset(), hold_seconds=30,
+                       released=lambda: told.append("second")) is Outcome.WAITING  # the call: first must answer
+    assert first.check("g-uid", "a", mine=frozenset({"a"}), min_count=2, bound=frozenset(),
+                       released=lambda: told.append("first")) is Outcome.RELEASED
+    assert second.check("g-uid", "b", mine=frozenset({"b"}), min_count=2, bound=frozenset(),
+                        released=lambda: told.append("second")) is Outcome.RELEASED
+    assert told == ["first"]
