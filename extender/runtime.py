@@ -76,6 +76,11 @@ class Runtime:
         if self.gangs is not None:
             self.gangs.start()
 
+    def drain(self) -> None:
+        """The process is stopping: let go of what requests are waiting for (held gang binds)."""
+        if self.gangs is not None:
+            self.gangs.drain()
+
     def stop(self) -> None:
         if self.gangs is not None:
             self.gangs.stop()

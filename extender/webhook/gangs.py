@@ -91,6 +91,7 @@ class WebhookGangs:
         # Members this process holds at /bind: uid -> (group, node, requests).
         self._holding: dict[str, tuple[GroupKey, str, Resources]] = {}
         self._holding_lock = threading.Lock()
+        self._draining = threading.Event()
         state.listeners.add(self._cluster_event)
 
     @property
@@ -99,6 +100,11 @@ class WebhookGangs:
 
     def start(self) -> None:
         self.source.start()
+
+    def drain(self) -> None:
+        """Answer every held bind now (withdrawn from the ledger), and hold no new one: the
+        process is stopping, and a bind kept waiting would keep it, and its port, alive."""
+        self._draining.set()
 
     def stop(self) -> None:
         self.source.stop()
@@ -226,14 +232,16 @@ class WebhookGangs:
 
         outcome = self.leases.hold(group.uid, pod.uid, node, min_count=group.min_count, bound=self._bound(group),
                                    hold_seconds=self.hold_seconds, released=released)
-        while outcome is Outcome.WAITING and time.monotonic() < deadline:
-            time.sleep(self.poll_seconds)
+        while outcome is Outcome.WAITING and time.monotonic() < deadline \
+                and not self._draining.wait(self.poll_seconds):
             outcome = self.leases.check(group.uid, pod.uid, mine=self._mine(group.key), min_count=group.min_count,
                                         bound=self._bound(group), released=released)
         if outcome is Outcome.WAITING:
             outcome = self.leases.withdraw(group.uid, pod.uid)
         if outcome is Outcome.RELEASED:
             return None
+        if self._draining.is_set():
+            return f"the webhook is stopping while pod group {group.key} waits for minCount; the pod will be retried"
         return (f"pod group {group.key} did not reach minCount {group.min_count} within "
                 f"{self.hold_seconds:g}s; the pod will be retried")
 

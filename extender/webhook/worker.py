@@ -284,6 +284,7 @@ class ConnectionWorker(base.Worker):
 
     def _stop(self) -> None:
         """Refuse new connections, finish requests in flight, close idle connections soon."""
+        self._drain_app()
         for listener in self.sockets:
             try:
                 listener.close()
@@ -308,6 +309,16 @@ class ConnectionWorker(base.Worker):
             left = list(self._connections)
         if left:
             self.log.warning("graceful timeout: closing %d connection(s) with a request in flight", len(left))
+
+    def _drain_app(self) -> None:
+        """Tell the app this process is stopping (SIGTERM, or its gunicorn master is gone): the
+        gang binds it holds answer now, as errors kube-scheduler retries elsewhere, instead of
+        keeping their connections, and the port, for the rest of their hold."""
+        from extender.webhook.app import EXTENSION
+
+        runtime = getattr(self.wsgi, "extensions", {}).get(EXTENSION)
+        if runtime is not None:
+            runtime.drain()
 
     # ---- a connection (its own thread) ------------------------------------------------------
 

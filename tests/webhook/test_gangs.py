@@ -268,3 +268,20 @@ def test_one_release_is_reported_once_whichever_process_writes_it(gangs: Gangs) 
     assert second.check("g-uid", "b", mine=frozenset({"b"}), min_count=2, bound=frozenset(),
                         released=lambda: told.append("second")) is Outcome.RELEASED
     assert told == ["first"]
+
+
+def test_a_stopping_webhook_answers_its_held_binds_at_once(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """SIGTERM, or a gunicorn master gone: the worker drains the runtime, and binds held for a
+    gang answer now (kube-scheduler retries them) instead of keeping the process for the hold."""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = 60.0  # far past bind_all's wait: only the drain can answer in time
+    gangs.node()
+    gangs.gang("pg1", min_count=4)
+    pods = [member(gangs, f"p{i}", "pg1") for i in range(1, 4)]
+    wait_known(gangs, runtime, "p1", "p2", "p3")
+    threading.Timer(1.0, runtime.drain).start()
+    errors = bind_all(app, gangs, pods)
+    assert sorted(errors) == ["p1", "p2", "p3"], errors
+    assert all("the webhook is stopping" in e and "will be retried" in e for e in errors.values()), errors
+    assert gangs.bound("p1", "p2", "p3") == []
