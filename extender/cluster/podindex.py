@@ -8,22 +8,39 @@ its lock on every watch event, assume and forget:
   requirements pick a small candidate set, which is then matched exactly;
 * namespace -> pod keys, for selectors without such a requirement;
 * (namespace, controller kind, controller name) -> pod keys, for the default spread selector;
-* affinity terms -> pod keys: the pods of a workload share one interned `PodAffinity`, so
-  "which existing pods' anti-affinity rejects this pod" evaluates each distinct term once;
+* affinity terms -> pod keys and their count per topology domain: the pods of a workload
+  share one interned `PodAffinity`, so "which existing pods' anti-affinity rejects this
+  pod" evaluates each distinct term once and reads the group's counts;
+* (terms' namespaces and selectors, topology keys) -> count per domain of the pods matching
+  them, for the incoming pods' terms: created on first use, then kept up to date here
+  (see extender/cluster/topologycounts.py);
 * namespace/claim -> pod keys, for the `persistentVolumeClaim` volumes of placed pods
   (VolumeRestrictions: a ReadWriteOncePod claim already in use).
 
 Readers do not lock: each accessor copies the one set it reads into a tuple (atomic
-under the GIL), and looks the records up afterwards.
+under the GIL), and looks the records up afterwards. `counts` is the exception: it may
+create a counter, so the state calls it under its lock.
+
+The domain counts need each node's labels: the state hands them over (`relabel_node`)
+whenever a node appears, changes labels or goes, and the index moves the counts of the
+pods on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+from extender.cluster.topologycounts import Counts, GroupCounts, Selection, SelectorCounts, count_on
 from extender.model.affinity import PodAffinity
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 
 _NONE: tuple[str, ...] = ()
+# Selector counters not asked for during this many reads are dropped when one is created,
+# and never more than _MAX_SELECTORS are kept: each costs a selector match per pod event
+# in its namespaces.
+_IDLE_READS = 5000
+_MAX_SELECTORS = 128
 
 
 def _add(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]
@@ -42,13 +59,23 @@ def _discard(table: dict, key: object, pod: str) -> None:  # type: ignore[type-a
             del table[key]
 
 
+def _topology_keys(terms: PodAffinity) -> tuple[str, ...]:
+    keys = [t.topology_key for t in (*terms.required, *terms.required_anti)]
+    keys += [w.term.topology_key for w in (*terms.preferred, *terms.preferred_anti)]
+    return tuple(dict.fromkeys(keys))
+
+
 class PodIndex:
-    def __init__(self) -> None:
+    def __init__(self, nodes: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._by_namespace: dict[str, set[str]] = {}
         self._by_label: dict[str, dict[str, dict[str, set[str]]]] = {}
         self._by_owner: dict[tuple[str, str, str], set[str]] = {}
-        self._by_affinity: dict[PodAffinity, set[str]] = {}
+        self._by_affinity: dict[PodAffinity, GroupCounts] = {}
         self._by_claim: dict[str, set[str]] = {}
+        self._nodes: dict[str, Mapping[str, str]] = dict(nodes or {})  # node -> labels
+        self._selectors: dict[tuple[Selection, tuple[str, ...]], SelectorCounts] = {}
+        self._selectors_in: dict[str, list[SelectorCounts]] = {}  # namespace -> its counters
+        self._reads = 0
 
     def add(self, record: PodRecord) -> None:
         key, namespace = record.key, record.namespace
@@ -59,13 +86,18 @@ class PodIndex:
         if record.owner is not None:
             _add(self._by_owner, (namespace, *record.owner), key)
         if record.affinity is not None:
-            _add(self._by_affinity, record.affinity, key)
+            group = self._by_affinity.get(record.affinity)
+            if group is None:
+                group = self._by_affinity[record.affinity] = GroupCounts(_topology_keys(record.affinity))
+            group.pods.add(key)
+        self._count(record, self._nodes.get(record.node_name), 1)
         if record.volumes.claims:
             for claim in record.volumes.direct_claims:
                 _add(self._by_claim, f"{namespace}/{claim}", key)
 
     def remove(self, record: PodRecord) -> None:
         key, namespace = record.key, record.namespace
+        self._count(record, self._nodes.get(record.node_name), -1)
         _discard(self._by_namespace, namespace, key)
         labels = self._by_label.get(namespace)
         if labels is not None:
@@ -80,10 +112,43 @@ class PodIndex:
         if record.owner is not None:
             _discard(self._by_owner, (namespace, *record.owner), key)
         if record.affinity is not None:
-            _discard(self._by_affinity, record.affinity, key)
+            group = self._by_affinity.get(record.affinity)
+            if group is not None:
+                group.pods.discard(key)
+                if not group.pods:
+                    del self._by_affinity[record.affinity]
         if record.volumes.claims:
             for claim in record.volumes.direct_claims:
                 _discard(self._by_claim, f"{namespace}/{claim}", key)
+
+    def relabel_node(self, name: str, labels: Mapping[str, str] | None, records: Iterable[PodRecord]) -> None:
+        """Node `name` now has `labels` (None: gone); `records` are the indexed pods on it,
+        whose domain counts move from the old labels to the new ones."""
+        old = self._nodes.get(name)
+        if labels is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = labels
+        if old == labels:
+            return
+        for record in records:
+            self._count(record, old, -1)
+            self._count(record, labels, 1)
+
+    def _count(self, record: PodRecord, labels: Mapping[str, str] | None, delta: int) -> None:
+        """Add a pod to (+1) or take it from (-1) the domain counts, on a node with `labels`."""
+        if labels is None:
+            return  # on no known node: in no domain
+        if record.affinity is not None:
+            group = self._by_affinity.get(record.affinity)
+            if group is not None:
+                count_on(group.counts, group.keys, labels, delta)
+        counters = self._selectors_in.get(record.namespace)
+        if counters:
+            pod_labels = record.labels
+            for counter in counters:
+                if counter.matches(pod_labels):
+                    count_on(counter.counts, counter.keys, labels, delta)
 
     # ---- reads ---------------------------------------------------------------------
 
@@ -121,8 +186,53 @@ class PodIndex:
         """Keys of the placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""
         return tuple(self._by_claim.get(f"{namespace}/{claim}", _NONE))
 
-    def affinity_groups(self) -> list[tuple[PodAffinity, set[str]]]:
-        """(terms, live set of pod keys) for every distinct set of affinity terms of placed pods.
+    def affinity_groups(self) -> list[tuple[PodAffinity, GroupCounts]]:
+        """(terms, group) for every distinct set of affinity terms of placed pods.
 
-        The sets are the index's own: copy one (tuple(keys)) before iterating it."""
+        The groups are the index's own, live: copy a set or dict before iterating it."""
         return list(self._by_affinity.items())
+
+    def counts(self, selection: Selection, keys: tuple[str, ...], pods: Mapping[str, PodRecord]) -> Counts:
+        """Placed pods matching every (namespaces, selector) of `selection`, per domain of each
+        of `keys`: a copy. The counter is created from `pods` (the state's records) on first
+        use and maintained from then on. The caller holds the state's lock."""
+        self._reads += 1
+        found = self._selectors.get((selection, keys))
+        if found is None:
+            found = self._create(selection, keys, pods)
+        found.used = self._reads
+        return {key: dict(values) for key, values in found.counts.items()}
+
+    def _create(self, selection: Selection, keys: tuple[str, ...], pods: Mapping[str, PodRecord]) -> SelectorCounts:
+        self._evict()
+        counter = SelectorCounts(selection, keys)
+        first = selection[0][1]
+        nodes = self._nodes
+        for namespace in counter.namespaces:
+            for key in self.candidates(namespace, first):
+                record = pods.get(key)
+                if record is not None and counter.matches(record.labels):
+                    labels = nodes.get(record.node_name)
+                    if labels is not None:
+                        count_on(counter.counts, keys, labels, 1)
+            self._selectors_in.setdefault(namespace, []).append(counter)
+        self._selectors[(selection, keys)] = counter
+        return counter
+
+    def _evict(self) -> None:
+        """Drop the selector counters nobody asked for lately (and the oldest beyond the cap)."""
+        selectors = self._selectors
+        idle = [k for k, c in selectors.items() if c.used < self._reads - _IDLE_READS]
+        kept = len(selectors) - len(idle)
+        if kept >= _MAX_SELECTORS:
+            dropped = set(idle)
+            by_age = sorted((k for k in selectors if k not in dropped), key=lambda k: selectors[k].used)
+            idle += by_age[:kept - _MAX_SELECTORS + 1]
+        if not idle:
+            return
+        for key in idle:
+            del selectors[key]
+        self._selectors_in = {}
+        for counter in selectors.values():
+            for namespace in counter.namespaces:
+                self._selectors_in.setdefault(namespace, []).append(counter)

@@ -58,9 +58,10 @@ from extender.cluster.listeners import (
 from extender.cluster.nominator import Nominator
 from extender.cluster.objectstore import ObjectStore, namespace_labels
 from extender.cluster.podindex import PodIndex
+from extender.cluster.topologycounts import GroupCounts
 from extender.cluster.volumes import VolumeStore
 from extender.errors import InvalidObject
-from extender.model.affinity import PodAffinity
+from extender.model.affinity import AffinityTerm, PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
 from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
@@ -203,7 +204,17 @@ class ClusterState:
 
         A group's pods are looked up only when asked for: most groups' terms do not concern
         the pod being scheduled, and 150,000-pod clusters have tens of thousands of such pods."""
-        return [PodGroup(terms, keys, self._pods) for terms, keys in self._index.affinity_groups()]
+        return [PodGroup(terms, group, self._pods) for terms, group in self._index.affinity_groups()]
+
+    def matching_counts(self, terms: Sequence[AffinityTerm], topology_keys: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Placed pods matching every one of `terms` (namespaces as names: a namespaceSelector
+        is not read), per domain: topology key -> value -> pods, for each of `topology_keys`.
+        Kept up to date by the pod index once asked for, so this costs a copy, not a count."""
+        if not terms:
+            return {}
+        selection = tuple((t.namespaces, t.selector) for t in terms)
+        with self._lock:  # a new counter must not miss a pod added while it is filled
+            return self._index.counts(selection, tuple(topology_keys), self._pods)
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace `name`, or None when the state does not know it."""
@@ -296,6 +307,8 @@ class ClusterState:
             if before is None or before.labels != view.labels or before.taints != view.taints:
                 self.node_generation += 1
             self._views[view.name] = view
+            if before is None or before.labels != view.labels:
+                self._index.relabel_node(view.name, view.labels, self._pods_counted_on(view.name))
             self._rebuild(view.name)
             self._unclear = self._unclear - {view.name} if _clear(view) else self._unclear | {view.name}
             self.last_event = self._clock()
@@ -306,6 +319,7 @@ class ClusterState:
         with self._lock:
             view = self._views.pop(name, None)
             self._infos.pop(name, None)
+            self._index.relabel_node(name, None, self._pods_counted_on(name))
             self._unclear = self._unclear - {name}
             self.nominator.node_deleted(name)
             self.node_generation += 1
@@ -319,6 +333,11 @@ class ClusterState:
         with self._lock:
             previous = self._views
             self._views = views
+            for name in previous.keys() | views.keys():
+                before, after = previous.get(name), views.get(name)
+                if before is None or after is None or before.labels != after.labels:
+                    self._index.relabel_node(name, after.labels if after is not None else None,
+                                             self._pods_counted_on(name))
             self._unclear = frozenset(name for name, view in views.items() if not _clear(view))
             self._infos = {}
             for name in views:
@@ -392,7 +411,7 @@ class ClusterState:
                     del self._assumed[key]
             self._pods = records
             self._usage = {}
-            self._index = PodIndex()
+            self._index = PodIndex({name: view.labels for name, view in self._views.items()})
             self.devices.reset(records.values())
             self.nominator.follow_all(records.values(), records)
             for record in records.values():
@@ -528,6 +547,10 @@ class ClusterState:
             del self._usage[record.node_name]
         self._rebuild(record.node_name)
 
+    def _pods_counted_on(self, node: str) -> Iterable[PodRecord]:
+        usage = self._usage.get(node)
+        return usage.pods.values() if usage is not None else ()
+
     def _rebuild(self, name: str) -> None:
         view = self._views.get(name)
         if view is None:
@@ -546,16 +569,23 @@ class ClusterState:
 class PodGroup:
     """Placed pods sharing one set of affinity terms (see ClusterState.affinity_groups)."""
 
-    __slots__ = ("terms", "_keys", "_pods")
+    __slots__ = ("terms", "_group", "_pods")
 
-    def __init__(self, terms: PodAffinity, keys: set[str], pods: dict[str, PodRecord]) -> None:
+    def __init__(self, terms: PodAffinity, group: GroupCounts, pods: dict[str, PodRecord]) -> None:
         self.terms = terms
-        self._keys = keys
+        self._group = group
         self._pods = pods
 
     def pods(self) -> list[PodRecord]:
         pods = self._pods
-        return [r for r in (pods.get(k) for k in tuple(self._keys)) if r is not None and r.counts]
+        return [r for r in (pods.get(k) for k in tuple(self._group.pods)) if r is not None and r.counts]
+
+    def counts(self, topology_key: str) -> dict[str, int]:
+        """How many of the group's pods sit in each domain of `topology_key` (a copy)."""
+        return dict(self._group.counts.get(topology_key, _NO_COUNTS))
+
+
+_NO_COUNTS: dict[str, int] = {}
 
 
 def _settle_heap() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from extender.model.affinity import PodAffinity
+from extender.model.affinity import AffinityTerm, PodAffinity
 from extender.model.budgets import DisruptionBudget
 from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
@@ -44,6 +44,9 @@ class PodGroup(Protocol):
     def pods(self) -> list[PodRecord]:
         """The group's placed pods (looked up on demand: only matching groups are read)."""
 
+    def counts(self, topology_key: str) -> dict[str, int]:
+        """How many of the group's placed pods sit in each domain (label value) of `topology_key`."""
+
 
 class ClusterView(Protocol):
     def node_info(self, name: str) -> NodeInfo | None: ...
@@ -57,6 +60,10 @@ class ClusterView(Protocol):
 
     def affinity_groups(self) -> Sequence[PodGroup]:
         """Placed pods carrying pod (anti-)affinity terms, grouped by identical terms."""
+
+    def matching_counts(self, terms: Sequence[AffinityTerm], topology_keys: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Placed pods matching every one of `terms` (by namespace names and selector), per
+        domain: topology key -> label value -> pods, for each of `topology_keys`."""
 
     def namespace_labels(self, name: str) -> dict[str, str] | None: ...
 
@@ -119,6 +126,9 @@ class _EmptyCluster:
 
     def affinity_groups(self) -> Sequence[PodGroup]:
         return []
+
+    def matching_counts(self, terms: Sequence[AffinityTerm], topology_keys: Sequence[str]) -> dict[str, dict[str, int]]:
+        return {}
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:
         return None

@@ -13,8 +13,10 @@ The same semantics as kube-scheduler v1.36's InterPodAffinity plugin:
   pods' preferred terms and required affinity terms (`hardPodAffinityWeight`) against
   the pod, summed per topology domain, then min-max normalised.
 
-kube-scheduler walks every pod of every node for this; the cluster view's indexes make
-it O(pods that match) (see extender/cluster/podindex.py). Affinity refusals are
+kube-scheduler walks every pod of every node for this; here the cluster view keeps the
+counts per topology domain up to date as pods come and go (`matching_counts`, and the
+affinity groups' `counts`; see extender/cluster/topologycounts.py), so a cycle copies and
+adds a few dicts: O(domains with matching pods), not O(pods). Affinity refusals are
 unresolvable (preemption cannot make a missing pod appear), anti-affinity refusals are
 not (evicting the matching pods may help).
 """
@@ -40,7 +42,7 @@ REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-Pair = tuple[str, str]  # (topology key, value)
+Counts = dict[str, dict[str, int]]  # topology key -> label value -> pods
 _SHOWN = 3  # pods named in a detail line
 
 
@@ -52,31 +54,41 @@ def resolve_namespaces(term: AffinityTerm, cluster: ClusterView) -> AffinityTerm
     return term.with_namespaces(cluster.namespaces_matching(term.namespace_selector))
 
 
-def _bump(counts: dict[Pair, int], pair: Pair, delta: int) -> None:
-    value = counts.get(pair, 0) + delta
-    if value:
-        counts[pair] = value
+def _bump(counts: Counts, key: str, value: str, delta: int) -> None:
+    """As kube-scheduler's map updates: a domain whose count reaches 0 is deleted."""
+    values = counts.setdefault(key, {})
+    total = values.get(value, 0) + delta
+    if total:
+        values[value] = total
     else:
-        counts.pop(pair, None)
+        values.pop(value, None)
+        if not values:
+            del counts[key]
 
 
-def _count(counts: dict[Pair, int], terms: Sequence[AffinityTerm], labels: Mapping[str, str] | None,
-           delta: int = 1) -> None:
-    """Add `delta` to each term's topology pair on a node with `labels` (a node without the key
-    is in no domain of that term)."""
-    if labels is None:
-        return
-    for term in terms:
-        value = labels.get(term.topology_key)
+def _count(counts: Counts, keys: Sequence[str], labels: Mapping[str, str], delta: int) -> None:
+    """Add `delta` to each key's domain of a node with `labels` (a node without the key is in
+    no domain of it)."""
+    for key in keys:
+        value = labels.get(key)
         if value is not None:
-            _bump(counts, (term.topology_key, value), delta)
+            _bump(counts, key, value, delta)
 
 
-def _by_key(counts: dict[Pair, int]) -> dict[str, dict[str, int]]:
-    nested: dict[str, dict[str, int]] = {}
-    for (key, value), count in counts.items():
-        nested.setdefault(key, {})[value] = count
-    return nested
+def _merge(counts: Counts, key: str, values: dict[str, int], factor: int = 1) -> None:
+    """Add `factor` times `values` (a domain -> pods dict the caller may give away) to key's domains."""
+    if not values:
+        return
+    mine = counts.get(key)
+    if mine is None:
+        counts[key] = values if factor == 1 else {v: n * factor for v, n in values.items()}
+        return
+    for value, n in values.items():
+        mine[value] = mine.get(value, 0) + n * factor
+
+
+def _keys(terms: Sequence[AffinityTerm]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.topology_key for t in terms))
 
 
 def _matches_all(terms: Sequence[AffinityTerm], namespace: str, labels: Mapping[str, str]) -> bool:
@@ -94,16 +106,22 @@ def _node_labels(cluster: ClusterView, node: str) -> Mapping[str, str] | None:
     return info.node.labels if info is not None else None
 
 
+def _copy(counts: Counts) -> Counts:
+    return {key: dict(values) for key, values in counts.items()}
+
+
 @dataclass
 class _Counts:
-    """kube-scheduler's preFilterState: topology pairs counted three ways."""
+    """kube-scheduler's preFilterState: pods per topology domain, counted three ways. A pod
+    counts once per term (existing_anti, anti) or once per distinct key (affinity); only
+    which domains are above zero matters."""
 
-    existing_anti: dict[Pair, int]  # placed pods whose required anti-affinity matches the pod
-    affinity: dict[Pair, int]  # placed pods matching all of the pod's required affinity terms
-    anti: dict[Pair, int]  # placed pods matching one of the pod's required anti-affinity terms
+    existing_anti: Counts  # placed pods whose required anti-affinity matches the pod
+    affinity: Counts  # placed pods matching all of the pod's required affinity terms
+    anti: Counts  # placed pods matching one of the pod's required anti-affinity terms
 
     def copy(self) -> _Counts:
-        return _Counts(dict(self.existing_anti), dict(self.affinity), dict(self.anti))
+        return _Counts(_copy(self.existing_anti), _copy(self.affinity), _copy(self.anti))
 
 
 class AffinityCheck:
@@ -119,12 +137,10 @@ class AffinityCheck:
         self.cluster = cluster
         self.self_match = _matches_all(required, pod.namespace, pod.labels)
         # What the per-node check reads, keyed by topology key then value (no tuple per lookup).
-        self._affinity = _by_key(counts.affinity)
-        self._required_keys = tuple(dict.fromkeys(t.topology_key for t in required))
-        anti_by_key = _by_key(counts.anti)
-        self._anti = tuple((key, anti_by_key[key]) for key in dict.fromkeys(t.topology_key for t in anti)
-                           if key in anti_by_key)
-        self._existing = tuple(_by_key(counts.existing_anti).items())
+        self._affinity = counts.affinity
+        self._required_keys = _keys(required)
+        self._anti = tuple((key, counts.anti[key]) for key in _keys(anti) if key in counts.anti)
+        self._existing = tuple(counts.existing_anti.items())
 
     def __call__(self, info: NodeInfo) -> Status | None:
         labels = info.node.labels
@@ -157,12 +173,13 @@ class AffinityCheck:
         for change in changes:
             other, labels, delta = change.pod, change.node.labels, change.delta
             if other.affinity is not None:
-                _count(counts.existing_anti, [t for t in other.affinity.required_anti
+                _count(counts.existing_anti, [t.topology_key for t in other.affinity.required_anti
                                               if t.matches(pod.namespace, pod.labels, self.namespace_labels)],
                        labels, delta)
             if _matches_all(self.required, other.namespace, other.labels):
-                _count(counts.affinity, self.required, labels, delta)
-            _count(counts.anti, [t for t in self.anti if t.matches(other.namespace, other.labels)], labels, delta)
+                _count(counts.affinity, self._required_keys, labels, delta)
+            _count(counts.anti, [t.topology_key for t in self.anti if t.matches(other.namespace, other.labels)],
+                   labels, delta)
         return AffinityCheck(pod, self.required, self.anti, counts, self.namespace_labels, self.cluster)
 
     def _refuse(self, code: Code, reason: str, info: NodeInfo) -> Status:
@@ -210,29 +227,24 @@ class AffinityCheck:
 
 
 def _existing_anti_counts(pod: PodView, cluster: ClusterView, namespace_labels: Mapping[str, str] | None
-                          ) -> dict[Pair, int]:
-    counts: dict[Pair, int] = {}
+                          ) -> Counts:
+    """The placed pods whose required anti-affinity terms match the pod, per domain of each
+    matching term's key (a pod counts once per matching term)."""
+    counts: Counts = {}
     for group in cluster.affinity_groups():
-        matched = [t for t in group.terms.required_anti if t.matches(pod.namespace, pod.labels, namespace_labels)]
-        if not matched:
-            continue
-        for record in group.pods():
-            _count(counts, matched, _node_labels(cluster, record.node_name))
+        for term in group.terms.required_anti:
+            if term.matches(pod.namespace, pod.labels, namespace_labels):
+                _merge(counts, term.topology_key, group.counts(term.topology_key))
     return counts
 
 
 def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
-                     cluster: ClusterView) -> tuple[dict[Pair, int], dict[Pair, int]]:
-    affinity: dict[Pair, int] = {}
-    if required:
-        first, rest = required[0], required[1:]
-        for record in cluster.matching_pods(first.namespaces, first.selector):
-            if not rest or _matches_all(rest, record.namespace, record.labels):
-                _count(affinity, required, _node_labels(cluster, record.node_name))
-    anti_counts: dict[Pair, int] = {}
+                     cluster: ClusterView) -> tuple[Counts, Counts]:
+    affinity = cluster.matching_counts(required, _keys(required)) if required else {}
+    anti_counts: Counts = {}
     for term in anti:
-        for record in cluster.matching_pods(term.namespaces, term.selector):
-            _count(anti_counts, (term,), _node_labels(cluster, record.node_name))
+        for key, values in cluster.matching_counts((term,), (term.topology_key,)).items():
+            _merge(anti_counts, key, values)
     return affinity, anti_counts
 
 
@@ -286,13 +298,6 @@ class AffinityScore:
         return [float(int(100 * (s - low) / spread)) for s in scores]
 
 
-def _add_term(scores: dict[str, dict[str, int]], term: AffinityTerm, labels: Mapping[str, str], amount: int) -> None:
-    value = labels.get(term.topology_key)
-    if value is not None:
-        values = scores.setdefault(term.topology_key, {})
-        values[value] = values.get(value, 0) + amount
-
-
 _PREFERRED_ARGS = arguments.schema({
     "hardPodAffinityWeight": arguments.integer(minimum=0, maximum=100, default=1),
     "ignorePreferredTermsOfExistingPods": arguments.boolean(default=False),
@@ -323,10 +328,8 @@ class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
         scores: dict[str, dict[str, int]] = {}
         for weighted, sign in [*((w, 1) for w in preferred), *((w, -1) for w in preferred_anti)]:
             term = resolve_namespaces(weighted.term, cluster)
-            for record in cluster.matching_pods(term.namespaces, term.selector):
-                labels = _node_labels(cluster, record.node_name)
-                if labels:
-                    _add_term(scores, term, labels, sign * weighted.weight)
+            for key, values in cluster.matching_counts((term,), (term.topology_key,)).items():
+                _merge(scores, key, values, sign * weighted.weight)
         self._existing_terms(pod, cluster, scores)
         if not scores:
             return None  # kube-scheduler's Skip: no term matched anything on a labelled node
@@ -343,14 +346,9 @@ class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
             if not self.ignore_preferred_terms_of_existing_pods:
                 weighted += [(w.term, w.weight) for w in terms.preferred]
                 weighted += [(w.term, -w.weight) for w in terms.preferred_anti]
-            matched = [(t, w) for t, w in weighted if t.matches(pod.namespace, pod.labels, namespace_labels)]
-            if not matched:
-                continue
-            for record in group.pods():
-                labels = _node_labels(cluster, record.node_name)
-                if labels:
-                    for term, weight in matched:
-                        _add_term(scores, term, labels, weight)
+            for term, weight in weighted:
+                if term.matches(pod.namespace, pod.labels, namespace_labels):
+                    _merge(scores, term.topology_key, group.counts(term.topology_key), weight)
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
         fn = self.prescore(pod, cluster, [node])
