@@ -201,3 +201,29 @@ class StateCounts(RuleBasedStateMachine):
 StateCounts.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
                                          suppress_health_check=[HealthCheck.too_slow])
 test_incremental_counts_equal_a_recount = StateCounts.TestCase
+
+
+def test_counters_not_asked_for_are_dropped_and_come_back_right(monkeypatch) -> None:
+    """Each counter costs a selector match per pod event: beyond the cap, or unused for a while,
+    it goes; asked for again, it is counted afresh."""
+    from extender.cluster import podindex
+
+    monkeypatch.setattr(podindex, "_MAX_SELECTORS", 2)
+    monkeypatch.setattr(podindex, "_IDLE_READS", 3)
+    state = ClusterState()
+    state.replace_nodes([node(n, "a" if i % 2 else "b", None) for i, n in enumerate(NODES)])
+    state.replace_pods([pod(key, "x", True, NODES[i % 4], "Running", 0) for i, key in enumerate(PODS)])
+    for query in (0, 1, 2):
+        terms, keys = QUERIES[query]
+        assert state.matching_counts(terms, keys) == recount(state, terms, keys)
+    assert len(state._index._selectors) == 2  # the cap: the oldest (query 0) went
+    monkeypatch.setattr(podindex, "_MAX_SELECTORS", 10)
+    for _ in range(4):
+        state.matching_counts(*QUERIES[2])
+    terms, keys = QUERIES[3]
+    state.matching_counts(terms, keys)
+    assert len(state._index._selectors) == 2  # query 1 idle for more than 3 reads: gone
+    state.upsert_pod(pod("ns1/p0", "x", False, "n3", "Running", 0))
+    state.delete_pod("ns2/p1")
+    for terms, keys in QUERIES:
+        assert state.matching_counts(terms, keys) == recount(state, terms, keys)
