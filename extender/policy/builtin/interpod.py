@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from extender.model.affinity import AffinityTerm, WeightedTerm
@@ -87,6 +88,12 @@ def _merge(counts: Counts, key: str, values: dict[str, int], factor: int = 1) ->
         mine[value] = mine.get(value, 0) + n * factor
 
 
+def _occupied(values: dict[str, int]) -> frozenset[str]:
+    if min(values.values(), default=1) > 0:  # always, but after RemovePod of a pod never counted
+        return frozenset(values)
+    return frozenset(value for value, n in values.items() if n > 0)
+
+
 def _keys(terms: Sequence[AffinityTerm]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.topology_key for t in terms))
 
@@ -139,8 +146,9 @@ class AffinityCheck:
         # What the per-node check reads, keyed by topology key then value (no tuple per lookup).
         self._affinity = counts.affinity
         self._required_keys = _keys(required)
-        self._anti = tuple((key, counts.anti[key]) for key in _keys(anti) if key in counts.anti)
-        self._existing = tuple(counts.existing_anti.items())
+        # Anti-affinity only asks whether a domain holds a pod: the domains above zero, as sets.
+        self._anti = tuple((key, _occupied(counts.anti[key])) for key in _keys(anti) if key in counts.anti)
+        self._existing = tuple((key, _occupied(values)) for key, values in counts.existing_anti.items())
 
     def __call__(self, info: NodeInfo) -> Status | None:
         labels = info.node.labels
@@ -156,13 +164,11 @@ class AffinityCheck:
                     pods_exist = False
             if not pods_exist and not (not affinity and self.self_match):
                 return self._refuse(Code.UNRESOLVABLE, REASON_AFFINITY, info)
-        for key, values in self._anti:
-            value = labels.get(key)
-            if value is not None and values.get(value, 0) > 0:
+        for key, occupied in self._anti:
+            if labels.get(key) in occupied:
                 return self._refuse(Code.UNSCHEDULABLE, REASON_ANTI_AFFINITY, info)
-        for key, values in self._existing:
-            value = labels.get(key)
-            if value is not None and values.get(value, 0) > 0:
+        for key, occupied in self._existing:
+            if labels.get(key) in occupied:
                 return self._refuse(Code.UNSCHEDULABLE, REASON_EXISTING_ANTI_AFFINITY, info)
         return None
 
@@ -183,7 +189,7 @@ class AffinityCheck:
         return AffinityCheck(pod, self.required, self.anti, counts, self.namespace_labels, self.cluster)
 
     def _refuse(self, code: Code, reason: str, info: NodeInfo) -> Status:
-        return Status(code, (reason,), lambda: self.explain(reason, info.node), names.INTER_POD_AFFINITY)
+        return Status(code, (reason,), partial(self.explain, reason, info.node), names.INTER_POD_AFFINITY)
 
     # ---- explain: which pods, which domains (only computed when someone reads it) -----------
 
