@@ -9,6 +9,7 @@ removed (preemption's RemovePod), and each node's raw score must be the same.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -69,9 +70,11 @@ def as_pod(name: str, spec: tuple[str, str, dict[str, str], int]) -> dict[str, A
     return placed(name, node, namespace=namespace, labels=labels, spec=body)
 
 
-def placed_pods(state: Any, without: str = "") -> list[tuple[Any, dict[str, str]]]:
-    """(record, its node's labels) for every pod that counts, on a node the state knows."""
-    return [(r, info.node.labels) for info in state.all_node_infos() for r in info.pods if r.key != without]
+def placed_pods(state: Any, without: str = "", added: tuple[Any, ...] = ()) -> list[tuple[Any, dict[str, str]]]:
+    """(record, its node's labels) for every pod that counts, on a node the state knows; `added`:
+    (record, node) pairs counted as well (preemption's AddPod of nominated pods)."""
+    found = [(r, info.node.labels) for info in state.all_node_infos() for r in info.pods if r.key != without]
+    return found + [(r, state.node_info(node).node.labels) for r, node in added]
 
 
 def same_domain(key: str, here: dict[str, str], there: dict[str, str]) -> bool:
@@ -82,13 +85,14 @@ def matches_all(terms: tuple[AffinityTerm, ...], record: Any) -> bool:
     return bool(terms) and all(t.matches(record.namespace, record.labels) for t in terms)
 
 
-def reference_verdict(pod: PodView, state: Any, labels: dict[str, str], without: str = "") -> str:
+def reference_verdict(pod: PodView, state: Any, labels: dict[str, str], without: str = "",
+                      added: tuple[Any, ...] = ()) -> str:
     """filtering.go, one node, by walking every placed pod."""
     terms = pod.affinity
     required = tuple(resolve_namespaces(t, state) for t in terms.required) if terms else ()
     anti = tuple(resolve_namespaces(t, state) for t in terms.required_anti) if terms else ()
     ns_labels = state.namespace_labels(pod.namespace)
-    pods = placed_pods(state, without)
+    pods = placed_pods(state, without, added)
     if required:
         if any(t.topology_key not in labels for t in required):
             return REASON_AFFINITY
@@ -135,8 +139,9 @@ def reference_scores(pod: PodView, state: Any) -> dict[str, int] | None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=st.lists(pod_specs(), max_size=8), later=st.lists(pod_specs(), max_size=4),
-       deleted=st.sets(st.integers(0, 7), max_size=3), new=pod_specs(), removed=st.integers(0, 11))
-def test_counts_decide_and_score_as_a_walk_over_every_pod(first, later, deleted, new, removed) -> None:
+       deleted=st.sets(st.integers(0, 7), max_size=3), new=pod_specs(), removed=st.integers(0, 11),
+       nominated=st.sampled_from(["a-0", "a-1", "b-0", "bare"]))
+def test_counts_decide_and_score_as_a_walk_over_every_pod(first, later, deleted, new, removed, nominated) -> None:
     state = cluster_state(NODES, [as_pod(f"p{i}", s) for i, s in enumerate(first)], NAMESPACES)
     namespace, _, labels, affinity = new
     pod = incoming("new", namespace=namespace, labels=labels,
@@ -161,6 +166,12 @@ def test_counts_decide_and_score_as_a_walk_over_every_pod(first, later, deleted,
         fewer = check.updated([PodChange(record, node.node, -1)])
         got = {i.name: "ok" if (s := fewer(i)) is None else s.reason for i in infos}
         assert got == {i.name: reference_verdict(pod, state, i.node.labels, without=record.key) for i in infos}
+        # A nominated copy of it on another node (AddPod), on top of the removal.
+        copy = replace(record, key=record.key + "-nominated", node_name=nominated)
+        more = fewer.updated([PodChange(copy, state.node_info(nominated).node, 1)])
+        got = {i.name: "ok" if (s := more(i)) is None else s.reason for i in infos}
+        assert got == {i.name: reference_verdict(pod, state, i.node.labels, without=record.key,
+                                                 added=((copy, nominated),)) for i in infos}
 
     score = SCORER.prescore(pod, state, infos)
     expected = reference_scores(pod, state)
