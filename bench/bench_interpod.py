@@ -11,6 +11,9 @@ Incoming pods:
   web-replica   the 500th replica of `web` (both rules, and the symmetry of 499 anti-affine pods)
   plain         a pod of a ReplicaSet without rules of its own (default spreading, symmetry checks)
   preferred     a pod with preferred pod affinity to a 10,000-pod service
+  anti-many     scheduler_perf's anti-affinity pattern at scale: required hostname anti-affinity
+                to 1,500 pods and preferred hostname anti-affinity to 15,000, in every namespace
+                (the per-domain counts the cluster state keeps are what make this cheap)
 
 Figures (median of several runs, this process's CPU time): `prepare_ms` is the per-pod
 work of every filter (kube-scheduler's PreFilter), `filter_us` the filter cost per node
@@ -99,11 +102,19 @@ def incoming() -> dict[str, PodView]:
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
             "labelSelector": {"matchLabels": {"app": "service-3"}}, "topologyKey": ZONE,
             "namespaces": ["team-3"]}}]}}}
+    def services(first: int, last: int) -> dict[str, Any]:
+        return {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [
+            f"service-{i}" for i in range(first, last)]}]}, "topologyKey": HOSTNAME, "namespaceSelector": {}}
+
+    anti_many = {"containers": [container], "affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [services(0, 3)],
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": services(3, 33)}]}}}
     return {
         "web-replica": PodView.from_dict(_pod("web-499", "shop", WEB, _web_spec(), WEB_OWNER)),
         "plain": PodView.from_dict(_pod("plain", "team-1", {"app": "service-1"}, {"containers": [container]},
                                         plain_owner)),
         "preferred": PodView.from_dict(_pod("preferred", "team-3", {"app": "client"}, preferred)),
+        "anti-many": PodView.from_dict(_pod("anti-many", "team-5", {"app": "batch"}, anti_many)),
     }
 
 
