@@ -12,7 +12,7 @@ Incoming pods:
   plain         a pod of a ReplicaSet without rules of its own (default spreading, symmetry checks)
   preferred     a pod with preferred pod affinity to a 10,000-pod service
   anti-many     scheduler_perf's anti-affinity pattern at scale: required hostname anti-affinity
-                to 1,500 pods and preferred hostname anti-affinity to 15,000, in every namespace
+                to 500 pods and preferred hostname anti-affinity to 15,000, in every namespace
                 (the per-domain counts the cluster state keeps are what make this cheap)
 
 Figures (median of several runs, this process's CPU time): `prepare_ms` is the per-pod
@@ -107,7 +107,7 @@ def incoming() -> dict[str, PodView]:
             f"service-{i}" for i in range(first, last)]}]}, "topologyKey": HOSTNAME, "namespaceSelector": {}}
 
     anti_many = {"containers": [container], "affinity": {"podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [services(0, 3)],
+        "requiredDuringSchedulingIgnoredDuringExecution": [services(0, 1)],
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": services(3, 33)}]}}}
     return {
         "web-replica": PodView.from_dict(_pod("web-499", "shop", WEB, _web_spec(), WEB_OWNER)),
