@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from extender.model.affinity import AffinityTerm
 from extender.model.pods import PodView
+from extender.policy.builtin import interpod
 from extender.policy.builtin.interpod import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
@@ -173,11 +174,16 @@ def test_counts_decide_and_score_as_a_walk_over_every_pod(first, later, deleted,
         assert got == {i.name: reference_verdict(pod, state, i.node.labels, without=record.key,
                                                  added=((copy, nominated),)) for i in infos}
 
-    score = SCORER.prescore(pod, state, infos)
     expected = reference_scores(pod, state)
-    assert (score is None) == (expected is None)
-    if score is not None:
-        assert {i.name: score(i) for i in infos} == expected
+    for merge_over in (interpod._MERGE_OVER, 0):  # terms on one key looked up one by one, or summed up front
+        default, interpod._MERGE_OVER = interpod._MERGE_OVER, merge_over
+        try:
+            score = SCORER.prescore(pod, state, infos)
+        finally:
+            interpod._MERGE_OVER = default
+        assert (score is None) == (expected is None)
+        if score is not None:
+            assert {i.name: score(i) for i in infos} == expected
 
 
 def test_removing_a_pod_takes_it_from_every_key_of_the_required_terms() -> None:

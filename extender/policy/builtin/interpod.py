@@ -76,16 +76,16 @@ def _count(counts: Counts, keys: Sequence[str], labels: Mapping[str, str], delta
             _bump(counts, key, value, delta)
 
 
-def _merge(counts: Counts, key: str, values: dict[str, int], factor: int = 1) -> None:
-    """Add `factor` times `values` (a domain -> pods dict the caller may give away) to key's domains."""
+def _merge(counts: Counts, key: str, values: dict[str, int]) -> None:
+    """Add `values` (a domain -> pods dict the caller may give away) to key's domains."""
     if not values:
         return
     mine = counts.get(key)
     if mine is None:
-        counts[key] = values if factor == 1 else {v: n * factor for v, n in values.items()}
+        counts[key] = values
         return
     for value, n in values.items():
-        mine[value] = mine.get(value, 0) + n * factor
+        mine[value] = mine.get(value, 0) + n
 
 
 def _occupied(values: dict[str, int]) -> frozenset[str]:
@@ -279,23 +279,50 @@ class InterPodAffinity(TakesNoArgs, PreFilterPlugin, FilterPlugin):
 # ---- scoring -----------------------------------------------------------------------------
 
 
-class AffinityScore:
-    """Per-node sum of the topology scores; min-max normalised over the scored nodes."""
+Weighted = tuple[str, dict[str, int], int]  # (topology key, pods per domain, weight per pod)
+_MERGE_OVER = 4  # terms on one key beyond which they are summed into one table up front
 
-    def __init__(self, scores: dict[str, dict[str, int]]) -> None:
-        self.scores = scores
+
+def _tables(weighted: list[Weighted]) -> tuple[Weighted, ...]:
+    """The weighted counts as the per-node score reads them. Each is looked up per node, which
+    costs less than summing thousands of domains per pod, unless many share a key: those are
+    summed into one table (weight 1)."""
+    by_key: dict[str, list[Weighted]] = {}
+    for item in weighted:
+        by_key.setdefault(item[0], []).append(item)
+    tables: list[Weighted] = []
+    for key, items in by_key.items():
+        if len(items) <= _MERGE_OVER:
+            tables += items
+            continue
+        total: dict[str, int] = {}
+        for _, values, weight in items:
+            for value, n in values.items():
+                total[value] = total.get(value, 0) + n * weight
+        tables.append((key, total, 1))
+    return tuple(tables)
+
+
+class AffinityScore:
+    """Per-node sum of the weighted pods in the node's domains; min-max normalised over the
+    scored nodes. `tables` hold only domains with pods (an empty tuple never gets here)."""
+
+    def __init__(self, tables: tuple[Weighted, ...]) -> None:
+        self.tables = tables
 
     def __call__(self, info: NodeInfo) -> float:
         labels = info.node.labels
         total = 0
-        for key, values in self.scores.items():
+        for key, values, weight in self.tables:
             value = labels.get(key)
             if value is not None:
-                total += values.get(value, 0)
+                pods = values.get(value)
+                if pods:
+                    total += pods * weight
         return total
 
     def normalize(self, scores: Sequence[float], nodes: Sequence[NodeInfo] = ()) -> list[float]:
-        if not self.scores or not scores:
+        if not self.tables or not scores:
             return [0.0] * len(scores)
         low, high = min(scores), max(scores)
         spread = high - low
@@ -331,17 +358,17 @@ class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
         has_constraints = bool(preferred or preferred_anti)
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return None
-        scores: dict[str, dict[str, int]] = {}
+        scores: list[Weighted] = []
         for weighted, sign in [*((w, 1) for w in preferred), *((w, -1) for w in preferred_anti)]:
             term = resolve_namespaces(weighted.term, cluster)
             for key, values in cluster.matching_counts((term,), (term.topology_key,)).items():
-                _merge(scores, key, values, sign * weighted.weight)
+                scores.append((key, values, sign * weighted.weight))
         self._existing_terms(pod, cluster, scores)
         if not scores:
             return None  # kube-scheduler's Skip: no term matched anything on a labelled node
-        return AffinityScore(scores)
+        return AffinityScore(_tables(scores))
 
-    def _existing_terms(self, pod: PodView, cluster: ClusterView, scores: dict[str, dict[str, int]]) -> None:
+    def _existing_terms(self, pod: PodView, cluster: ClusterView, scores: list[Weighted]) -> None:
         """The placed pods' terms against the pod: required affinity (hard weight) and preferred."""
         namespace_labels = cluster.namespace_labels(pod.namespace)
         for group in cluster.affinity_groups():
@@ -354,7 +381,9 @@ class PreferredInterPodAffinity(PreScorePlugin, ScorePlugin):
                 weighted += [(w.term, -w.weight) for w in terms.preferred_anti]
             for term, weight in weighted:
                 if term.matches(pod.namespace, pod.labels, namespace_labels):
-                    _merge(scores, term.topology_key, group.counts(term.topology_key), weight)
+                    values = group.counts(term.topology_key)
+                    if values:
+                        scores.append((term.topology_key, values, weight))
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
         fn = self.prescore(pod, cluster, [node])
