@@ -105,11 +105,11 @@ class KubeSource:
         self.housekeeping_interval = housekeeping_interval
         self.nodes = Reflector(
             api_client, NODES_PATH, resource="nodes", label_selector=node_label_selector,
-            on_list=self._list_nodes, on_event=self._node_event, **reflector_options,
+            on_list=self._list_nodes, on_event=self._node_event, trim_managed_fields=slim_nodes, **reflector_options,
         )
-        self.pods = Reflector(
+        self.pods = Reflector(  # pods are kept as records (extender/model/records.py): no managedFields
             api_client, PODS_PATH, resource="pods", field_selector=pod_field_selector or None,
-            on_list=self._list_pods, on_event=self._pod_event, **reflector_options,
+            on_list=self._list_pods, on_event=self._pod_event, trim_managed_fields=True, **reflector_options,
         )
         self.namespaces = Reflector(
             api_client, NAMESPACES_PATH, resource="namespaces",
