@@ -41,12 +41,11 @@ PODS_PATH = "/api/v1/pods"
 NAMESPACES_PATH = "/api/v1/namespaces"
 BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
 DEFAULT_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-# Pods are listed 5,000 to a page, not 500 (the other kinds' page): kube-apiserver serves each
-# page from its watch cache by walking every object from the page's start to the end of the
-# resource, so a list costs it (objects)^2 / (2 x page size) steps. At 150,000 pods and 500 a
-# page, that was 16 s of its CPU against 3 s for the same pods in one reply; at 5,000, about 5 s.
-# A page of 5,000 pods is about 10 MB of JSON, decoded a page at a time (and the next fetched).
-POD_PAGE_SIZE = 5000
+# Pods are listed in one reply, read an object at a time (extender/kube/liststream.py), not in
+# pages: kube-apiserver serves each page from its watch cache by walking every object from the
+# page's start to the end of the resource, so a paginated list costs it (objects)^2 / (2 x page
+# size) steps. At 150,000 pods in pages of 500, 16 s of its CPU; in one reply, 3 s.
+POD_PAGE_SIZE = 0
 
 # Node fields no policy reads, dropped from watched nodes before the state keeps them
 # (NodeView keeps the raw dict). status.images alone is often half of a node's size.
@@ -101,7 +100,7 @@ class KubeSource:
         **reflector_options: Any,
     ) -> None:
         """`reflector_options` go to every Reflector (page_size, backoff, stall_after, ...;
-        pods' page is POD_PAGE_SIZE unless `page_size` is given).
+        pods are listed unpaginated (POD_PAGE_SIZE) unless `page_size` is given).
         `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption).
         `watch_pods`: False leaves pods out (the state holds none, and says they are synced)
         until `start_pod_watch`."""

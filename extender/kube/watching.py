@@ -26,6 +26,7 @@ from extender import metrics
 from extender.cluster.gate import ServingGate
 from extender.errors import ClusterError, GoneError
 from extender.kube import client as kube_client
+from extender.kube.liststream import ListStream
 from extender.kube.managedfields import without_managed_fields
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,8 @@ class Reflector:
 
     `on_list(items)` receives an iterable that fetches the pages as it goes, so at most
     two pages of raw objects are alive at a time (the one handed over and the next,
-    fetched meanwhile); it must consume it to the end. An
+    fetched meanwhile), or with `page_size` 0 reads one unpaginated reply an object at a
+    time; it must consume it to the end. An
     exception out of it (a page request that failed) means the list did not happen.
     `on_event(type, obj)` gets ADDED, MODIFIED and DELETED events; bookmarks only
     move the resourceVersion. Both run on the reflector's thread. With `yield_to`, each
@@ -341,6 +343,30 @@ class Reflector:
             # A list cut short (stop, a failed page) does not wait for the page in flight.
             fetcher.shutdown(wait=False, cancel_futures=True)
 
+    def _streamed(self, done: list[str]) -> Iterator[dict[str, Any]]:
+        """The list's items from one unpaginated reply, decoded one by one as it arrives
+        (extender/kube/liststream.py): `page_size` 0."""
+        response = kube_client.open_request(self.api_client, "GET", self.path, query=self._selectors(),
+                                            timeout=(5.0, self.request_timeout))
+        with self._lock:
+            self._response = response
+        try:
+            if self._stop.is_set():
+                raise _Stopped()
+            stream = ListStream(_chunks(response), f"GET {self.path}",
+                                trim=without_managed_fields if self.trim_managed_fields else None)
+            yield from stream.items()
+            done.append(str(stream.metadata.get("resourceVersion") or ""))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._stop.is_set():
+                raise _Stopped() from None
+            raise ClusterError(f"GET {self.path}: list reply cut short: {exc}") from None
+        finally:
+            with self._lock:
+                self._response = None
+            response.close()  # a list left unread is not handed back to the pool
+            response.release_conn()
+
     def _arrived(self, page: Future[dict[str, Any]]) -> dict[str, Any]:
         """The page being fetched, once it is in; _Stopped as soon as stop() is called meanwhile."""
         while True:
@@ -352,7 +378,7 @@ class Reflector:
 
     def _list(self) -> None:
         done: list[str] = []
-        pages = self._pages(done)
+        pages = self._pages(done) if self.page_size > 0 else self._streamed(done)
         try:
             self.on_list(pages)
             for _ in pages:  # a handler that stopped early: the list still has to complete

@@ -121,3 +121,20 @@ def test_list_pages_lose_managed_fields_only_when_asked(trim: bool) -> None:
         assert orjson.dumps(seen)  # plain JSON data, as decoded
     finally:
         server.close()
+
+
+def test_page_size_0_reads_one_unpaginated_reply() -> None:
+    server = ScriptedServer().start()
+    try:
+        server.lists["/api/v1/pods"] = {"metadata": {"resourceVersion": "8"}, "items": [_pod("a"), _pod("b")]}
+        seen: list[dict[str, Any]] = []
+        reflector = Reflector(api_client_for(server.url), "/api/v1/pods", resource="pods", page_size=0,
+                              on_list=seen.extend, on_event=lambda kind, obj: None,
+                              trim_managed_fields=True, field_selector="status.phase!=Failed", **FAST_WATCH)
+        reflector._list()
+        assert [p["metadata"]["name"] for p in seen] == ["a", "b"]
+        assert all("managedFields" not in p["metadata"] for p in seen)
+        assert reflector.synced and reflector.resource_version == "8"
+        assert server.requests == [("/api/v1/pods", {"fieldSelector": "status.phase!=Failed"})]  # no limit
+    finally:
+        server.close()
