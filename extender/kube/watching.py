@@ -149,8 +149,8 @@ class Reflector:
     `on_list(items)` receives an iterable that fetches the pages as it goes, so at most
     two pages of raw objects are alive at a time (the one handed over and the next,
     fetched meanwhile), or with `page_size` 0 reads one unpaginated reply an object at a
-    time; it must consume it to the end. An
-    exception out of it (a page request that failed) means the list did not happen.
+    time; it must consume it to the end. An exception out of it (a page request that
+    failed, a reply cut short) means the list did not happen.
     `on_event(type, obj)` gets ADDED, MODIFIED and DELETED events; bookmarks only
     move the resourceVersion. Both run on the reflector's thread. With `yield_to`, each
     event first waits for the requests in flight of that gate (extender.cluster.gate).
@@ -330,8 +330,8 @@ class Reflector:
     def _pages(self, done: list[str]) -> Iterator[dict[str, Any]]:
         """The list's items, page by page. The next page is asked for as soon as a page
         arrives, on a helper thread, so the API server prepares it (and the reply travels)
-        while this page's items are handed over: at 150,000 pods the two took turns, each
-        idle half the time. At most two pages are alive at a time."""
+        while this page's items are handed over, instead of the two taking turns. At most
+        two pages are alive at a time."""
         fetcher = ThreadPoolExecutor(1, thread_name_prefix=f"list-{self.resource}")
         try:
             page = self._page("")
