@@ -213,3 +213,22 @@ def run(nodes: int, pods: int) -> list[dict[str, Any]]:
             print(f"# startup: {row}", file=sys.stderr, flush=True)
             rows.append(row)
         return rows
+
+
+def keep(nodes: int, pods: int) -> None:
+    """Fill a control plane once and keep it up until interrupted, printing how to reach it:
+    start `extender schedule` (under py-spy, old and new code in turn) against it as often as
+    needed, a minute each instead of the fill's 13-20 minutes."""
+    with schedulers.control_plane() as cp:
+        _fill(cp, nodes, pods)
+        print(f"kubeconfig {cp.kubeconfig}\nkube-apiserver {cp.plane.url}, pids (etcd, kube-apiserver) "
+              f"{list(cp.plane.pids)}; Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":  # python -m bench.scheduler_perf.startup NODES PODS
+    keep(int(sys.argv[1]), int(sys.argv[2]))
