@@ -9,8 +9,9 @@ as a paginated list delivers them; only one page of raw objects is alive at a ti
 Modes:
   state      state.replace_nodes/replace_pods in-process (slim nodes, as KubeSource keeps them)
   state-raw  the same, keeping whole node dicts (what NodeView.raw holds without slimming)
-  http-list  a real paginated HTTP list (pages of 500) through KubeSource, from bench/list_server.py
-             in another process (the test fake copies its whole store per page: far too slow at this size)
+  http-list  real HTTP lists through KubeSource as it lists (pods in one reply read an object at a
+             time, the rest in pages of 500), from bench/list_server.py in another process (the
+             test fake copies its whole store per page: far too slow at this size)
 
 Usage: python bench/bench_cluster_state.py [--nodes N] [--pods N] [--modes state,http-list] [--trace]
 `run()` returns the result rows for `make bench`. Target: <= 400 MB RSS for the state.
@@ -145,7 +146,7 @@ def child_http_list(url: str, nodes: int, pods: int) -> dict[str, Any]:
     before, _ = rss_mb()
     api_client = api_client_for(url)
     state = ClusterState()
-    source = KubeSource(state, api_client, page_size=PAGE, request_timeout=600.0)
+    source = KubeSource(state, api_client, request_timeout=600.0)
     started = time.perf_counter()
     source.start()
     synced = source.wait_synced(timeout=900)

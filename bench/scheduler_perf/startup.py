@@ -9,7 +9,13 @@ labels, as a running cluster's pods), then:
    bound; resident memory (VmRSS, and the peak VmHWM) read right after;
 2. starts ``extender serve --disable-bind`` with a policy that reads pods
    (NodeReady, ResourceFit, InterPodAffinity, so it lists and watches every pod) and
-   times it to ``/readyz``; memory of gunicorn's master and worker together.
+   times it to ``/readyz``; memory of gunicorn's master and worker together;
+3. for comparison, kube-scheduler itself: to ``/readyz`` (its informers synced), then one
+   pending pod of default-scheduler to bound, and its memory.
+
+Each row also gives the CPU seconds the process and kube-apiserver (with etcd) spent from
+the start to ready: on a shared machine the wall-clock time is mostly waiting for a core,
+and these say whose work it waited on.
 
 Targets (issue 26): ready within 15 s, resident memory at most 400 MB. Creating the
 cluster takes minutes and is not timed.
@@ -17,6 +23,7 @@ cluster takes minutes and is not timed.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -99,32 +106,50 @@ def _tree_rss_mb(pid: int) -> float:
     return total
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _first_bind(cp: Any, name: str, scheduler_name: str | None) -> float | None:
+    """Create one pending pod for `scheduler_name` (None: default-scheduler); seconds until it is bound."""
+    body = base_pod()
+    body["metadata"] = {"name": name}
+    if scheduler_name:
+        body["spec"]["schedulerName"] = scheduler_name
+    created = time.monotonic()
+    cp.client.call("POST", "/api/v1/namespaces/pending/pods", body)
+    while time.monotonic() - created < 120:
+        if (cp.client.call("GET", f"/api/v1/namespaces/pending/pods/{name}").get("spec") or {}).get("nodeName"):
+            return time.monotonic() - created
+        time.sleep(0.02)
+    return None
+
+
+def _bind_row(ready: float, first: float | None) -> dict[str, Any]:
+    return {"ready_s": round(ready, 2), "first_pod_s": round(first, 2) if first is not None else None,
+            "start_to_first_bind_s": round(ready + first, 2) if first is not None else None}
+
+
 def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
     from tests.e2e import processes
 
     process = processes.schedule(cp.kubeconfig, workdir, scheduler_name=schedulers.OUR_SCHEDULER_NAME,
                                  extra=["--no-leader-elect", "--skip-preflight"], name="startup-schedule")
+    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
     started = time.monotonic()
     process.start(timeout=600)
     ready = time.monotonic() - started
     assert process.process is not None
     try:
-        body = base_pod()
-        body["metadata"] = {"name": "first"}
-        body["spec"]["schedulerName"] = schedulers.OUR_SCHEDULER_NAME
-        created = time.monotonic()
-        cp.client.call("POST", "/api/v1/namespaces/pending/pods", body)
-        bound = None
-        while time.monotonic() - created < 120:
-            if (cp.client.call("GET", "/api/v1/namespaces/pending/pods/first").get("spec") or {}).get("nodeName"):
-                bound = time.monotonic()
-                break
-            time.sleep(0.02)
-        return {"process": "extender schedule", "ready_s": round(ready, 2),
-                "first_pod_s": round(bound - created, 2) if bound else None,
-                "start_to_first_bind_s": round(bound - started, 2) if bound else None,
+        cpu = _cpu_s(process.process.pid)
+        plane_cpu = sum(map(_cpu_s, cp.plane.pids)) - plane_cpu
+        first = _first_bind(cp, "first", schedulers.OUR_SCHEDULER_NAME)
+        return {"process": "extender schedule", **_bind_row(ready, first),
                 "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
-                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1)}
+                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1),
+                "cpu_s": round(cpu, 2), "apiserver_cpu_s": round(plane_cpu, 2)}
     finally:
         process.stop()
         for line in process.log().splitlines():  # when each list finished: where the start-up goes
@@ -138,24 +163,72 @@ def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
     policy = workdir / "policy-reads-pods.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     process = processes.serve(cp.kubeconfig, workdir, policy=policy, extra=["--disable-bind"], name="startup-serve")
+    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
     started = time.monotonic()
     process.start(timeout=600)
     ready = time.monotonic() - started
     assert process.process is not None
     try:
         return {"process": "extender serve (policy reads pods)", "ready_s": round(ready, 2),
-                "rss_mb": round(_tree_rss_mb(process.process.pid), 1)}
+                "rss_mb": round(_tree_rss_mb(process.process.pid), 1),
+                "apiserver_cpu_s": round(sum(map(_cpu_s, cp.plane.pids)) - plane_cpu, 2)}
+    finally:
+        process.stop()
+
+
+def _kube_scheduler(cp: Any, workdir: Path) -> dict[str, Any]:
+    """kube-scheduler v1.36 on the same cluster: its informers list (WatchList streams) and
+    its own first bind, for comparison."""
+    from tests.e2e.controlplane import KUBE_SCHEDULER_USER, KubeScheduler, scheduler_configuration
+
+    config = scheduler_configuration("default-scheduler", kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER))
+    serving = cp.plane.ca.serving(common_name="startup-kube-scheduler").write(
+        workdir / "startup-kube-scheduler.crt", workdir / "startup-kube-scheduler.key")
+    process = KubeScheduler(cp.plane.assets.kube_scheduler, config, workdir, cp.plane.ca_file, serving,
+                            name="startup-kube-scheduler", start_timeout=600)
+    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
+    started = time.monotonic()
+    process.start()
+    ready = time.monotonic() - started
+    assert process.process is not None
+    try:
+        cpu = _cpu_s(process.process.pid)
+        plane_cpu = sum(map(_cpu_s, cp.plane.pids)) - plane_cpu
+        first = _first_bind(cp, "first-kube", None)
+        return {"process": "kube-scheduler", **_bind_row(ready, first),
+                "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
+                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1),
+                "cpu_s": round(cpu, 2), "apiserver_cpu_s": round(plane_cpu, 2)}
     finally:
         process.stop()
 
 
 def run(nodes: int, pods: int) -> list[dict[str, Any]]:
-    """The two rows: schedule's and serve's start on the filled cluster."""
+    """The three rows: schedule's, serve's and kube-scheduler's start on the filled cluster."""
     with schedulers.control_plane() as cp, tempfile.TemporaryDirectory(prefix="startup-") as tmp:
         _fill(cp, nodes, pods)
         rows = []
-        for measure in (_schedule, _serve):
+        for measure in (_schedule, _serve, _kube_scheduler):
             row = {"nodes": nodes, "pods": pods, **measure(cp, Path(tmp))}
             print(f"# startup: {row}", file=sys.stderr, flush=True)
             rows.append(row)
         return rows
+
+
+def keep(nodes: int, pods: int) -> None:
+    """Fill a control plane once and keep it up until interrupted, printing how to reach it:
+    start `extender schedule` (under py-spy, old and new code in turn) against it as often as
+    needed, a minute each instead of the fill's 13-20 minutes."""
+    with schedulers.control_plane() as cp:
+        _fill(cp, nodes, pods)
+        print(f"kubeconfig {cp.kubeconfig}\nkube-apiserver {cp.plane.url}, pids (etcd, kube-apiserver) "
+              f"{list(cp.plane.pids)}; Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":  # python -m bench.scheduler_perf.startup NODES PODS
+    keep(int(sys.argv[1]), int(sys.argv[2]))

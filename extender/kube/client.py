@@ -271,6 +271,17 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
     or a (connect, read) pair. The request goes over the client's kept-alive connections
     (extender/kube/keepalive.py), or through urllib3 when the client needs a proxy.
     """
+    status, data = request_bytes(api_client, method, path, query=query, body=body, content_type=content_type,
+                                 timeout=timeout)
+    return decode_reply(data, f"{method} {path}", status)
+
+
+def request_bytes(api_client: k8s_client.ApiClient, method: str, path: str, *,
+                  query: Mapping[str, Any] | None = None, body: Any = None,
+                  content_type: str | None = None,
+                  timeout: float | tuple[float, float] = DEFAULT_TIMEOUT) -> tuple[int, bytes]:
+    """`request_json` without the decoding: the 2xx status and the reply's bytes, for a caller
+    that trims them first (list pages: extender/kube/managedfields.py). Same errors."""
     pool = keepalive.for_client(api_client)
     started = time.perf_counter()
     try:
@@ -284,12 +295,17 @@ def request_json(api_client: k8s_client.ApiClient, method: str, path: str, *,
         _observe(method, exc.status, started)
         raise
     _observe(method, status, started)
+    return status, data
+
+
+def decode_reply(data: bytes, what: str, status: int | None = None) -> dict[str, Any]:
+    """A reply body as a dict (empty for an empty body); ClusterError when it is not a JSON object."""
     try:
         decoded = _decode(data)
     except orjson.JSONDecodeError as exc:
-        raise ClusterError(f"{method} {path}: reply is not JSON: {exc}", status=status) from None
+        raise ClusterError(f"{what}: reply is not JSON: {exc}", status=status) from None
     if not isinstance(decoded, dict):
-        raise ClusterError(f"{method} {path}: reply is not a JSON object", status=status)
+        raise ClusterError(f"{what}: reply is not a JSON object", status=status)
     return decoded
 
 

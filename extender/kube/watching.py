@@ -15,6 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -25,6 +26,8 @@ from extender import metrics
 from extender.cluster.gate import ServingGate
 from extender.errors import ClusterError, GoneError
 from extender.kube import client as kube_client
+from extender.kube.liststream import ListStream
+from extender.kube.managedfields import without_managed_fields
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 # never this quiet (client-go gets the same from HTTP/2 pings, after 30 + 15 s).
 WATCH_IDLE_TIMEOUT = 90.0
 _READ_SIZE = 1 << 16
+_LIST_READ_SIZE = 1 << 18
 
 
 class LineReader:
@@ -118,6 +122,16 @@ def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         yield data
 
 
+def _blocks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Read a list reply in blocks of _LIST_READ_SIZE: kube-apiserver streams it in chunks of
+    a few hundred bytes, and reading those one by one cost more than decoding them."""
+    while True:
+        data = response.read(_LIST_READ_SIZE)
+        if not data:
+            return
+        yield data
+
+
 def _too_large_rv(error: ClusterError) -> bool:
     """kube-apiserver's "Too large resource version" (504): our RV is ahead of the server's."""
     details = getattr(error, "details", None) or {}
@@ -132,9 +146,11 @@ def _too_large_rv(error: ClusterError) -> bool:
 class Reflector:
     """List+watch one resource path in a daemon thread, calling `on_list` then `on_event`.
 
-    `on_list(items)` receives an iterable that fetches the pages lazily, so only one
-    page of raw objects is alive at a time; it must consume it to the end. An
-    exception out of it (a page request that failed) means the list did not happen.
+    `on_list(items)` receives an iterable that fetches the pages as it goes, so at most
+    two pages of raw objects are alive at a time (the one handed over and the next,
+    fetched meanwhile), or with `page_size` 0 reads one unpaginated reply an object at a
+    time; it must consume it to the end. An exception out of it (a page request that
+    failed, a reply cut short) means the list did not happen.
     `on_event(type, obj)` gets ADDED, MODIFIED and DELETED events; bookmarks only
     move the resourceVersion. Both run on the reflector's thread. With `yield_to`, each
     event first waits for the requests in flight of that gate (extender.cluster.gate).
@@ -158,6 +174,7 @@ class Reflector:
         stall_after: float = 300.0,
         min_healthy_stream: float = 1.0,
         yield_to: ServingGate | None = None,
+        trim_managed_fields: bool = False,
     ) -> None:
         self.api_client = api_client
         self.path = path
@@ -174,6 +191,9 @@ class Reflector:
         self.stall_after = stall_after
         self.min_healthy_stream = min_healthy_stream
         self.yield_to = yield_to  # requests this process is answering go first (extender.cluster.gate)
+        # List pages lose metadata.managedFields before they are decoded (extender/kube/managedfields.py):
+        # only for handlers that never read it.
+        self.trim_managed_fields = trim_managed_fields
 
         self.resource_version = ""
         self.synced = False
@@ -299,28 +319,77 @@ class Reflector:
 
     # ---- list -------------------------------------------------------------------
 
+    def _page(self, token: str) -> dict[str, Any]:
+        query = {**self._selectors(), "limit": self.page_size, "continue": token or None}
+        status, data = kube_client.request_bytes(self.api_client, "GET", self.path, query=query,
+                                                 timeout=(5.0, self.request_timeout))
+        if self.trim_managed_fields:
+            data = without_managed_fields(data)
+        return kube_client.decode_reply(data, f"GET {self.path}", status)
+
     def _pages(self, done: list[str]) -> Iterator[dict[str, Any]]:
-        token = ""
-        while True:
+        """The list's items, page by page. The next page is asked for as soon as a page
+        arrives, on a helper thread, so the API server prepares it (and the reply travels)
+        while this page's items are handed over, instead of the two taking turns. At most
+        two pages are alive at a time."""
+        fetcher = ThreadPoolExecutor(1, thread_name_prefix=f"list-{self.resource}")
+        try:
+            page = self._page("")
+            while True:
+                if self._stop.is_set():
+                    raise _Stopped()
+                meta = page.get("metadata") or {}
+                items = page.get("items") or []
+                if not isinstance(items, list):
+                    raise ClusterError(f"GET {self.path}: list reply has no items list")
+                token = str(meta.get("continue") or "")
+                following = fetcher.submit(self._page, token) if token else None
+                yield from (item for item in items if isinstance(item, dict))
+                del items, page
+                if following is None:
+                    done.append(str(meta.get("resourceVersion") or ""))
+                    return
+                page = self._arrived(following)
+        finally:
+            # A list cut short (stop, a failed page) does not wait for the page in flight.
+            fetcher.shutdown(wait=False, cancel_futures=True)
+
+    def _streamed(self, done: list[str]) -> Iterator[dict[str, Any]]:
+        """The list's items from one unpaginated reply, decoded one by one as it arrives
+        (extender/kube/liststream.py): `page_size` 0."""
+        response = kube_client.open_request(self.api_client, "GET", self.path, query=self._selectors(),
+                                            timeout=(5.0, self.request_timeout))
+        with self._lock:
+            self._response = response
+        try:
             if self._stop.is_set():
                 raise _Stopped()
-            query = {**self._selectors(), "limit": self.page_size, "continue": token or None}
-            page = kube_client.request_json(self.api_client, "GET", self.path, query=query,
-                                            timeout=(5.0, self.request_timeout))
-            meta = page.get("metadata") or {}
-            items = page.get("items") or []
-            if not isinstance(items, list):
-                raise ClusterError(f"GET {self.path}: list reply has no items list")
-            yield from (item for item in items if isinstance(item, dict))
-            del items, page
-            token = str(meta.get("continue") or "")
-            if not token:
-                done.append(str(meta.get("resourceVersion") or ""))
-                return
+            stream = ListStream(_blocks(response), f"GET {self.path}",
+                                trim=without_managed_fields if self.trim_managed_fields else None)
+            yield from stream.items()
+            done.append(str(stream.metadata.get("resourceVersion") or ""))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._stop.is_set():
+                raise _Stopped() from None
+            raise ClusterError(f"GET {self.path}: list reply cut short: {exc}") from None
+        finally:
+            with self._lock:
+                self._response = None
+            response.close()  # a list left unread is not handed back to the pool
+            response.release_conn()
+
+    def _arrived(self, page: Future[dict[str, Any]]) -> dict[str, Any]:
+        """The page being fetched, once it is in; _Stopped as soon as stop() is called meanwhile."""
+        while True:
+            try:
+                return page.result(timeout=0.1)
+            except TimeoutError:
+                if self._stop.is_set():
+                    raise _Stopped() from None
 
     def _list(self) -> None:
         done: list[str] = []
-        pages = self._pages(done)
+        pages = self._pages(done) if self.page_size > 0 else self._streamed(done)
         try:
             self.on_list(pages)
             for _ in pages:  # a handler that stopped early: the list still has to complete

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
 from extender.model.devices import Shares, assigned_shares
@@ -39,6 +41,10 @@ _EMPTY_LABELS: dict[str, str] = {}
 _INTERN_LIMIT = 200_000
 _labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 _owners: dict[tuple[str, str], tuple[str, str]] = {}
+# Containers' JSON -> requests and host ports (_spec_parts): at most 4096 sets of up to 8 KB.
+_SPEC_PARTS_LIMIT = 4096
+_SPEC_KEY_LIMIT = 8192
+_spec_parts_seen: dict[bytes, tuple[Resources, Resources, tuple[HostPort, ...]]] = {}
 
 
 def intern_labels(labels: dict[str, str]) -> dict[str, str]:
@@ -100,6 +106,25 @@ class PodRecord:
 
 
 
+def _spec_parts(spec: Mapping[str, Any]) -> tuple[Resources, Resources, tuple[HostPort, ...]]:
+    """A pod's requests (plain and for scoring) and host ports, which depend on its containers,
+    init containers, pod-level resources and overhead only. The replicas of a workload have
+    the same ones: parsed once per distinct set, looked up by their JSON (a twentieth of the
+    parsing's cost), as long as the set is small enough to remember."""
+    fields = (spec.get("containers"), spec.get("initContainers"), spec.get("resources"), spec.get("overhead"))
+    try:
+        key: bytes | None = orjson.dumps(fields)
+    except orjson.JSONEncodeError:  # not JSON data (a Python caller's objects): parse it every time
+        key = None
+    found = _spec_parts_seen.get(key) if key is not None else None
+    if found is None:
+        requests, score_requests = pod_request_pair(spec)
+        found = requests, score_requests, host_ports(spec) if _has_host_ports(spec) else ()
+        if key is not None and len(key) <= _SPEC_KEY_LIMIT and len(_spec_parts_seen) < _SPEC_PARTS_LIMIT:
+            _spec_parts_seen[key] = found
+    return found
+
+
 def _has_host_ports(spec: Mapping[str, Any]) -> bool:
     for kind in ("containers", "initContainers"):
         for container in spec.get(kind) or ():
@@ -158,7 +183,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
     priority = spec.get("priority") or 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         priority = 0
-    requests, score_requests = pod_request_pair(spec)
+    requests, score_requests, ports = _spec_parts(spec)
     return PodRecord(
         key=f"{namespace}/{name}",
         uid=str(meta.get("uid") or ""),
@@ -174,7 +199,7 @@ def record_from_dict(raw: Mapping[str, Any]) -> PodRecord:
         labels=labels,
         priority=priority,
         affinity=parse_pod_affinity(spec, namespace, labels) if spec.get("affinity") else None,
-        host_ports=host_ports(spec) if _has_host_ports(spec) else (),
+        host_ports=ports,
         owner=_intern_owner(controller_owner(meta)),
         start_time=sys.intern(as_str(status.get("startTime"), "status.startTime")),
         preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
