@@ -163,7 +163,7 @@ class Executor:
                 return self.kube.call(method, path, body, params)
             except KubeApiError as exc:
                 if exc.code not in (429, 500, 502, 503, 504) or attempt == attempts - 1:
-                    raise WorkloadFailed(f"{method} {path}: {exc.code} {exc.text[:300]}") from exc
+                    raise WorkloadFailed(f"{method} {path}: {str(exc)[:300]}") from exc
             except requests.RequestException as exc:
                 if attempt == attempts - 1:
                     raise WorkloadFailed(f"{method} {path}: {exc!r}") from exc

@@ -145,3 +145,19 @@ def test_go_durations() -> None:
     assert parse_duration("500ms") == 0.5
     with pytest.raises(ValueError):
         parse_duration("10 seconds")
+
+
+def test_a_refused_api_call_fails_the_workload_with_the_server_s_words() -> None:
+    """A 4xx the runner does not retry (e.g. 409) is a WorkloadFailed naming the call and the
+    server's message, not an AttributeError that loses both."""
+    from bench.scheduler_perf.executor import Executor, WorkloadFailed
+    from tests.fakeapi.client import KubeApiError
+
+    class Refusing:
+        def call(self, method: str, path: str, body: object, params: object) -> dict[str, object]:
+            raise KubeApiError(409, {"reason": "AlreadyExists", "message": 'pods "p" already exists'})
+
+    workload = corpus.Workload("misc", "W", "V", {}, [], None)
+    executor = Executor(Refusing(), informer.PodCache(Refusing()), workload)
+    with pytest.raises(WorkloadFailed, match=r'POST /api/v1/namespaces/x/pods: 409 AlreadyExists: pods "p" already'):
+        executor._send("POST", "/api/v1/namespaces/x/pods", {})
