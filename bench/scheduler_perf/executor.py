@@ -83,6 +83,17 @@ class Measurement:
     create_s: float | None = None  # how long creating the measured pods took (createPods only)
 
 
+def _retryable(exc: Any, body: Any) -> bool:
+    """Throttling, a server error, or a name the API server generated that was taken already:
+    5 random characters for 5,000 nodes collide about once per cluster, and the API server
+    answers 409 AlreadyExists, leaving the retry to the client (as scheduler_perf's does)."""
+    if exc.code in (429, 500, 502, 503, 504):
+        return True
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    generated = isinstance(meta, dict) and meta.get("generateName") and not meta.get("name")
+    return bool(exc.code == 409 and exc.reason == "AlreadyExists" and generated)
+
+
 @dataclass
 class Executor:
     kube: Any  # tests.fakeapi.client.KubeTestClient
@@ -162,7 +173,7 @@ class Executor:
             try:
                 return self.kube.call(method, path, body, params)
             except KubeApiError as exc:
-                if exc.code not in (429, 500, 502, 503, 504) or attempt == attempts - 1:
+                if not _retryable(exc, body) or attempt == attempts - 1:
                     raise WorkloadFailed(f"{method} {path}: {str(exc)[:300]}") from exc
             except requests.RequestException as exc:
                 if attempt == attempts - 1:

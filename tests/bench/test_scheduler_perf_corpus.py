@@ -161,3 +161,28 @@ def test_a_refused_api_call_fails_the_workload_with_the_server_s_words() -> None
     executor = Executor(Refusing(), informer.PodCache(Refusing()), workload)
     with pytest.raises(WorkloadFailed, match=r'POST /api/v1/namespaces/x/pods: 409 AlreadyExists: pods "p" already'):
         executor._send("POST", "/api/v1/namespaces/x/pods", {})
+
+
+def test_a_generated_name_taken_already_is_created_again() -> None:
+    """kube-apiserver answers 409 AlreadyExists when the 5 random characters of a generateName
+    collide (about once per 5,000 nodes); the client retries, as scheduler_perf's does."""
+    from bench.scheduler_perf.executor import Executor, WorkloadFailed
+    from tests.fakeapi.client import KubeApiError
+
+    class CollidingOnce:
+        calls = 0
+
+        def call(self, method: str, path: str, body: object, params: object) -> dict[str, object]:
+            self.calls += 1
+            if self.calls == 1:
+                raise KubeApiError(409, {"reason": "AlreadyExists", "message": 'nodes "scheduler-perf-x" already exists'})
+            return {"metadata": {"name": "scheduler-perf-y"}}
+
+    workload = corpus.Workload("misc", "W", "V", {}, [], None)
+    kube = CollidingOnce()
+    executor = Executor(kube, informer.PodCache(kube), workload)
+    created = executor._send("POST", "/api/v1/nodes", {"metadata": {"generateName": "scheduler-perf-"}})
+    assert created["metadata"]["name"] == "scheduler-perf-y" and kube.calls == 2
+    with pytest.raises(WorkloadFailed, match="409 AlreadyExists"):  # a name we chose: not retried
+        Executor(CollidingOnce(), informer.PodCache(kube), workload)._send(
+            "POST", "/api/v1/nodes", {"metadata": {"name": "scheduler-perf-x"}})
