@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.cluster.topologycounts import Counts, GroupCounts, Selection, SelectorCounts, count_on
-from extender.model.affinity import PodAffinity
+from extender.cluster.topologycounts import GroupCounts, Selection, SelectorCounts
+from extender.model.affinity import Counts, PodAffinity, count_on
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 

@@ -25,34 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from extender.model.affinity import Counts
 from extender.model.selectors import LabelSelector
 
-Counts = dict[str, dict[str, int]]  # topology key -> label value -> pods
 Selection = tuple[tuple[frozenset[str], LabelSelector], ...]  # (namespaces, selector) of each term, ANDed
-
-
-def bump(counts: Counts, key: str, value: str, delta: int) -> None:
-    """Add `delta` pods to (key, value); a domain at zero, and a key with no domain left, are dropped."""
-    values = counts.get(key)
-    if values is None:
-        if delta:
-            counts[key] = {value: delta}
-        return
-    total = values.get(value, 0) + delta
-    if total:
-        values[value] = total
-    else:
-        values.pop(value, None)
-        if not values:
-            del counts[key]
-
-
-def count_on(counts: Counts, keys: tuple[str, ...], labels: Mapping[str, str], delta: int) -> None:
-    """Count a pod on a node with `labels` once for each of `keys` the node has."""
-    for key in keys:
-        value = labels.get(key)
-        if value is not None:
-            bump(counts, key, value, delta)
 
 
 class GroupCounts:

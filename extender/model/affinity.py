@@ -20,7 +20,7 @@ their terms and evaluate each distinct term once per scheduling cycle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,3 +159,32 @@ def parse_pod_affinity(spec: Mapping[str, Any], namespace: str, labels: Mapping[
     if len(_interned) < _INTERN_LIMIT:
         _interned[key] = parsed
     return parsed
+
+
+Counts = dict[str, dict[str, int]]  # topology key -> label value -> pods
+
+
+def bump(counts: Counts, key: str, value: str, delta: int) -> None:
+    """Add `delta` pods to (key, value); a domain at zero, and a key with no domain left, are
+    dropped, as kube-scheduler's topology-pair maps delete them."""
+    values = counts.get(key)
+    if values is None:
+        if delta:
+            counts[key] = {value: delta}
+        return
+    total = values.get(value, 0) + delta
+    if total:
+        values[value] = total
+    else:
+        values.pop(value, None)
+        if not values:
+            del counts[key]
+
+
+def count_on(counts: Counts, keys: Iterable[str], labels: Mapping[str, str], delta: int) -> None:
+    """Count a pod on a node with `labels` once for each of `keys` the node has (a node without
+    the key is in no domain of it)."""
+    for key in keys:
+        value = labels.get(key)
+        if value is not None:
+            bump(counts, key, value, delta)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.model.affinity import AffinityTerm, WeightedTerm
+from extender.model.affinity import AffinityTerm, Counts, WeightedTerm, count_on
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
@@ -43,7 +43,6 @@ REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-Counts = dict[str, dict[str, int]]  # topology key -> label value -> pods
 _SHOWN = 3  # pods named in a detail line
 
 
@@ -53,27 +52,6 @@ def resolve_namespaces(term: AffinityTerm, cluster: ClusterView) -> AffinityTerm
     if term.namespace_selector.nothing:
         return term
     return term.with_namespaces(cluster.namespaces_matching(term.namespace_selector))
-
-
-def _bump(counts: Counts, key: str, value: str, delta: int) -> None:
-    """As kube-scheduler's map updates: a domain whose count reaches 0 is deleted."""
-    values = counts.setdefault(key, {})
-    total = values.get(value, 0) + delta
-    if total:
-        values[value] = total
-    else:
-        values.pop(value, None)
-        if not values:
-            del counts[key]
-
-
-def _count(counts: Counts, keys: Sequence[str], labels: Mapping[str, str], delta: int) -> None:
-    """Add `delta` to each key's domain of a node with `labels` (a node without the key is in
-    no domain of it)."""
-    for key in keys:
-        value = labels.get(key)
-        if value is not None:
-            _bump(counts, key, value, delta)
 
 
 def _merge(counts: Counts, key: str, values: dict[str, int]) -> None:
@@ -179,12 +157,12 @@ class AffinityCheck:
         for change in changes:
             other, labels, delta = change.pod, change.node.labels, change.delta
             if other.affinity is not None:
-                _count(counts.existing_anti, [t.topology_key for t in other.affinity.required_anti
+                count_on(counts.existing_anti, [t.topology_key for t in other.affinity.required_anti
                                               if t.matches(pod.namespace, pod.labels, self.namespace_labels)],
                        labels, delta)
             if _matches_all(self.required, other.namespace, other.labels):
-                _count(counts.affinity, self._required_keys, labels, delta)
-            _count(counts.anti, [t.topology_key for t in self.anti if t.matches(other.namespace, other.labels)],
+                count_on(counts.affinity, self._required_keys, labels, delta)
+            count_on(counts.anti, [t.topology_key for t in self.anti if t.matches(other.namespace, other.labels)],
                    labels, delta)
         return AffinityCheck(pod, self.required, self.anti, counts, self.namespace_labels, self.cluster)
 
