@@ -184,17 +184,10 @@ class BindClock:
                     time.sleep(0.2)
 
     def _read(self, raw: Any) -> None:
-        tail = b""
-        while not self._stop:
-            chunk = raw.read1(1 << 16)
-            if not chunk:
-                return
-            now = time.monotonic()
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()
-            for line in lines:
-                if line.strip():
-                    self._event(orjson.loads(line), now)
+        from bench.watchstream import watch_events
+
+        for event, now in watch_events(raw, lambda: self._stop):
+            self._event(event, now)
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         obj = event.get("object") or {}

@@ -19,6 +19,7 @@ import orjson
 import requests
 
 from bench.chaos.checker import PodEvent, node_of, uid
+from bench.watchstream import watch_events
 
 GONE = 410
 
@@ -134,18 +135,8 @@ class PodWatch:
         if self._response.status_code == GONE:
             raise Gone()
         self._response.raise_for_status()
-        raw = self._response.raw
-        tail = b""
-        while not self._stop.is_set():
-            chunk = raw.read1(1 << 16)
-            if not chunk:
-                return
-            now = self.clock()
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()
-            for line in lines:
-                if line.strip():
-                    self._event(orjson.loads(line), now)
+        for event, now in watch_events(self._response.raw, self._stop.is_set, self.clock):
+            self._event(event, now)
 
     def _event(self, event: dict[str, Any], now: float) -> None:
         kind, obj = event.get("type"), event.get("object") or {}

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from bench.watchstream import watch_events
 
 SAMPLE_INTERVAL = 1.0  # throughputSampleInterval
 
@@ -94,16 +94,8 @@ class PodCache:
                     time.sleep(0.2)
 
     def _read(self, raw: Any) -> None:
-        tail = b""
-        while not self._stop:
-            chunk = raw.read1(1 << 16)
-            if not chunk:
-                return
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()
-            for line in lines:
-                if line.strip():
-                    self._event(orjson.loads(line))
+        for event, _ in watch_events(raw, lambda: self._stop):
+            self._event(event)
 
     def _event(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
