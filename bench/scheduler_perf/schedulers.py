@@ -26,26 +26,25 @@ QPS = 5000
 ADMISSION = "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority"
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """The process's peak resident set (VmHWM), in MiB; None once it is gone."""
+def _status_mb(pid: int, field: str) -> float | None:
+    """A memory figure of /proc/<pid>/status (kB there), in MiB; None once the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM), in MiB; None once it is gone."""
+    return _status_mb(pid, "VmHWM:")
 
 
 def rss_mb(pid: int) -> float | None:
     """The process's current resident set (VmRSS), in MiB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    return _status_mb(pid, "VmRSS:")
 
 
 def trees_cpu(pids: list[int]) -> float:

@@ -23,7 +23,6 @@ cluster takes minutes and is not timed.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -106,12 +105,6 @@ def _tree_rss_mb(pid: int) -> float:
     return total
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _first_bind(cp: Any, name: str, scheduler_name: str | None) -> float | None:
     """Create one pending pod for `scheduler_name` (None: default-scheduler); seconds until it is bound."""
     body = base_pod()
@@ -137,14 +130,14 @@ def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
 
     process = processes.schedule(cp.kubeconfig, workdir, scheduler_name=schedulers.OUR_SCHEDULER_NAME,
                                  extra=["--no-leader-elect", "--skip-preflight"], name="startup-schedule")
-    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
     started = time.monotonic()
     process.start(timeout=600)
     ready = time.monotonic() - started
     assert process.process is not None
     try:
-        cpu = _cpu_s(process.process.pid)
-        plane_cpu = sum(map(_cpu_s, cp.plane.pids)) - plane_cpu
+        cpu = schedulers.trees_cpu([process.process.pid])
+        plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
         first = _first_bind(cp, "first", schedulers.OUR_SCHEDULER_NAME)
         return {"process": "extender schedule", **_bind_row(ready, first),
                 "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
@@ -163,7 +156,7 @@ def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
     policy = workdir / "policy-reads-pods.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     process = processes.serve(cp.kubeconfig, workdir, policy=policy, extra=["--disable-bind"], name="startup-serve")
-    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
     started = time.monotonic()
     process.start(timeout=600)
     ready = time.monotonic() - started
@@ -171,7 +164,7 @@ def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
     try:
         return {"process": "extender serve (policy reads pods)", "ready_s": round(ready, 2),
                 "rss_mb": round(_tree_rss_mb(process.process.pid), 1),
-                "apiserver_cpu_s": round(sum(map(_cpu_s, cp.plane.pids)) - plane_cpu, 2)}
+                "apiserver_cpu_s": round(schedulers.trees_cpu(cp.plane.pids) - plane_cpu, 2)}
     finally:
         process.stop()
 
@@ -186,14 +179,14 @@ def _kube_scheduler(cp: Any, workdir: Path) -> dict[str, Any]:
         workdir / "startup-kube-scheduler.crt", workdir / "startup-kube-scheduler.key")
     process = KubeScheduler(cp.plane.assets.kube_scheduler, config, workdir, cp.plane.ca_file, serving,
                             name="startup-kube-scheduler", start_timeout=600)
-    plane_cpu = sum(map(_cpu_s, cp.plane.pids))
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
     started = time.monotonic()
     process.start()
     ready = time.monotonic() - started
     assert process.process is not None
     try:
-        cpu = _cpu_s(process.process.pid)
-        plane_cpu = sum(map(_cpu_s, cp.plane.pids)) - plane_cpu
+        cpu = schedulers.trees_cpu([process.process.pid])
+        plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
         first = _first_bind(cp, "first-kube", None)
         return {"process": "kube-scheduler", **_bind_row(ready, first),
                 "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
