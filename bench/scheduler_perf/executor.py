@@ -110,6 +110,8 @@ class Executor:
     _open: Measurement | None = None
     _resources: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
     _next_node: int = 0
+    _node_names: set[str] = field(default_factory=set)
+    _names_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -217,8 +219,7 @@ class Executor:
             node = corpus.load_object(template, i, count) if template else base_node(f"node-{index}-")
             meta = node.setdefault("metadata", {})
             if not meta.get("name"):
-                meta["name"] = meta.pop("generateName", "node-") + "".join(
-                    random.choices(string.ascii_lowercase + string.digits, k=5))
+                meta["name"] = self._node_name(meta.pop("generateName", "node-"))
             labels = meta.setdefault("labels", {}) or {}
             meta["labels"] = labels
             labels["kubernetes.io/hostname"] = meta["name"]
@@ -242,6 +243,17 @@ class Executor:
 
         self._parallel(create, count)
         self._next_node += count
+
+    def _node_name(self, prefix: str) -> str:
+        """A generateName-like name chosen here (the hostname label needs it before the create).
+        kube-apiserver retries a generated name that is taken; 5 random characters collide about
+        once per 5,000 nodes, so the runner keeps the names it gave out and never repeats one."""
+        with self._names_lock:
+            while True:
+                name = prefix + "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+                if name not in self._node_names:
+                    self._node_names.add(name)
+                    return name
 
     def _create_namespaces(self, index: int, op: dict[str, Any]) -> None:
         template = op.get("namespaceTemplatePath")

@@ -186,3 +186,16 @@ def test_a_generated_name_taken_already_is_created_again() -> None:
     with pytest.raises(WorkloadFailed, match="409 AlreadyExists"):  # a name we chose: not retried
         Executor(CollidingOnce(), informer.PodCache(kube), workload)._send(
             "POST", "/api/v1/nodes", {"metadata": {"name": "scheduler-perf-x"}})
+
+
+def test_node_names_the_runner_picks_never_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner names nodes itself (their hostname label needs the name before the create), so
+    it cannot count on kube-apiserver's retry of a taken generated name: a repeated draw of the 5
+    random characters is drawn again (a 409 failed kube-scheduler's first ExtendedResource run)."""
+    from bench.scheduler_perf import executor as module
+
+    draws = iter(["aaaaa", "aaaaa", "aaaaa", "bbbbb"])
+    monkeypatch.setattr(module.random, "choices", lambda population, k: list(next(draws)))
+    workload = corpus.Workload("misc", "W", "V", {}, [], None)
+    executor = module.Executor(None, None, workload)
+    assert [executor._node_name("perf-") for _ in range(2)] == ["perf-aaaaa", "perf-bbbbb"]
