@@ -109,6 +109,11 @@ class NodeInfo:
     pod_count: int = 0
     pods: tuple[PodRecord, ...] = field(default=(), repr=False)
     host_ports: tuple[HostPort, ...] = ()
+    # The node's name as a plain attribute: the engine reads it for every node of every pod.
+    name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.node.name)
 
     @classmethod
     def build(cls, node: NodeView, pods: Iterable[PodRecord]) -> NodeInfo:
@@ -131,10 +136,6 @@ class NodeInfo:
     def plus(self, extra: Iterable[PodRecord]) -> NodeInfo:
         """This node with `extra` pods added (nominated pods, reprieved victims)."""
         return NodeInfo.build(self.node, (*self.pods, *extra))
-
-    @property
-    def name(self) -> str:
-        return self.node.name
 
     def free(self, resource: str) -> int:
         if resource == "pods":

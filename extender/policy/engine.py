@@ -39,6 +39,13 @@ from extender.policy.status import Code, Status, unresolvable
 MAX_SCORE = 100
 # Pod shapes whose scores Engine remembers per scorer (see Engine._remembered).
 SCORE_MEMO_KEYS = 64
+# Pod shapes whose filter verdicts Engine remembers (see FilterCycle.run), and how many
+# shapes seen once it keeps in mind: a shape's verdicts are remembered from its second pod.
+VERDICT_MEMO_KEYS = 32
+SHAPES_SEEN = 1024
+
+# A remembered verdict or score per node name, with the NodeInfo it was computed on.
+Memo = dict[str, tuple[NodeInfo, object]]
 
 
 class PluginError(ExtenderError):
@@ -93,7 +100,12 @@ class Policy:
         return any(points.needs_pods for points in (*self.filter_points, *(p for p, _ in self.scorer_points)))
 
 
+_REFUSALS = (Code.UNSCHEDULABLE, Code.UNRESOLVABLE)
+
+
 def _as_status(result: FilterResult, plugin: str) -> Status:
+    if result.__class__ is Status and result.plugin == plugin and result.code in _REFUSALS:  # type: ignore[union-attr]
+        return result  # type: ignore[return-value]  # the common case first: a built-in refusal, stamped already
     if isinstance(result, str):
         return Status(Code.UNSCHEDULABLE, (result,), "", plugin)
     if isinstance(result, Status):
@@ -128,14 +140,21 @@ class FilterCycle:
     other nodes. Pods nominated to a node with a priority at least the pod's count there
     (kube-scheduler's RunFilterPluginsWithNominatedPods): the node must fit the pod with
     them, and without them, since a nominated pod may never arrive.
+
+    `memo` (Engine.prepare gives one when every check carries a `memo_key`): the verdicts of
+    earlier pods with the same keys, per node. NodeInfos are immutable and rebuilt whenever
+    their node or pods change, so a node whose NodeInfo is the one judged before gets the
+    same verdict without running the checks: for a backlog of one Deployment's replicas,
+    only the node of the last bind is filtered again.
     """
 
     def __init__(self, pod: PodView, checks: list[tuple[str, NodeCheck]], refuse_all: Status | None,
-                 nominations: Mapping[str, Sequence[PodRecord]]) -> None:
+                 nominations: Mapping[str, Sequence[PodRecord]], memo: Memo | None = None) -> None:
         self.pod = pod
         self.checks = checks
         self.refuse_all = refuse_all
         self.nominations = nominations
+        self.memo = memo
 
     @property
     def passes_clear_nodes(self) -> bool:
@@ -204,6 +223,9 @@ class FilterCycle:
                 else:
                     failed[info.name] = status
             return decision
+        if self.memo is not None:
+            self._run_remembered(nodes, decision)
+            return decision
         checks = self.checks
         name = ""
         try:
@@ -228,6 +250,72 @@ class FilterCycle:
             raise PluginError(f"filter {name} failed: {exc}") from exc
         return decision
 
+    def _run_remembered(self, nodes: Sequence[NodeInfo], decision: Decision) -> None:
+        memo = self.memo
+        assert memo is not None
+        failed = decision.failed
+        feasible = decision.feasible
+        for info in nodes:
+            name = info.name
+            known = memo.get(name)
+            if known is not None and known[0] is info:
+                status = known[1]
+            else:
+                status = self.refusal(info)
+                memo[name] = (info, status)
+            if status is None:
+                feasible.append(info)
+            else:
+                failed[name] = status  # type: ignore[assignment]  # a Status, as refusal() returned
+
+
+def _bounded(store: dict[Hashable, Memo], key: Hashable, limit: int) -> Memo:
+    """The memo of `key` in `store`, made (and the oldest key dropped past `limit`) when new."""
+    memo = store.get(key)
+    if memo is None:
+        if len(store) >= limit:
+            try:
+                store.pop(next(iter(store)))  # the oldest shape
+            except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
+                pass
+        memo = store[key] = {}
+    return memo
+
+
+def _verdict_key(checks: Sequence[tuple[str, NodeCheck]]) -> Hashable | None:
+    """What the checks read of the pod, when every one reads nothing else than its NodeInfo."""
+    if not checks:
+        return None
+    keys = []
+    for name, check in checks:
+        key = memo_key(check)
+        if key is None:
+            return None
+        keys.append((name, key))
+    return tuple(keys)
+
+
+def _scored(name: str, fn: NodeScore, nodes: Sequence[NodeInfo]) -> list[float]:
+    try:
+        return [fn(info) for info in nodes]
+    except ExtenderError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"scorer {name} failed: {exc}") from exc
+
+
+def _row(fns: Sequence[tuple[str, NodeScore]], info: NodeInfo) -> tuple[float, ...]:
+    """One node's raw score from each function, a failure named after its scorer."""
+    row = []
+    for name, fn in fns:
+        try:
+            row.append(fn(info))
+        except ExtenderError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"scorer {name} failed: {exc}") from exc
+    return tuple(row)
+
 
 class Engine:
     """Stateless apart from its policy; safe to share between threads.
@@ -239,7 +327,10 @@ class Engine:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         # Score functions with a `memo_key`: (scorer, key) -> node name -> (the NodeInfo scored, its raw score).
-        self._memos: dict[tuple[str, Hashable], dict[str, tuple[NodeInfo, float]]] = {}
+        self._memos: dict[Hashable, Memo] = {}
+        # Pods whose checks all carry a `memo_key`: their keys -> node name -> (NodeInfo, verdict).
+        self._verdicts: dict[Hashable, Memo] = {}
+        self._seen: dict[Hashable, None] = {}  # keys of one pod so far, oldest first
 
     def prepare(self, pod: PodView, cluster: ClusterView | None = None) -> FilterCycle:
         """Run every filter's per-pod step once; the result filters any number of nodes."""
@@ -262,7 +353,24 @@ class Engine:
                 return FilterCycle(pod, checks, _as_status(check, name), {})
             if check is not None:
                 checks.append((name, check))
-        return FilterCycle(pod, checks, None, view.nominations())
+        return FilterCycle(pod, checks, None, view.nominations(), self._verdict_memo(_verdict_key(checks)))
+
+    def _verdict_memo(self, key: Hashable | None) -> Memo | None:
+        """The verdict memo of a pod shape seen before. Not for a shape's first pod: pods of
+        a shape of their own (each asking for its own extended resource, say) would each fill
+        a memo of every node that no other pod reads, and keep it alive for the collector."""
+        if key is None:
+            return None
+        if key in self._verdicts or key in self._seen:
+            self._seen.pop(key, None)
+            return _bounded(self._verdicts, key, VERDICT_MEMO_KEYS)
+        if len(self._seen) >= SHAPES_SEEN:
+            try:
+                self._seen.pop(next(iter(self._seen)))
+            except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
+                pass
+        self._seen[key] = None
+        return None
 
     def filter(self, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView | None = None) -> Decision:
         """Run every filter; the decision lists feasible nodes and a Status for each refused one."""
@@ -279,12 +387,15 @@ class Engine:
         count = len(nodes)
         totals = [0.0] * count
         weight_sum = 0
+        prepared = []
         for points, weight in self.policy.scorer_points:
+            fn = self._score_function(points, pod, nodes, view)
+            if fn is not None:
+                prepared.append((points, weight, fn))
+        columns = self._raw_scores([(points.name, fn) for points, _, fn in prepared], nodes)
+        for (points, weight, fn), raw in zip(prepared, columns, strict=True):
             name = points.name
-            scored = self._raw_scores(points, pod, nodes, view)
-            if scored is None:
-                continue
-            raw, normalize = scored
+            normalize = self._normalizer(points, fn, nodes)
             try:
                 normalized = normalize(raw)
                 # C loops (min, max, isfinite): this runs for every scorer over every node.
@@ -307,61 +418,79 @@ class Engine:
         decision.totals = totals
         return decision
 
-    def _remembered(self, name: str, key: Hashable, fn: NodeScore, nodes: Sequence[NodeInfo]) -> list[float]:
-        """`fn` over `nodes`, each node scored again only when its NodeInfo is a new object.
+    @staticmethod
+    def _score_function(points: ExtensionPoints, pod: PodView, nodes: Sequence[NodeInfo],
+                        cluster: ClusterView) -> NodeScore | None:
+        """The scorer's per-node function for this pod, or None when it has nothing to say."""
+        if points.prescore is None:
+            return partial(points.score, pod)
+        try:
+            return points.prescore(pod, cluster, nodes)
+        except ExtenderError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"scorer {points.name} failed: {exc}") from exc
+
+    def _raw_scores(self, fns: Sequence[tuple[str, NodeScore]], nodes: Sequence[NodeInfo]) -> list[list[float]]:
+        """Each function's raw scores over `nodes`: those with a `memo_key` in one remembered
+        pass (Engine._remembered), the others node by node."""
+        columns: list[list[float]] = []
+        remembered: list[tuple[int, str, Hashable, NodeScore]] = []
+        for index, (name, fn) in enumerate(fns):
+            key = memo_key(fn)
+            if key is None:
+                columns.append(_scored(name, fn, nodes))
+            else:
+                columns.append([])
+                remembered.append((index, name, key, fn))
+        if remembered:
+            found = self._remembered(tuple((name, key) for _, name, key, _ in remembered),
+                                     [(name, fn) for _, name, _, fn in remembered], nodes)
+            for (index, *_), column in zip(remembered, found, strict=True):
+                columns[index] = column
+        for (name, _), raw in zip(fns, columns, strict=True):
+            try:
+                finite = all(map(math.isfinite, raw))  # one C loop: this runs for every node
+            except TypeError:
+                finite = False
+            if not finite:
+                raise PluginError(f"scorer {name} returned {next(v for v in raw if not _finite(v))!r}")
+        return columns
+
+    def _remembered(self, key: Hashable, fns: Sequence[tuple[str, NodeScore]],
+                    nodes: Sequence[NodeInfo]) -> list[list[float]]:
+        """`fns` over `nodes`, each node scored again only when its NodeInfo is a new object.
 
         A per-node score function's `memo_key` names everything it reads of the pod;
         NodeInfos are immutable and rebuilt whenever their node or pods change. So for
         pods of one shape (a Deployment's replicas) only the nodes that changed since the
-        last such pod are scored: one per bind in a backlog.
+        last such pod are scored: one per bind in a backlog. The functions of one pod
+        share one memo (a row of scores per node), so a node costs one look-up, not one
+        per scorer.
         """
-        memo = self._memos.get((name, key))
-        if memo is None:
-            if len(self._memos) >= SCORE_MEMO_KEYS:
-                try:
-                    self._memos.pop(next(iter(self._memos)))  # the oldest shape
-                except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
-                    pass
-            memo = self._memos[(name, key)] = {}
-        raw = []
+        memo = _bounded(self._memos, key, SCORE_MEMO_KEYS)
+        rows: list[tuple[float, ...]] = []
         for info in nodes:
             known = memo.get(info.name)
             if known is not None and known[0] is info:
-                raw.append(known[1])
+                rows.append(known[1])  # type: ignore[arg-type]  # a row, as _row made
             else:
-                score = fn(info)
-                memo[info.name] = (info, score)
-                raw.append(score)
-        return raw
+                row = _row(fns, info)
+                memo[info.name] = (info, row)
+                rows.append(row)
+        if not rows:
+            return [[] for _ in fns]
+        return [list(column) for column in zip(*rows, strict=True)]
 
-    def _raw_scores(self, points: ExtensionPoints, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
-                    ) -> tuple[list[float], Callable[[Sequence[float]], list[float]]] | None:
-        """Raw scores and the function that normalises them: the per-pod function's own
-        `normalize(scores, nodes)` when it has one, else the plugin's, else the default."""
-        name = points.name
-        try:
-            if points.prescore is None:
-                fn = partial(points.score, pod)
-            else:
-                fn = points.prescore(pod, cluster, nodes)
-                if fn is None:
-                    return None
-            key = memo_key(fn)
-            raw = [fn(info) for info in nodes] if key is None else self._remembered(name, key, fn, nodes)
-        except ExtenderError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"scorer {name} failed: {exc}") from exc
-        try:
-            finite = all(map(math.isfinite, raw))  # one C loop: this runs for every node
-        except TypeError:
-            finite = False
-        if not finite:
-            raise PluginError(f"scorer {name} returned {next(v for v in raw if not _finite(v))!r}")
+    @staticmethod
+    def _normalizer(points: ExtensionPoints, fn: NodeScore, nodes: Sequence[NodeInfo]
+                    ) -> Callable[[Sequence[float]], list[float]]:
+        """The per-pod function's own `normalize(scores, nodes)` when it has one, else the
+        plugin's, else the default."""
         own = own_normalize(fn)
         if own is not None:
-            return raw, partial(own, nodes=nodes)
-        return raw, points.normalize_scores or default_normalize
+            return partial(own, nodes=nodes)
+        return points.normalize_scores or default_normalize
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None
                 ) -> list[Reservation] | Status:

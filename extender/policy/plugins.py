@@ -29,7 +29,10 @@ Marks, read once per pod, never per node:
   `updated(changes)` gives the check as if pods were added or removed on other nodes; only
   checks that count pods elsewhere need it) and may set `passes_clear_nodes = True` when
   it passes every node whose `NodeView.all_clear` is set, whatever the pod: when every check
-  of a pod does, the webhook looks only at the nodes that are not all clear;
+  of a pod does, the webhook looks only at the nodes that are not all clear; and it may
+  carry `memo_key` (a hashable naming everything it reads of the pod, when it reads nothing
+  but the node's NodeInfo): when every check of a pod has one, the engine filters a node
+  again only when its NodeInfo changed since a pod with the same keys was filtered;
 * a per-node score function may carry `memo_key` (a hashable naming everything it reads of
   the pod, when it reads nothing but the node's NodeInfo): the engine then scores a node
   again only when its NodeInfo changed since a pod with the same key was scored; and its
@@ -152,8 +155,8 @@ def extension_points(plugin: Any) -> ExtensionPoints:
     )
 
 
-def memo_key(fn: NodeScore) -> Hashable | None:
-    """A per-node score function's `memo_key` mark (see the module docstring), or None."""
+def memo_key(fn: NodeCheck | NodeScore) -> Hashable | None:
+    """A per-node check's or score function's `memo_key` mark (see the module docstring), or None."""
     return getattr(fn, "memo_key", None)
 
 

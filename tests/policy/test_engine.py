@@ -200,17 +200,123 @@ def test_remembered_scores_are_the_scores_as_nodes_change():
     must be those of an engine that remembers nothing, pod after pod."""
     policy = default_policy("standalone")
     remembering = Engine(policy)
-    shapes = [{"cpu": "100m", "memory": "128Mi"}, {"cpu": "1", "memory": "1Gi"}, {"cpu": "250m"}]
-    nodes = {f"n{i}": make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i}Gi") for i in range(8)}
+    def prefer(zone: str) -> dict:
+        return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": {
+            "matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}}]}
+
+    # Shapes alike but for one scorer's input, so a key that forgets an input shows.
+    shapes = [dict(requests={"cpu": "100m", "memory": "128Mi"}), dict(requests={"cpu": "1", "memory": "1Gi"}),
+              dict(requests={"cpu": "250m"}), dict(requests={"cpu": "250m"}, affinity=prefer("a")),
+              dict(requests={"cpu": "250m"}, affinity=prefer("b")),
+              dict(requests={"cpu": "250m"}, tolerations=[{"key": "spot", "operator": "Exists"}])]
+
+    def make(name: str, running: list) -> object:
+        i = int(name[1:])
+        return make_node(name, cpu=str(2 + i % 3), memory=f"{4 + i}Gi", running=running,
+                         labels={"zone": "ab"[i % 2]},
+                         taints=[taint("spot", "yes", "PreferNoSchedule")] if i % 3 == 0 else None)
+
+    nodes = {f"n{i}": make(f"n{i}", []) for i in range(8)}
     placed: dict[str, list] = {name: [] for name in nodes}
-    for step in range(30):
-        pod = make_pod(f"p{step}", requests=shapes[step % len(shapes)])
+    for step in range(60):
+        pod = make_pod(f"p{step}", **shapes[step % len(shapes)])
         infos = list(nodes.values())
         got = remembering.score(pod, infos)
         fresh = Engine(policy).score(pod, infos)
         assert got.totals == fresh.totals and got.raw_scores == fresh.raw_scores
         best = max(zip(got.totals, infos, strict=True), key=lambda pair: pair[0])[1].name
         placed[best].append(pod)  # the node's info is rebuilt, as the cluster state does on a bind
-        nodes[best] = make_node(best, cpu=str(2 + int(best[1:]) % 3), memory=f"{4 + int(best[1:])}Gi",
-                                running=placed[best])
+        nodes[best] = make(best, placed[best])
     assert any(remembering._memos.values())  # the allocation scorers did remember
+
+
+def _verdicts(decision) -> dict[str, object]:
+    return {**{info.name: None for info in decision.feasible},
+            **{name: (s.plugin, s.reasons, s.code) for name, s in decision.failed.items()}}
+
+
+@pytest.mark.parametrize("filters", ["standalone", "ready-and-fit"])
+def test_remembered_verdicts_are_the_verdicts_as_nodes_change(filters: str):
+    """When every check of a pod carries a memo_key the engine filters again only the NodeInfos
+    that changed: pod after pod, with nodes filling up, cordoned, tainted, relabelled and going
+    NotReady, its verdicts must be those of an engine that remembers nothing. (The short policy
+    keeps checks that other checks' keys would otherwise cover.)"""
+    import random
+
+    from extender.policy.builtin.readiness import ALL_PRESSURE_CONDITIONS
+
+    policy = default_policy("standalone") if filters == "standalone" else Policy(
+        filters=(NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS), ResourceFit()))
+    remembering = Engine(policy)
+    rng = random.Random(3)
+
+    def zones(*names: str) -> dict:
+        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": list(names)}]}]}}
+
+    # Shapes alike but for one check's input, so a key that forgets an input shows.
+    shapes = [dict(requests={"cpu": "1", "memory": "1Gi"}),
+              dict(requests={"cpu": "1", "memory": "1Gi"}, affinity=zones("a", "b")),
+              dict(requests={"cpu": "1", "memory": "1Gi"}, affinity=zones("c")),
+              dict(requests={"cpu": "1", "memory": "1Gi"}, node_selector={"disk": "ssd"}),
+              dict(requests={"cpu": "1", "memory": "1Gi"}, node_selector={"zone": "a"}),
+              dict(requests={"cpu": "500m"}, node_selector={"disk": "ssd"}),
+              dict(requests={"cpu": "2"}, tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+              dict(requests={"cpu": "2"}),
+              dict(requests={"cpu": "100m"}, tolerations=[{"key": "node.kubernetes.io/unschedulable",
+                                                            "operator": "Exists", "effect": "NoSchedule"}]),
+              dict(requests={"cpu": "100m"})]
+    shapes_of: dict[str, dict] = {f"n{i}": dict(cpu="4", memory="8Gi", pods="6", labels={
+        "zone": "abc"[i % 3], **({"disk": "ssd"} if i % 2 else {})}) for i in range(8)}
+    placed: dict[str, list] = {name: [] for name in shapes_of}
+    nodes = {name: make_node(name, **shape) for name, shape in shapes_of.items()}
+    remembered = 0
+    for step in range(240):
+        pod = make_pod(f"p{step}", **shapes[step % len(shapes)])
+        cycle = remembering.prepare(pod)
+        remembered += cycle.memo is not None
+        got = cycle.run(list(nodes.values()))
+        assert _verdicts(got) == _verdicts(Engine(policy).filter(pod, list(nodes.values()))), step
+        name = rng.choice(sorted(nodes))
+        if got.feasible and step % 4:
+            name = got.feasible[0].name
+            placed[name].append(pod)
+        else:  # the node itself changes
+            shapes_of[name] = {**shapes_of[name], **rng.choice([
+                {"unschedulable": True}, {"unschedulable": False}, {"ready": "False"}, {"ready": "True"},
+                {"taints": [taint("dedicated", "db")]}, {"taints": None},
+                {"labels": {"zone": rng.choice("abc")}}, {"labels": {"zone": "a", "disk": "ssd"}}])}
+        nodes[name] = make_node(name, running=placed[name], **shapes_of[name])  # rebuilt, as the state does
+    assert remembered > 200  # every pod but the first of each shape
+
+
+def test_a_check_without_memo_key_turns_the_verdict_memo_off():
+    """A check that reads more than its NodeInfo (no memo_key) must run on every node, every pod."""
+    calls: list[str] = []
+
+    class Counting:
+        name = "Counting"
+
+        def filter(self, pod, node):
+            calls.append(node.name)
+            return None
+
+    engine = Engine(Policy(filters=(ResourceFit(), Counting())))
+    nodes = [make_node("a"), make_node("b")]
+    for step in range(3):
+        cycle = engine.prepare(make_pod(f"p{step}", requests={"cpu": "1"}))
+        assert cycle.memo is None and len(cycle.run(nodes).feasible) == 2
+    assert calls == ["a", "b"] * 3
+
+
+def test_a_shape_s_first_pod_fills_no_verdict_memo():
+    """Pods each of a shape of their own (kube-scheduler's SchedulingWithExtendedResource: pod i
+    asks for foo.com/bar-i) would each fill a memo of every node that no later pod reads."""
+    engine = Engine(default_policy("standalone"))
+    nodes = [make_node(f"n{i}", extra={f"foo.com/bar-{i}": "1"}) for i in range(4)]
+    for i in range(4):
+        cycle = engine.prepare(make_pod(f"p{i}", requests={f"foo.com/bar-{i}": "1"}))
+        assert cycle.memo is None and [info.name for info in cycle.run(nodes).feasible] == [f"n{i}"]
+    assert not engine._verdicts
+    again = engine.prepare(make_pod("again", requests={"foo.com/bar-2": "1"}))
+    assert again.memo is not None and [info.name for info in again.run(nodes).feasible] == ["n2"]

@@ -91,6 +91,7 @@ class NodeAffinity(PrefilteredFilter):
                 return _POD_MISMATCH
             return None
 
+        check.memo_key = (selector, required)  # type: ignore[attr-defined]  # all it reads of the pod
         return check
 
 
@@ -120,6 +121,7 @@ class PreferredNodeAffinity(PrescoredScorer, NormalizeScores):
                     total += weight
             return total
 
+        score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
         return score
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:

@@ -71,6 +71,8 @@ class ResourceFit(PrefilteredFilter):
             if amount > 0 and resource != "pods" and not self._ignored(resource)
         )
 
+        absent: dict[tuple[str, ...], Status] = {}  # the refusals of nodes without a wanted resource
+
         def check(info: NodeInfo) -> Status | None:
             allocatable = info.node.allocatable
             if info.pod_count >= allocatable.get("pods", 0):
@@ -78,13 +80,37 @@ class ResourceFit(PrefilteredFilter):
             requested = info.requested
             for resource, amount in wanted:
                 if amount > allocatable.get(resource, 0) - requested.get(resource, 0):
-                    return _refusal(wanted, info)
+                    return _absent(wanted, info, absent) or _refusal(wanted, info)
             return None
 
+        check.memo_key = wanted  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
         return check
 
 
 _INSUFFICIENT: dict[str, str] = {}
+
+
+def _absent(wanted: tuple[tuple[str, int], ...], info: NodeInfo, known: dict[tuple[str, ...], Status]
+            ) -> Status | None:
+    """The refusal of a node that has none of the resources it lacks (allocatable and requested
+    0: an extended resource, a GPU on a CPU node), or None. Its reasons and numbers are the
+    same on every such node, so one Status serves them all: a pod that fits a handful of
+    nodes out of thousands is refused by every other one."""
+    allocatable = info.node.allocatable
+    requested = info.requested
+    missing = []
+    for resource, amount in wanted:
+        total = allocatable.get(resource, 0)
+        used = requested.get(resource, 0)
+        if amount > total - used:
+            if total or used:
+                return None
+            missing.append(resource)
+    key = tuple(missing)
+    status = known.get(key)
+    if status is None:
+        status = known[key] = _refusal(wanted, info)
+    return status
 
 
 def _refusal(wanted: tuple[tuple[str, int], ...], info: NodeInfo) -> Status:

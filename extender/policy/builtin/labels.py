@@ -141,7 +141,8 @@ class NodeLabels(PrefilteredFilter):
         return cls(tuple(_rule(rule, f"rules[{i}]") for i, rule in enumerate(rules)))
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
-        checks = tuple(check for rule in self.rules if rule.applies_to(pod) for check in rule.checks)
+        applied = tuple(i for i, rule in enumerate(self.rules) if rule.applies_to(pod))
+        checks = tuple(check for i in applied for check in self.rules[i].checks)
         if not checks:
             return None
 
@@ -152,6 +153,7 @@ class NodeLabels(PrefilteredFilter):
                     return label_check.status
             return None
 
+        check.memo_key = applied  # type: ignore[attr-defined]  # the rules that apply to the pod (FilterCycle.run)
         return check
 
 

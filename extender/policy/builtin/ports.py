@@ -48,4 +48,5 @@ class NodePorts(TakesNoArgs, PrefilteredFilter):
                         return _refusal(port)
             return None
 
+        check.memo_key = wanted  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
         return check

@@ -78,6 +78,7 @@ class TaintToleration(TakesNoArgs, PrefilteredFilter):
                     return _untolerated(key, value, effect)
             return None
 
+        check.memo_key = tolerations  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
         return check
 
 
@@ -103,6 +104,7 @@ class TaintPreferNoSchedule(TakesNoArgs, PrescoredScorer, NormalizeScores):
                     count += 1
             return count
 
+        score.memo_key = tolerations  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
         return score
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
