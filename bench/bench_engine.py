@@ -12,6 +12,11 @@ verb saw (filter: every node; score: the feasible ones): wall time
 (time.perf_counter_ns) and this process's CPU time (time.process_time_ns), which a
 busy shared machine disturbs much less; `within_target` is judged on CPU time.
 
+Every run takes a fresh Engine, so each node is judged and scored (the first pod of a
+shape). The `*_memo_cpu_us` columns are the same mix again on an Engine that has seen it:
+a replica of a shape seen before, on nodes that did not change since, gets the verdicts
+and scores the engine remembers (`memo_key`, docs/plugins.md).
+
 Usage: python bench/bench_engine.py [--sizes 100,1000,5000] [--runs 7] [--profile]
 `run(sizes)` returns the rows for `make bench`.
 """
@@ -150,17 +155,23 @@ def _time_once(engine: Engine, pods: Sequence[PodView], nodes: Sequence[NodeInfo
 
 
 def measure(mode: str, size: int, runs: int = 7) -> dict[str, Any]:
-    engine = Engine(default_policy(mode))
+    policy = default_policy(mode)
+    engine = Engine(policy)
     nodes = make_cluster(size)
     pods = make_incoming()
     # As the cluster state does after a full list: long-lived objects leave the GC's young
     # generations, so a collection during a request does not walk the whole cluster.
     gc.collect()
     gc.freeze()
-    _time_once(engine, pods, nodes)  # warm up caches
-    figures: dict[str, list[float]] = {"filter": [], "score": [], "filter_cpu": [], "score_cpu": [], "ms": []}
+    for _ in range(2):  # warm up caches; the second pass of a shape fills the engine's memo
+        _time_once(engine, pods, nodes)
+    figures: dict[str, list[float]] = {"filter": [], "score": [], "filter_cpu": [], "score_cpu": [], "ms": [],
+                                       "filter_memo": [], "score_memo": []}
     for _ in range(runs):
-        f_wall, f_cpu, f_n, s_wall, s_cpu, s_n = _time_once(engine, pods, nodes)
+        f_wall, f_cpu, f_n, s_wall, s_cpu, s_n = _time_once(Engine(policy), pods, nodes)
+        _, m_f_cpu, _, _, m_s_cpu, _ = _time_once(engine, pods, nodes)
+        figures["filter_memo"].append(m_f_cpu / f_n / 1000)
+        figures["score_memo"].append(m_s_cpu / s_n / 1000 if s_n else 0.0)
         figures["filter"].append(f_wall / f_n / 1000)
         figures["filter_cpu"].append(f_cpu / f_n / 1000)
         figures["score"].append(s_wall / s_n / 1000 if s_n else 0.0)
@@ -178,6 +189,8 @@ def measure(mode: str, size: int, runs: int = 7) -> dict[str, Any]:
         # from us, which on a shared machine is most of the spread between runs.
         "filter_cpu_us": round(median["filter_cpu"], 2),
         "score_cpu_us": round(median["score_cpu"], 2),
+        "filter_memo_cpu_us": round(median["filter_memo"], 2),
+        "score_memo_cpu_us": round(median["score_memo"], 2),
         "target_us": TARGET_US,
         "within_target": median["filter_cpu"] <= TARGET_US and median["score_cpu"] <= TARGET_US,
         "feasible_avg": round(feasible),
