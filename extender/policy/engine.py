@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from extender.errors import ExtenderError
 from extender.model.nodes import NodeInfo
@@ -44,8 +45,9 @@ SCORE_MEMO_KEYS = 64
 VERDICT_MEMO_KEYS = 32
 SHAPES_SEEN = 1024
 
-# A remembered verdict or score per node name, with the NodeInfo it was computed on.
-Memo = dict[str, tuple[NodeInfo, object]]
+# Per node name, the NodeInfo judged or scored first, then what was remembered of it:
+# (info, index of the first refusing check, its Status or None) or (info, a row of scores).
+Memo = dict[str, tuple[Any, ...]]
 
 
 class PluginError(ExtenderError):
@@ -141,11 +143,13 @@ class FilterCycle:
     (kube-scheduler's RunFilterPluginsWithNominatedPods): the node must fit the pod with
     them, and without them, since a nominated pod may never arrive.
 
-    `memo` (Engine.prepare gives one when every check carries a `memo_key`): the verdicts of
-    earlier pods with the same keys, per node. NodeInfos are immutable and rebuilt whenever
-    their node or pods change, so a node whose NodeInfo is the one judged before gets the
-    same verdict without running the checks: for a backlog of one Deployment's replicas,
-    only the node of the last bind is filtered again.
+    `memo` (Engine.prepare gives one for a pod shape seen before): the verdicts of the checks
+    that carry a `memo_key` (they read nothing but the NodeInfo), from earlier pods with the
+    same keys, per node. NodeInfos are immutable and rebuilt whenever their node or pods
+    change, so a node whose NodeInfo is the one judged before gets the same verdict from
+    those checks without running them: for a backlog of one Deployment's replicas, only the
+    node of the last bind is judged again. The other checks (counting pods elsewhere) still
+    run on every node, in their place in the order.
     """
 
     def __init__(self, pod: PodView, checks: list[tuple[str, NodeCheck]], refuse_all: Status | None,
@@ -155,6 +159,14 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
+        # The checks with a memo_key, and the others with how many of those come before each.
+        self._remembered: list[tuple[str, NodeCheck]] = []
+        self._others: list[tuple[int, str, NodeCheck]] = []
+        for name, check in checks:
+            if memo_key(check) is None:
+                self._others.append((len(self._remembered), name, check))
+            else:
+                self._remembered.append((name, check))
 
     @property
     def passes_clear_nodes(self) -> bool:
@@ -253,20 +265,53 @@ class FilterCycle:
     def _run_remembered(self, nodes: Sequence[NodeInfo], decision: Decision) -> None:
         memo = self.memo
         assert memo is not None
+        others = self._others
         failed = decision.failed
         feasible = decision.feasible
-        for info in nodes:
-            name = info.name
-            known = memo.get(name)
-            if known is not None and known[0] is info:
-                status = known[1]
-            else:
-                status = self.refusal(info)
-                memo[name] = (info, status)
-            if status is None:
-                feasible.append(info)
-            else:
-                failed[name] = status  # type: ignore[assignment]  # a Status, as refusal() returned
+        name = ""
+        try:
+            for info in nodes:
+                node_name = info.name
+                known = memo.get(node_name)
+                if known is None or known[0] is not info:
+                    known = memo[node_name] = (info, *self._remembered_verdict(info))
+                _, stop, status = known
+                for before, name, check in others:
+                    if before > stop:
+                        break  # the remembered refusal comes first
+                    result = check(info)
+                    if result is not None:
+                        refusal = _as_status(result, name)
+                        if refusal.code != Code.SUCCESS:
+                            status = refusal
+                            break
+                if status is None:
+                    feasible.append(info)
+                else:
+                    failed[node_name] = status  # type: ignore[assignment]  # a Status
+        except ExtenderError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"filter {name} failed: {exc}") from exc
+
+    def _remembered_verdict(self, info: NodeInfo) -> tuple[int, Status | None]:
+        """The first refusal among the checks with a memo_key, and its index among them
+        (their count when none refuses; -1 for an unreadable node, refused before any check)."""
+        if info.node.error:
+            return -1, Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
+        name = ""
+        try:
+            for index, (name, check) in enumerate(self._remembered):
+                result = check(info)
+                if result is not None:
+                    status = _as_status(result, name)
+                    if status.code != Code.SUCCESS:
+                        return index, status
+        except ExtenderError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"filter {name} failed: {exc}") from exc
+        return len(self._remembered), None
 
 
 def _bounded(store: dict[Hashable, Memo], key: Hashable, limit: int) -> Memo:
@@ -283,16 +328,13 @@ def _bounded(store: dict[Hashable, Memo], key: Hashable, limit: int) -> Memo:
 
 
 def _verdict_key(checks: Sequence[tuple[str, NodeCheck]]) -> Hashable | None:
-    """What the checks read of the pod, when every one reads nothing else than its NodeInfo."""
-    if not checks:
-        return None
+    """What the checks that read nothing but the NodeInfo read of the pod (None: no such check)."""
     keys = []
     for name, check in checks:
         key = memo_key(check)
-        if key is None:
-            return None
-        keys.append((name, key))
-    return tuple(keys)
+        if key is not None:
+            keys.append((name, key))
+    return tuple(keys) if keys else None
 
 
 def _scored(name: str, fn: NodeScore, nodes: Sequence[NodeInfo]) -> list[float]:

@@ -235,18 +235,33 @@ def _verdicts(decision) -> dict[str, object]:
             **{name: (s.plugin, s.reasons, s.code) for name, s in decision.failed.items()}}
 
 
-@pytest.mark.parametrize("filters", ["standalone", "ready-and-fit"])
+class _Moody:
+    """A filter that reads something besides the NodeInfo (no memo_key): it refuses the nodes
+    named in `refused`, which the test changes between pods."""
+
+    name = "Moody"
+    refused: set[str] = set()
+
+    def filter(self, pod, node):
+        return "moody: not today" if node.name in self.refused else None
+
+
+@pytest.mark.parametrize("filters", ["standalone", "ready-and-fit", "with-a-check-to-run-each-time"])
 def test_remembered_verdicts_are_the_verdicts_as_nodes_change(filters: str):
-    """When every check of a pod carries a memo_key the engine filters again only the NodeInfos
-    that changed: pod after pod, with nodes filling up, cordoned, tainted, relabelled and going
-    NotReady, its verdicts must be those of an engine that remembers nothing. (The short policy
-    keeps checks that other checks' keys would otherwise cover.)"""
+    """The checks with a memo_key are judged again only on the NodeInfos that changed: pod
+    after pod, with nodes filling up, cordoned, tainted, relabelled and going NotReady, the
+    verdicts must be those of an engine that remembers nothing. (The short policy keeps checks
+    that other checks' keys would otherwise cover; the last one has a check that must run on
+    every node every time, between remembered ones.)"""
     import random
 
     from extender.policy.builtin.readiness import ALL_PRESSURE_CONDITIONS
 
-    policy = default_policy("standalone") if filters == "standalone" else Policy(
-        filters=(NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS), ResourceFit()))
+    ready = NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS)
+    policy = {"standalone": default_policy("standalone"),
+              "ready-and-fit": Policy(filters=(ready, ResourceFit())),
+              "with-a-check-to-run-each-time": Policy(filters=(ready, _Moody(), ResourceFit(), TaintToleration()))
+              }[filters]
     remembering = Engine(policy)
     rng = random.Random(3)
 
@@ -273,6 +288,7 @@ def test_remembered_verdicts_are_the_verdicts_as_nodes_change(filters: str):
     remembered = 0
     for step in range(240):
         pod = make_pod(f"p{step}", **shapes[step % len(shapes)])
+        _Moody.refused = set(rng.sample(sorted(nodes), 3))
         cycle = remembering.prepare(pod)
         remembered += cycle.memo is not None
         got = cycle.run(list(nodes.values()))
@@ -290,9 +306,11 @@ def test_remembered_verdicts_are_the_verdicts_as_nodes_change(filters: str):
     assert remembered > 200  # every pod but the first of each shape
 
 
-def test_a_check_without_memo_key_turns_the_verdict_memo_off():
-    """A check that reads more than its NodeInfo (no memo_key) must run on every node, every pod."""
+def test_a_check_without_memo_key_runs_on_every_node_every_pod():
+    """A check that reads more than its NodeInfo (no memo_key) must run on every node, every
+    pod, while the remembered checks run once per NodeInfo."""
     calls: list[str] = []
+    fits: list[str] = []
 
     class Counting:
         name = "Counting"
@@ -301,12 +319,24 @@ def test_a_check_without_memo_key_turns_the_verdict_memo_off():
             calls.append(node.name)
             return None
 
-    engine = Engine(Policy(filters=(ResourceFit(), Counting())))
+    class CountingFit(ResourceFit):
+        def prefilter(self, pod, cluster):
+            check = super().prefilter(pod, cluster)
+
+            def counted(info):
+                fits.append(info.name)
+                return check(info)
+
+            counted.memo_key = check.memo_key
+            return counted
+
+    engine = Engine(Policy(filters=(CountingFit(), Counting())))
     nodes = [make_node("a"), make_node("b")]
     for step in range(3):
         cycle = engine.prepare(make_pod(f"p{step}", requests={"cpu": "1"}))
-        assert cycle.memo is None and len(cycle.run(nodes).feasible) == 2
+        assert len(cycle.run(nodes).feasible) == 2
     assert calls == ["a", "b"] * 3
+    assert fits == ["a", "b"] * 2  # the first pod of the shape, then the second filling the memo
 
 
 def test_a_shape_s_first_pod_fills_no_verdict_memo():

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo, NodeView
@@ -139,6 +140,9 @@ def _bump(counts: dict[str, int], value: str, delta: int) -> None:
     counts[value] = counts.get(value, 0) + delta
 
 
+_NOT_MATCH = (REASON_NOT_MATCH,)
+
+
 class SpreadCheck:
     """The filter's per-node check: per rule, the count of every domain and their minimum."""
 
@@ -164,9 +168,9 @@ class SpreadCheck:
                 return Status(Code.UNRESOLVABLE, (REASON_MISSING_LABEL,),
                               f"node has no label {key}", names.POD_TOPOLOGY_SPREAD)
             count = domains.get(value, 0)
-            if count > allowance:
-                return Status(Code.UNSCHEDULABLE, (REASON_NOT_MATCH,),
-                              _detail(rule, value, count, minimum, self_match), names.POD_TOPOLOGY_SPREAD)
+            if count > allowance:  # the numbers are written only if read: most refusals never are
+                return Status(Code.UNSCHEDULABLE, _NOT_MATCH,
+                              partial(_detail, rule, value, count, minimum, self_match), names.POD_TOPOLOGY_SPREAD)
         return None
 
     def updated(self, changes: Sequence[PodChange]) -> SpreadCheck:
