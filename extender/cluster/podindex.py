@@ -43,6 +43,9 @@ _IDLE_READS = 5000
 _MAX_SELECTORS = 128
 
 
+_NO_LABELS: dict[str, dict[str, set[str]]] = {}
+
+
 def _add(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]
     found = table.get(key)
     if found is None:
@@ -159,9 +162,9 @@ class PodIndex:
         """Pod keys of `namespace` that may match `selector`: a superset, never a subset."""
         if selector.nothing:
             return _NONE
-        labels = self._by_label.get(namespace)
-        if labels is None:
-            return _NONE
+        # No entry when no pod of the namespace has a label: a selector without anchors
+        # (matching everything) still finds the namespace's pods below.
+        labels = self._by_label.get(namespace, _NO_LABELS)
         best: tuple[str, ...] | None = None
         for key, values in selector.anchors():
             by_value = labels.get(key)

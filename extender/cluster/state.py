@@ -65,7 +65,7 @@ from extender.model.affinity import AffinityTerm, PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict
 from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
-from extender.model.pods import PodView
+from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
@@ -189,7 +189,9 @@ class ClusterState:
         for namespace in namespaces:
             for key in self._index.candidates(namespace, selector):
                 record = pods.get(key)
-                if record is not None and record.counts and selector.matches(record.labels):
+                # PodRecord.counts written out: this runs for every matching pod of every cycle.
+                if (record is not None and record.node_name and record.phase not in TERMINAL_PHASES
+                        and selector.matches(record.labels)):
                     found.append(record)
         return found
 

@@ -227,3 +227,16 @@ def test_counters_not_asked_for_are_dropped_and_come_back_right(monkeypatch) -> 
     state.delete_pod("ns2/p1")
     for terms, keys in QUERIES:
         assert state.matching_counts(terms, keys) == recount(state, terms, keys)
+
+
+def test_unlabelled_pods_stay_found_when_a_namespace_mate_is_deleted() -> None:
+    """The index keeps no label table for a namespace whose pods have no labels; deleting one
+    of two such pods removed the table, and a selector matching everything then found none
+    (hypothesis found it: StateCounts relist, delete, ask)."""
+    state = ClusterState()
+    state.replace_nodes([node("n0", "b", None)])
+    state.replace_pods([pod("ns1/p0", None, False, "n0", "Running", 0), pod("ns1/p1", None, False, "n0", "Running", 0)])
+    state.delete_pod("ns1/p0")
+    terms, keys = QUERIES[3]  # every pod of ns1 and ns2, per zone
+    assert state.matching_counts(terms, keys) == {ZONE: {"b": 1}}
+    assert [r.key for r in state.matching_pods(("ns1",), terms[0].selector)] == ["ns1/p1"]
