@@ -159,14 +159,16 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
-        # The checks with a memo_key, and the others with how many of those come before each.
+        # With a memo: the checks with a memo_key, and the others with how many of those come
+        # before each. (Preemption builds a cycle per dry run, with no memo: nothing to split.)
         self._remembered: list[tuple[str, NodeCheck]] = []
         self._others: list[tuple[int, str, NodeCheck]] = []
-        for name, check in checks:
-            if memo_key(check) is None:
-                self._others.append((len(self._remembered), name, check))
-            else:
-                self._remembered.append((name, check))
+        if memo is not None:
+            for name, check in checks:
+                if memo_key(check) is None:
+                    self._others.append((len(self._remembered), name, check))
+                else:
+                    self._remembered.append((name, check))
 
     @property
     def passes_clear_nodes(self) -> bool:
@@ -182,6 +184,8 @@ class FilterCycle:
         if not changes:
             return self
         checks = [(name, updated_check(check, changes)) for name, check in self.checks]
+        if all(new is old for (_, new), (_, old) in zip(checks, self.checks, strict=True)):
+            return self  # no check counts pods elsewhere: each reads the NodeInfo it is given
         return FilterCycle(self.pod, checks, self.refuse_all, self.nominations)
 
     def refusal(self, info: NodeInfo) -> Status | None:
