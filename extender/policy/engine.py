@@ -193,20 +193,8 @@ class FilterCycle:
         if self.refuse_all is not None:
             return self.refuse_all
         if info.node.error:
-            return Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
-        name = ""
-        try:
-            for name, check in self.checks:
-                result = check(info)
-                if result is not None:
-                    status = _as_status(result, name)
-                    if status.code != Code.SUCCESS:
-                        return status
-        except ExtenderError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"filter {name} failed: {exc}") from exc
-        return None
+            return _unreadable(info)
+        return _first_refusal(self.checks, info)[1]
 
     def status(self, info: NodeInfo) -> Status | None:
         """The refusal of `info`, counting the pods nominated to it with a priority >= the pod's."""
@@ -247,9 +235,7 @@ class FilterCycle:
         try:
             for info in nodes:
                 if info.node.error:
-                    failed[info.name] = Status(
-                        Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE
-                    )
+                    failed[info.name] = _unreadable(info)
                     continue
                 for name, check in checks:
                     result = check(info)
@@ -302,31 +288,46 @@ class FilterCycle:
         """The first refusal among the checks with a memo_key, and its index among them
         (their count when none refuses; -1 for an unreadable node, refused before any check)."""
         if info.node.error:
-            return -1, Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
-        name = ""
+            return -1, _unreadable(info)
+        return _first_refusal(self._remembered, info)
+
+
+def _unreadable(info: NodeInfo) -> Status:
+    return Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
+
+
+def _first_refusal(checks: Sequence[tuple[str, NodeCheck]], info: NodeInfo) -> tuple[int, Status | None]:
+    """The first of `checks` to refuse `info`, as (its index, its Status); (len(checks), None)
+    when all pass. FilterCycle.run repeats this loop inline: it runs for every node of every pod."""
+    name = ""
+    try:
+        for index, (name, check) in enumerate(checks):
+            result = check(info)
+            if result is not None:
+                status = _as_status(result, name)
+                if status.code != Code.SUCCESS:
+                    return index, status
+    except ExtenderError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"filter {name} failed: {exc}") from exc
+    return len(checks), None
+
+
+def _make_room(store: dict[Any, Any], limit: int) -> None:
+    """Drop the oldest key of `store` when it holds `limit` of them."""
+    if len(store) >= limit:
         try:
-            for index, (name, check) in enumerate(self._remembered):
-                result = check(info)
-                if result is not None:
-                    status = _as_status(result, name)
-                    if status.code != Code.SUCCESS:
-                        return index, status
-        except ExtenderError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"filter {name} failed: {exc}") from exc
-        return len(self._remembered), None
+            store.pop(next(iter(store)))
+        except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
+            pass
 
 
 def _bounded(store: dict[Hashable, Memo], key: Hashable, limit: int) -> Memo:
     """The memo of `key` in `store`, made (and the oldest key dropped past `limit`) when new."""
     memo = store.get(key)
     if memo is None:
-        if len(store) >= limit:
-            try:
-                store.pop(next(iter(store)))  # the oldest shape
-            except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
-                pass
+        _make_room(store, limit)
         memo = store[key] = {}
     return memo
 
@@ -410,11 +411,7 @@ class Engine:
         if key in self._verdicts or key in self._seen:
             self._seen.pop(key, None)
             return _bounded(self._verdicts, key, VERDICT_MEMO_KEYS)
-        if len(self._seen) >= SHAPES_SEEN:
-            try:
-                self._seen.pop(next(iter(self._seen)))
-            except (RuntimeError, StopIteration, KeyError):  # another thread evicted or added one
-                pass
+        _make_room(self._seen, SHAPES_SEEN)
         self._seen[key] = None
         return None
 
@@ -480,20 +477,15 @@ class Engine:
     def _raw_scores(self, fns: Sequence[tuple[str, NodeScore]], nodes: Sequence[NodeInfo]) -> list[list[float]]:
         """Each function's raw scores over `nodes`: those with a `memo_key` in one remembered
         pass (Engine._remembered), the others node by node."""
-        columns: list[list[float]] = []
-        remembered: list[tuple[int, str, Hashable, NodeScore]] = []
-        for index, (name, fn) in enumerate(fns):
-            key = memo_key(fn)
-            if key is None:
-                columns.append(_scored(name, fn, nodes))
-            else:
-                columns.append([])
-                remembered.append((index, name, key, fn))
+        keys = [memo_key(fn) for _, fn in fns]
+        columns: list[list[float]] = [
+            _scored(name, fn, nodes) if key is None else [] for (name, fn), key in zip(fns, keys, strict=True)]
+        remembered = [i for i, key in enumerate(keys) if key is not None]
         if remembered:
-            found = self._remembered(tuple((name, key) for _, name, key, _ in remembered),
-                                     [(name, fn) for _, name, _, fn in remembered], nodes)
-            for (index, *_), column in zip(remembered, found, strict=True):
-                columns[index] = column
+            found = self._remembered(tuple((fns[i][0], keys[i]) for i in remembered), [fns[i] for i in remembered],
+                                     nodes)
+            for i, column in zip(remembered, found, strict=True):
+                columns[i] = column
         for (name, _), raw in zip(fns, columns, strict=True):
             try:
                 finite = all(map(math.isfinite, raw))  # one C loop: this runs for every node
