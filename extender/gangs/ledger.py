@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -111,28 +111,29 @@ def lease_name(group_uid: str) -> str:
     return LEASE_PREFIX + hashlib.sha256(group_uid.encode()).hexdigest()
 
 
-def _entries(raw: Any) -> dict[str, Entry]:
-    entries = {}
-    for uid, value in (raw.items() if isinstance(raw, Mapping) else ()):
-        if not isinstance(value, Mapping):
-            continue
-        try:
-            entries[str(uid)] = Entry(str(value.get("node", "")), str(value.get("by", "")), float(value["expires"]))
-        except (KeyError, TypeError, ValueError):
-            continue  # an unreadable entry protects nothing: dropped at the next write
-    return entries
+T = TypeVar("T")
 
 
-def _holders(raw: Any) -> dict[str, Holder]:
-    holders = {}
-    for by, value in (raw.items() if isinstance(raw, Mapping) else ()):
-        if not isinstance(value, Mapping):
-            continue
-        try:
-            holders[str(by)] = Holder(float(value["at"]), int(value.get("answered", 0)))
-        except (KeyError, TypeError, ValueError):
-            continue  # a holder that cannot be read is a dead one: its holds are dropped
-    return holders
+def _readable(raw: Any, build: Callable[[Mapping[str, Any]], T]) -> dict[str, T]:
+    """`build` of each object in the mapping `raw`, by key. An unreadable one is dropped: an entry
+    that cannot be read protects nothing, a holder that cannot be read is a dead one (its holds
+    are dropped), and the next write leaves both out."""
+    found = {}
+    for key, value in (raw.items() if isinstance(raw, Mapping) else ()):
+        if isinstance(value, Mapping):
+            try:
+                found[str(key)] = build(value)
+            except (KeyError, TypeError, ValueError):
+                continue
+    return found
+
+
+def _entry(value: Mapping[str, Any]) -> Entry:
+    return Entry(str(value.get("node", "")), str(value.get("by", "")), float(value["expires"]))
+
+
+def _holder(value: Mapping[str, Any]) -> Holder:
+    return Holder(float(value["at"]), int(value.get("answered", 0)))
 
 
 def read(annotations: Mapping[str, str] | None) -> GangLedger:
@@ -148,7 +149,8 @@ def read(annotations: Mapping[str, str] | None) -> GangLedger:
     if not isinstance(doc, Mapping) or doc.get("version") != VERSION:
         return GangLedger()
     call = doc.get("call")
-    return GangLedger(_entries(doc.get("holds")), _entries(doc.get("released")), _holders(doc.get("holders")),
+    return GangLedger(_readable(doc.get("holds"), _entry), _readable(doc.get("released"), _entry),
+                      _readable(doc.get("holders"), _holder),
                       call if isinstance(call, int) and call >= 0 else 0, doc.get("calling") is True)
 
 

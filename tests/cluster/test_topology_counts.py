@@ -11,6 +11,7 @@ node it is on, when the state knows that node).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -98,16 +99,21 @@ pods = st.builds(pod, st.sampled_from(PODS), st.sampled_from([None, "x", "y"]), 
                  st.integers(0, len(AFFINITIES) - 1))
 
 
+def _count_once(counts: dict[str, dict[str, int]], keys: Iterable[str], labels: Mapping[str, str]) -> None:
+    """One pod on a node with `labels`, counted in its domain of each key the node has."""
+    for key in keys:
+        value = labels.get(key)
+        if value is not None:
+            values = counts.setdefault(key, {})
+            values[value] = values.get(value, 0) + 1
+
+
 def recount(state: ClusterState, terms: tuple[AffinityTerm, ...], keys: tuple[str, ...]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for info in state.all_node_infos():
         for record in info.pods:
             if all(record.namespace in t.namespaces and t.selector.matches(record.labels) for t in terms):
-                for key in keys:
-                    value = info.node.labels.get(key)
-                    if value is not None:
-                        values = counts.setdefault(key, {})
-                        values[value] = values.get(value, 0) + 1
+                _count_once(counts, keys, info.node.labels)
     return counts
 
 
@@ -121,11 +127,7 @@ def recount_groups(state: ClusterState) -> dict[Any, dict[str, dict[str, int]]]:
             terms = record.affinity
             keys = {t.topology_key for t in (*terms.required, *terms.required_anti)}
             keys |= {w.term.topology_key for w in (*terms.preferred, *terms.preferred_anti)}
-            for key in keys:
-                value = info.node.labels.get(key)
-                if value is not None:
-                    values = counts.setdefault(key, {})
-                    values[value] = values.get(value, 0) + 1
+            _count_once(counts, keys, info.node.labels)
     return groups
 
 
