@@ -150,6 +150,16 @@ VOLUME_WAIT_SECONDS = Histogram(
 
 # ---- shared devices ---------------------------------------------------------------------
 # Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
+# ---- dynamic resource allocation (DynamicResources) ---------------------------------
+DRA_ALLOCATIONS = Counter("extender_dra_allocations_total", "Allocator runs (one pod's claims on one node) by "
+                          "outcome: allocated, unallocatable, error.", ["outcome"])
+DRA_ALLOCATION_SECONDS = Counter("extender_dra_allocation_seconds_total", "Time spent in the allocator.")
+DRA_BACKTRACKS = Counter("extender_dra_allocator_backtracks_total", "Devices the allocator's search took back "
+                         "(constraints or later requests that did not fit).")
+DRA_CLAIM_WRITES = Counter("extender_dra_claim_writes_total", "PreBind writes of resource claims by result: "
+                           "allocated, reserved (allocated before: the pod added to reservedFor), conflict "
+                           "(read again and retried), refused (the claim changed: the bind fails).", ["result"])
+
 DEVICE_MEMORY = Gauge("extender_device_memory_mebibytes", "GPU memory of healthy devices by state "
                       "(allocated to pods, free).", ["node", "state"], multiprocess_mode="livemostrecent")
 DEVICE_CORES = Gauge("extender_device_cores_percent", "GPU compute of healthy devices by state, in percent "

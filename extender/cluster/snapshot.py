@@ -11,6 +11,9 @@ alone or as their `...List`. NodeMetrics (metrics.k8s.io, `kubectl get --raw
 for the load-aware plugins. PodGroups (`scheduling.k8s.io/v1alpha2` and Coscheduling's
 `scheduling.x-k8s.io/v1alpha1`, `kubectl get podgroups.scheduling.k8s.io,podgroups.scheduling.x-k8s.io
 -A -o yaml`) give simulate the pod groups its members are placed with (docs/gangs.md).
+DeviceClasses, ResourceSlices and ResourceClaims (`kubectl get
+deviceclasses,resourceslices,resourceclaims -A -o yaml`) give the DynamicResources plugin
+the devices and claims of dynamic resource allocation (docs/dra.md).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import orjson
 import yaml
 
+from extender.cluster import dra
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import KIND_NAMES
 from extender.errors import ClusterError
@@ -42,6 +46,7 @@ class Snapshot:
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
     pod_groups: list[dict[str, Any]] = field(default_factory=list)  # either API; parsed by their reader
+    dra: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> DRA objects
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -70,7 +75,7 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    if list_kind.endswith("List") and list_kind[:-4] in KIND_NAMES:
+    if list_kind.endswith("List") and (list_kind[:-4] in KIND_NAMES or list_kind[:-4] in dra.KIND_NAMES):
         return list_kind[:-4]
     return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
             "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
@@ -109,6 +114,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.pod_groups.append(dict(obj))
             elif kind in KIND_NAMES:
                 snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
+            elif kind in dra.KIND_NAMES:
+                snapshot.dra.setdefault(dra.KIND_NAMES[kind], []).append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -131,6 +138,8 @@ def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.budgets.replace(snapshot.budgets)
     for resource, objects in snapshot.storage.items():
         state.volumes.replace(resource, objects)
+    for resource, objects in snapshot.dra.items():
+        state.dra_store.replace(resource, objects)
     state.replace_pods(snapshot.pods)
 
 

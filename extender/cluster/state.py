@@ -17,6 +17,7 @@ plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
     state.namespaces   namespaces' labels                    (cluster/objectstore.py)
     state.budgets      PodDisruptionBudgets                  (cluster/objectstore.py)
     state.volumes      claims, volumes, classes, CSI objects (cluster/volumes.py)
+    state.dra_store    DRA classes, slices, claims, in flight (cluster/dra.py)
     state.devices      shared-device use and claims          (cluster/deviceusage.py)
     state.listeners    who hears of each change              (cluster/listeners.py)
 
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.cluster.deviceusage import DeviceUsage
+from extender.cluster.dra import DraStore
 from extender.cluster.gate import ServingGate
 from extender.cluster.listeners import (
     NAMESPACE_CHANGED,
@@ -114,6 +116,7 @@ class ClusterState:
         self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
         self.volumes = VolumeStore(self.listeners.notify)  # claims, volumes, classes, CSI objects
+        self.dra_store = DraStore(self.listeners.notify)  # DRA: device classes, resource slices and claims
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -129,7 +132,7 @@ class ClusterState:
     @property
     def ready(self) -> bool:
         return (self.nodes_synced and self.pods_synced and self.namespaces.synced and self.budgets.synced
-                and self.volumes.synced)
+                and self.volumes.synced and self.dra_store.synced)
 
     @property
     def rejected_objects(self) -> int:
@@ -240,6 +243,10 @@ class ClusterState:
     def storage(self) -> VolumeStore:
         """Claims, volumes, classes and CSI objects, for the volume plugins."""
         return self.volumes
+
+    def dra(self) -> DraStore:
+        """Device classes, resource slices, resource claims and allocations in flight, for DynamicResources."""
+        return self.dra_store
 
     def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
         """Placed pods with a `persistentVolumeClaim` volume of `namespace/claim`."""

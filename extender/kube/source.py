@@ -29,7 +29,7 @@ from extender import metrics
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
-from extender.kube import devicemetrics
+from extender.kube import devicemetrics, dra_source
 from extender.kube.volume_source import publish_counts, storage_reflectors
 from extender.kube.watching import Reflector
 from extender.model.pods import TERMINAL_PHASES
@@ -96,6 +96,7 @@ class KubeSource:
         slim_nodes: bool = True,
         watch_budgets: bool = False,
         watch_pods: bool = True,
+        watch_dra: bool = False,
         housekeeping_interval: float = 1.0,
         **reflector_options: Any,
     ) -> None:
@@ -103,7 +104,8 @@ class KubeSource:
         pods are listed unpaginated (POD_PAGE_SIZE) unless `page_size` is given).
         `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption).
         `watch_pods`: False leaves pods out (the state holds none, and says they are synced)
-        until `start_pod_watch`."""
+        until `start_pod_watch`. `watch_dra`: also DeviceClasses, ResourceSlices and
+        ResourceClaims, where the server serves them (the DynamicResources plugin)."""
         self.state = state
         self.api_client = api_client
         self.slim_nodes = slim_nodes
@@ -133,10 +135,12 @@ class KubeSource:
             state.pods_synced = True  # nothing to wait for: the policy reads no pods
         state.budgets.synced = not watch_budgets
         self.storage = storage_reflectors(state, api_client, **reflector_options)
+        self.dra = dra_source.dra_reflectors(state, api_client, **reflector_options) if watch_dra else []
         self._stop = threading.Event()
         self._started = False
         self._housekeeper: threading.Thread | None = None
         self._device_gauges = devicemetrics.DeviceGauges()
+        self._dra_metrics = dra_source.DraMetrics()
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -171,7 +175,7 @@ class KubeSource:
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
         pods = self.pods if self._pods_watched else None
-        found = (self.nodes, pods, self.namespaces, *self.storage, self.budgets)
+        found = (self.nodes, pods, self.namespaces, *self.storage, *self.dra, self.budgets)
         return tuple(r for r in found if r is not None)
 
     @property
@@ -312,6 +316,8 @@ class KubeSource:
         metrics.CACHE_OBJECTS.labels(kind="pod").set(self.state.pod_count())
         metrics.CACHE_OBJECTS.labels(kind="assumed").set(len(self.state.assumed_keys()))
         publish_counts(self.state.volumes)
+        if self.dra:
+            self._dra_metrics.publish(self.state.dra_store)
         self._device_gauges.publish(self.state)
         now = time.monotonic()
         for reflector in self.reflectors:

@@ -33,6 +33,7 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.usage import EMPTY_USAGE, UsageTable
+from extender.policy.dra import EMPTY_DRA, DraView
 from extender.policy.storage import EMPTY_STORAGE, StorageView
 
 
@@ -87,6 +88,9 @@ class ClusterView(Protocol):
 
     def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
         """Placed pods with a `persistentVolumeClaim` volume of that claim."""
+
+    def dra(self) -> DraView:
+        """DeviceClasses, ResourceSlices, ResourceClaims and allocations in flight (see policy/dra.py)."""
 
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
@@ -155,6 +159,9 @@ class _EmptyCluster:
 
     def claim_users(self, namespace: str, claim: str) -> list[PodRecord]:
         return []
+
+    def dra(self) -> DraView:
+        return EMPTY_DRA
 
     def device_use(self, node: str) -> NodeDeviceUse:
         return EMPTY_USE

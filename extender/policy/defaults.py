@@ -6,7 +6,7 @@ standalone: this scheduler replaces kube-scheduler for its pods, so it runs ever
     NotReady and pressured nodes at once instead of waiting for the condition taints)
     and kube-scheduler's default scoring with its default weights (NodeResourcesFit
     LeastAllocated 1, BalancedAllocation 1, NodeAffinity 2, TaintToleration 3,
-    PodTopologySpread 2, InterPodAffinity 2).
+    PodTopologySpread 2, InterPodAffinity 2, DynamicResources 2).
 webhook: kube-scheduler has already run its own filters and scorers on the nodes it
     sends, so repeating them only adds latency (and repeating scorers would count
     them twice). It keeps the one cheap check kube-scheduler lacks (node conditions
@@ -24,6 +24,8 @@ import hashlib
 from extender.errors import PolicyError
 from extender.policy.builtin import (
     BalancedAllocation,
+    DynamicResources,
+    DynamicResourcesScore,
     InterPodAffinity,
     LeastAllocated,
     NodeAffinity,
@@ -39,7 +41,6 @@ from extender.policy.builtin import (
     SchedulingGates,
     TaintPreferNoSchedule,
     TaintToleration,
-    UnsupportedConstraints,
     VolumeBinding,
     VolumeRestrictions,
     VolumeZone,
@@ -53,7 +54,6 @@ MODES = ("standalone", "webhook")
 def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
     filters = (
         SchedulingGates(),
-        UnsupportedConstraints(),
         NodeReady(pressure_conditions=ALL_PRESSURE_CONDITIONS),
         TaintToleration(),
         NodeAffinity(),
@@ -65,6 +65,7 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         VolumeZone(),
         PodTopologySpread(),
         InterPodAffinity(),
+        DynamicResources(),
         NodeLabels(),
     )
     scorers = (
@@ -74,6 +75,7 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         WeightedScorer(TaintPreferNoSchedule(), 3),
         WeightedScorer(PreferredPodTopologySpread(), 2),
         WeightedScorer(PreferredInterPodAffinity(), 2),
+        WeightedScorer(DynamicResourcesScore(), 2),
     )
     return filters, scorers
 

@@ -16,6 +16,7 @@ VOLUME_RESTRICTIONS = "VolumeRestrictions"
 NODE_VOLUME_LIMITS = "NodeVolumeLimits"
 VOLUME_BINDING = "VolumeBinding"  # also an opt-in scorer (kube-scheduler's VolumeBinding Score)
 VOLUME_ZONE = "VolumeZone"
+DYNAMIC_RESOURCES = "DynamicResources"  # a filter and a scorer, as in kube-scheduler
 DEVICE_FIT = "DeviceFit"
 
 LEAST_ALLOCATED = "LeastAllocated"

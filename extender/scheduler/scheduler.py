@@ -26,6 +26,7 @@ from typing import Any
 
 from extender import metrics
 from extender.cluster import listeners
+from extender.cluster.dra import DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.kube.volume_source import STORAGE_PATHS
@@ -112,7 +113,7 @@ class Scheduler:
         if source is None and api_client is not None:
             from extender.kube.source import KubeSource
 
-            source = KubeSource(self.state, api_client, watch_budgets=True, **options)
+            source = KubeSource(self.state, api_client, watch_budgets=True, watch_dra=True, **options)
         self.source = source
         if binder is None:
             from extender.kube.binding import KubeBinder
@@ -385,7 +386,7 @@ class Scheduler:
             self.queue.move_all(event, rejected_by=_RESOURCE_FIT)
         elif event == listeners.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
-        elif event == STORAGE_CHANGED:
+        elif event in (STORAGE_CHANGED, DRA_CHANGED):
             self.queue.move_all(event)
 
     def _is_placed(self, key: str) -> bool:

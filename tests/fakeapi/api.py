@@ -48,20 +48,25 @@ class Settings:
     # metrics.k8s.io, as the aggregation layer serves it: "absent" (no APIService: 404, as on
     # envtest), "unavailable" (registered, metrics-server down: 503) or "served".
     metrics_api: str = "absent"
+    # resource.k8s.io/v1 (DRA), served by default as in 1.36; off, the group is absent from
+    # discovery and its paths answer 404, as with `--runtime-config=resource.k8s.io/v1=false`.
+    dra_api: bool = True
 
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand alphabet
 _NON_API_PATHS = ("healthz", "readyz", "livez", "version")
 
 
-def _outside_the_api(parts: list[str], aggregated: frozenset[str]) -> bool:
+def _outside_the_api(parts: list[str], aggregated: frozenset[str], withheld: frozenset[str]) -> bool:
     """Neither /api nor a served /apis/{group} (nor a health or version endpoint); `aggregated`
-    are the aggregated groups installed now."""
+    are the aggregated groups installed now, `withheld` the built-in groups not served now."""
     if not parts:
         return False
     if parts[0] in _NON_API_PATHS or parts[0] == "api":
         return False
     if parts[0] != "apis":
+        return True
+    if len(parts) >= 2 and parts[1] in withheld:
         return True
     return len(parts) >= 2 and resources.api_group(parts[1]) is None and parts[1] not in aggregated
 
@@ -92,11 +97,11 @@ class ApiHandler:
             refusal = self._aggregated_refusal()
             if refusal is not None:
                 return refusal
-        if _outside_the_api(parts, self._aggregated()):
+        if _outside_the_api(parts, self._aggregated(), self._withheld()):
             # Paths no API group serves fall through to the server's mux: plain text, no Status.
             return ApiResponse(404, b"404 page not found\n", {"Content-Type": "text/plain; charset=utf-8"})
         if req.method == "GET":
-            discovery_reply = discovery(parts, self.address, self._aggregated())
+            discovery_reply = discovery(parts, self.address, self._aggregated(), self._withheld())
             if discovery_reply is not None:
                 return discovery_reply
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
@@ -113,6 +118,9 @@ class ApiHandler:
 
     def _aggregated(self) -> frozenset[str]:
         return frozenset({resources.METRICS_GROUP}) if self.settings.metrics_api == "served" else frozenset()
+
+    def _withheld(self) -> frozenset[str]:
+        return frozenset() if self.settings.dra_api else frozenset({resources.RESOURCE_GROUP})
 
     def _aggregated_refusal(self) -> ApiResponse | None:
         """No APIService: the path is unknown (404). Registered but its service down: the

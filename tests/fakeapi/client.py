@@ -31,6 +31,9 @@ STORAGE_COLLECTIONS = (
     "/apis/storage.k8s.io/v1/volumeattachments",
     "/api/v1/persistentvolumes",
 )
+# Dynamic resource allocation (resource.k8s.io/v1), purged where the server serves it.
+DRA_COLLECTIONS = ("/apis/resource.k8s.io/v1/deviceclasses", "/apis/resource.k8s.io/v1/resourceslices")
+DRA_NAMESPACED = ("resourceclaims", "resourceclaimtemplates")
 NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
 
 
@@ -528,7 +531,7 @@ class KubeTestClient:
 
     def delete_all(self, namespaces: Iterable[str] | None = None) -> None:
         """Remove test objects from a real server: pods (at once), nodes, events, leases,
-        disruption budgets and storage objects (their protection finalizers first: no
+        disruption budgets, storage and DRA objects (their protection finalizers first: no
         controller would release them). Namespaces stay, since a deleted one lingers as
         Terminating without a controller; so do PriorityClasses, which tests ensure."""
         if namespaces is None:
@@ -539,6 +542,9 @@ class KubeTestClient:
                            *(f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities" for ns in namespaces),
                            *STORAGE_COLLECTIONS]:
             self.purge(collection)
+        for collection in [*(f"/apis/resource.k8s.io/v1/namespaces/{ns}/{kind}" for ns in namespaces
+                             for kind in DRA_NAMESPACED), *DRA_COLLECTIONS]:
+            self.purge(collection, missing_ok=True)
         for ns in namespaces:
             for path in (
                 f"/api/v1/namespaces/{ns}/pods",
@@ -555,9 +561,16 @@ class KubeTestClient:
                 )
         self.call("DELETE", "/api/v1/nodes", {"apiVersion": "v1", "kind": "DeleteOptions"})
 
-    def purge(self, collection: str) -> None:
-        """Delete every object of a collection, removing finalizers first."""
-        for item in self.call("GET", collection).get("items") or []:
+    def purge(self, collection: str, *, missing_ok: bool = False) -> None:
+        """Delete every object of a collection, removing finalizers first; `missing_ok`: a
+        collection the server does not serve (404) holds nothing to delete."""
+        try:
+            items = self.call("GET", collection).get("items") or []
+        except KubeApiError as err:
+            if missing_ok and err.code == 404:
+                return
+            raise
+        for item in items:
             path = f"{collection}/{item['metadata']['name']}"
             try:
                 if item["metadata"].get("finalizers"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import events, podgroups, pods, storage
+from . import dra, events, podgroups, pods, storage
 from .resources import ResourceType
 from .status import ApiError, FieldError, GoLiteral
 from .validation import check_times, qualified_name_errors, validate_metadata
@@ -127,6 +127,8 @@ def prepare_create(
         return storage.prepare_create(rt, obj, store)
     if rt.storage in podgroups.STORAGE_KINDS:
         return podgroups.prepare_create(rt, obj, store)
+    if rt.storage in dra.STORAGE_KINDS:
+        return dra.prepare_create(rt, obj)
     if rt.storage == "pods":
         return pods.prepare_create(obj, priority_classes)
     if rt.storage == "events":
@@ -159,6 +161,8 @@ def validate_update(
         storage.validate_update(rt, new, old, subresource)
     elif rt.storage in podgroups.STORAGE_KINDS:
         podgroups.validate_update(rt, new, old, subresource)
+    elif rt.storage in dra.STORAGE_KINDS:
+        dra.validate_update(rt, new, old, subresource)
     elif rt.storage == "pods":
         if subresource == "resize":
             pods.validate_resize(new, old)

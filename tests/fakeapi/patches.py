@@ -33,6 +33,7 @@ _MERGE_KEYS: dict[tuple[str, ...], str] = {
     ("spec", "schedulingGates"): "name",
     ("spec", "resourceClaims"): "name",
     ("status", "conditions"): "type",
+    ("status", "reservedFor"): "uid",  # ResourceClaimStatus.ReservedFor: patchMergeKey uid
     ("status", "addresses"): "type",
     ("status", "podIPs"): "ip",
     ("status", "hostIPs"): "ip",

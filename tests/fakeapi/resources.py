@@ -231,11 +231,46 @@ COSCHEDULING_POD_GROUP = ResourceType(
     selectors.meta_fields, subresources=("status",), short_names=("pg", "pgs"), has_status=True, custom=True,
 )
 
+# Dynamic Resource Allocation (tests/fakeapi/dra.py): resource.k8s.io/v1, served by default in
+# 1.36 (pkg/controlplane/instance.go, stableAPIGroupVersionsEnabledByDefault); the fake can be
+# told not to serve it (FakeApiServer(dra_api=False)), as `--runtime-config=resource.k8s.io/v1=false`.
+RESOURCE_GROUP = "resource.k8s.io"
+
+
+def _slice_fields(obj: Any) -> dict[str, str]:
+    """resourceslice.toSelectableFields: metadata.name, spec.nodeName ("" when unset), spec.driver."""
+    spec = obj.get("spec") or {}
+    return {
+        "metadata.name": (obj.get("metadata") or {}).get("name") or "",
+        "spec.nodeName": spec.get("nodeName") or "",
+        "spec.driver": spec.get("driver") or "",
+    }
+
+
+# Every one of them answers a DELETE with the object (ReturnDeletedObject in its storage.go).
+DEVICE_CLASS = ResourceType(
+    RESOURCE_GROUP, "v1", "deviceclasses", "deviceclass", "DeviceClass", False, "deviceclasses", _META,
+    selectors.meta_fields, return_deleted_object=True,
+)
+RESOURCE_SLICE = ResourceType(
+    RESOURCE_GROUP, "v1", "resourceslices", "resourceslice", "ResourceSlice", False, "resourceslices",
+    frozenset({"metadata.name", "spec.nodeName", "spec.driver"}), _slice_fields, return_deleted_object=True,
+)
+RESOURCE_CLAIM = ResourceType(
+    RESOURCE_GROUP, "v1", "resourceclaims", "resourceclaim", "ResourceClaim", True, "resourceclaims", _META,
+    selectors.meta_fields, subresources=("status",), has_status=True, return_deleted_object=True,
+)
+RESOURCE_CLAIM_TEMPLATE = ResourceType(
+    RESOURCE_GROUP, "v1", "resourceclaimtemplates", "resourceclaimtemplate", "ResourceClaimTemplate", True,
+    "resourceclaimtemplates", _META, selectors.meta_fields, return_deleted_object=True,
+)
+
 RESOURCES: dict[tuple[str, str], ResourceType] = {
     (r.group, r.plural): r for r in (
         POD, NODE, NAMESPACE, CORE_EVENT, EVENT, LEASE, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, NODE_METRICS,
         PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS, CSI_NODE, CSI_DRIVER, CSI_STORAGE_CAPACITY,
-        VOLUME_ATTACHMENT, POD_GROUP, WORKLOAD, COSCHEDULING_POD_GROUP,
+        VOLUME_ATTACHMENT, POD_GROUP, WORKLOAD, COSCHEDULING_POD_GROUP, DEVICE_CLASS, RESOURCE_SLICE, RESOURCE_CLAIM,
+        RESOURCE_CLAIM_TEMPLATE,
     )
 }
 
@@ -246,7 +281,8 @@ AUTHZ_GROUP = "authorization.k8s.io"
 
 # The preferred version of each group; a group may serve more (`served_versions`).
 GROUP_VERSIONS = {"events.k8s.io": "v1", "coordination.k8s.io": "v1", AUTHZ_GROUP: "v1",
-                  SCHEDULING_GROUP: "v1", "policy": "v1", STORAGE_GROUP: "v1", COSCHEDULING_GROUP: "v1alpha1"}
+                  SCHEDULING_GROUP: "v1", "policy": "v1", STORAGE_GROUP: "v1", COSCHEDULING_GROUP: "v1alpha1",
+                  RESOURCE_GROUP: "v1"}
 # Aggregated groups: listed by discovery only while their backend is installed.
 AGGREGATED_GROUP_VERSIONS = {METRICS_GROUP: "v1beta1"}
 
@@ -372,9 +408,10 @@ def api_group(group: str, aggregated: frozenset[str] = frozenset()) -> dict[str,
     }
 
 
-def api_group_list(aggregated: frozenset[str] = frozenset()) -> dict[str, Any]:
+def api_group_list(aggregated: frozenset[str] = frozenset(), withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """/apis: every served group, the aggregated ones installed, none of the `withheld`."""
     groups = []
-    for group in sorted({*GROUP_VERSIONS, *aggregated}):
+    for group in sorted({*GROUP_VERSIONS, *aggregated} - withheld):
         g = api_group(group, aggregated)
         assert g is not None
         g.pop("kind")

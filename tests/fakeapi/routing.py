@@ -77,9 +77,12 @@ class Route:
     legacy_watch: bool = False
 
 
-def discovery(parts: list[str], address: str, aggregated: frozenset[str] = frozenset()) -> ApiResponse | None:
+def discovery(
+    parts: list[str], address: str, aggregated: frozenset[str] = frozenset(), withheld: frozenset[str] = frozenset()
+) -> ApiResponse | None:
     """The discovery and health documents, or None when ``parts`` is not one of those paths.
-    ``aggregated`` are the aggregated API groups currently installed (metrics.k8s.io)."""
+    ``aggregated`` are the aggregated API groups currently installed (metrics.k8s.io),
+    ``withheld`` the built-in groups the server is told not to serve (resource.k8s.io)."""
     if parts in (["healthz"], ["readyz"], ["livez"]) or (
         parts and parts[0] in ("healthz", "readyz", "livez")
     ):
@@ -89,7 +92,7 @@ def discovery(parts: list[str], address: str, aggregated: frozenset[str] = froze
     if parts == ["api"]:
         return ApiResponse(200, resources.api_versions(address))
     if parts == ["apis"]:
-        return ApiResponse(200, resources.api_group_list(aggregated))
+        return ApiResponse(200, resources.api_group_list(aggregated, withheld))
     if parts == ["api", "v1"]:
         return ApiResponse(200, resources.resource_list("", "v1"))
     if len(parts) == 2 and parts[0] == "apis":

@@ -203,6 +203,7 @@ class FakeApiServer:
         copy_binding_labels: bool = True,
         too_large_rv_wait: float = 3.0,
         user: str = "fakeapi-user",
+        dra_api: bool = True,
     ) -> None:
         self.store = Store(history_size=history_size)
         self._defaults = dict(
@@ -212,6 +213,7 @@ class FakeApiServer:
             copy_binding_labels=copy_binding_labels,
             too_large_rv_wait=too_large_rv_wait,
             user=user,
+            dra_api=dra_api,
         )
         self.authz = Authorizer()
         self.faults = FaultInjector()
@@ -241,6 +243,7 @@ class FakeApiServer:
             too_large_rv_wait=d["too_large_rv_wait"],
             bookmark_interval=d["bookmark_interval"],
             user=d["user"],
+            dra_api=d["dra_api"],
         )
 
     # ---------------------------------------------------------------------------------------
@@ -353,7 +356,7 @@ class FakeApiServer:
     @property
     def settings(self) -> Settings:
         """Live behaviour switches: graceful_delete, copy_binding_labels, bookmark_interval,
-        too_large_rv_wait, default_watch_timeout, user, priority_classes."""
+        too_large_rv_wait, default_watch_timeout, user, priority_classes, dra_api."""
         return self.api.settings
 
     def configure(self, **changes: Any) -> None:

@@ -1,4 +1,4 @@
-"""UnsupportedConstraints: a pod whose hard rules the engine cannot check is refused everywhere, with the rule named."""
+"""UnsupportedConstraints: every rule it refused has a plugin now; naming one in its args says which."""
 
 from __future__ import annotations
 
@@ -26,11 +26,12 @@ def pod(**spec: Any) -> PodView:
     return PodView.from_dict({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}], **spec}})
 
 
-def test_dynamic_resource_claims_refuse_every_node() -> None:
+def test_dynamic_resource_claims_are_dynamic_resources_business() -> None:
+    """The claim of a template is not made yet: the pod waits with kube-scheduler's words."""
     decision = Engine(default_policy("standalone")).filter(pod(**CLAIMS), [NODE])
     status = decision.failed["n1"]
-    assert status.code == Code.UNRESOLVABLE and status.plugin == "UnsupportedConstraints"
-    assert "spec.resourceClaims" in status.reason
+    assert status.code == Code.UNRESOLVABLE and status.plugin == "DynamicResources"
+    assert status.reason == 'pod "default/p": ResourceClaim not created yet'
 
 
 @pytest.mark.parametrize("spec", [
@@ -40,6 +41,7 @@ def test_dynamic_resource_claims_refuse_every_node() -> None:
                                     "labelSelector": {}}]},
     {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
     {"resourceClaims": []},
+    CLAIMS,
 ])
 def test_constraints_with_plugins_of_their_own_pass(spec: dict[str, Any]) -> None:
     assert UnsupportedConstraints().prefilter(pod(**spec), EMPTY_CLUSTER) is None
@@ -50,10 +52,12 @@ def test_checks_can_be_emptied() -> None:
 
 
 def test_unknown_check_names_its_path() -> None:
-    with pytest.raises(PolicyError, match=r"checks\[1\]: 'volumes' is not one of"):
-        UnsupportedConstraints.from_args({"checks": ["resourceClaims", "volumes"]})
+    with pytest.raises(PolicyError, match=r"checks\[0\]: 'volumes' is not a check this plugin knows"):
+        UnsupportedConstraints.from_args({"checks": ["volumes"]})
 
 
 def test_a_check_that_has_a_plugin_now_says_which() -> None:
     with pytest.raises(PolicyError, match=r"checks\[0\]: 'hostPorts' is evaluated by the NodePorts plugin"):
         UnsupportedConstraints.from_args({"checks": ["hostPorts"]})
+    with pytest.raises(PolicyError, match=r"checks\[0\]: 'resourceClaims' is evaluated by the DynamicResources plugin"):
+        UnsupportedConstraints.from_args({"checks": ["resourceClaims"]})

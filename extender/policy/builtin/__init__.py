@@ -6,9 +6,9 @@ One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fi
 allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
 (NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
 plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
-and volume_scoring (the opt-in VolumeBinding scorer), and devices (DeviceFit,
-DeviceAllocation: shared GPUs).
-InterPodAffinity and PodTopologySpread are a filter and a scorer under one name, as in
+and volume_scoring (the opt-in VolumeBinding scorer), devices (DeviceFit,
+DeviceAllocation: shared GPUs), and dynamic_resources (DynamicResources: DRA claims).
+InterPodAffinity, PodTopologySpread and DynamicResources are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
 plugins, which is how a policy file is compared with the built-in defaults.
@@ -21,6 +21,7 @@ from typing import Protocol
 from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
+from extender.policy.builtin.dynamic_resources import DynamicResources, DynamicResourcesScore
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
@@ -40,7 +41,7 @@ from extender.policy.plugins import PluginFactory
 
 FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, NodePorts,
            ResourceFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
-           InterPodAffinity, NodeLabels)
+           InterPodAffinity, DynamicResources, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
@@ -51,6 +52,7 @@ SCORERS = (
     PreferredInterPodAffinity,
     LabelPreference,
     VolumeBindingScore,
+    DynamicResourcesScore,
 )
 # Opt-in, so no default policy runs them: the load plugins need thresholds or a usage source
 # (settings.usage); shared devices need a node agent publishing inventories.
@@ -80,6 +82,8 @@ __all__ = [
     "BalancedAllocation",
     "DeviceAllocation",
     "DeviceFit",
+    "DynamicResources",
+    "DynamicResourcesScore",
     "InterPodAffinity",
     "LabelPreference",
     "LeastAllocated",

@@ -1,17 +1,16 @@
 """UnsupportedConstraints: refuse pods whose hard constraints this engine does not evaluate.
 
-kube-scheduler also allocates dynamic resource claims (`spec.resourceClaims`, the
-DynamicResources plugin). The standalone scheduler replaces kube-scheduler for its pods,
-so placing such a pod while ignoring its claims would silently break what its owner
-asked for: the pod stays Pending with a reason that says so, which is what a user can act
-on (use kube-scheduler for it). Inter-pod affinity, topology spread and host ports used to
-be listed here; they have plugins of their own now (InterPodAffinity, PodTopologySpread,
-NodePorts). The check reads the pod once; it costs nothing per node.
+Every constraint it used to list has a plugin of its own now: dynamic resource claims
+(`spec.resourceClaims`) are allocated by DynamicResources, inter-pod affinity by
+InterPodAffinity, topology spread by PodTopologySpread, host ports by NodePorts. The plugin
+stays so that policy files that list it still load; with nothing left to check it refuses
+nothing, and naming one of those checks in its `args` is an error saying which plugin to
+list instead. The check reads the pod once; it costs nothing per node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -24,28 +23,21 @@ from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
 
 NAME = names.UNSUPPORTED_CONSTRAINTS
-CHECKS = ("resourceClaims",)
+CHECKS: tuple[str, ...] = ()
 # Checks that earlier versions had, and the plugin that evaluates the constraint now.
-_EVALUATED_NOW = {"podAffinity": names.INTER_POD_AFFINITY, "podAntiAffinity": names.INTER_POD_AFFINITY,
+_EVALUATED_NOW = {"resourceClaims": names.DYNAMIC_RESOURCES,
+                  "podAffinity": names.INTER_POD_AFFINITY, "podAntiAffinity": names.INTER_POD_AFFINITY,
                   "topologySpread": names.POD_TOPOLOGY_SPREAD, "hostPorts": names.NODE_PORTS}
 
 
-def _resource_claims(spec: Mapping[str, Any]) -> bool:
-    claims = spec.get("resourceClaims")
-    return isinstance(claims, list) and bool(claims)
-
-
-_FINDERS = {
-    "resourceClaims": (_resource_claims,
-                       "pod uses dynamic resource claims (spec.resourceClaims), which this scheduler does not "
-                       "allocate"),
-}
+# What each check looks for in the pod's spec, and the reason it refuses with: none are left.
+_FINDERS: dict[str, tuple[Callable[[Mapping[str, Any]], bool], str]] = {}
 
 
 def _unsupported(check: str) -> str:
     if check in _EVALUATED_NOW:
         return f"{check!r} is evaluated by the {_EVALUATED_NOW[check]} plugin now: remove it here and list that plugin"
-    return "" if check in _FINDERS else f"{check!r} is not one of {', '.join(CHECKS)}"
+    return "" if check in _FINDERS else f"{check!r} is not a check this plugin knows (it has none left)"
 
 
 _ARGS = arguments.schema({"checks": arguments.strings(each=_unsupported, default=CHECKS)})

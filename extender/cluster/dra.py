@@ -1,0 +1,362 @@
+"""The DRA objects of the cluster state: DeviceClasses, ResourceSlices, ResourceClaims, and allocations in flight.
+
+kube-scheduler's DynamicResources plugin reads these through its DRA manager
+(pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go): listers for classes
+and slices, an assume cache for claims, and `inFlightAllocations`, the claims that Reserve
+allocated and PreBind has not written yet. A device is in use while a stored claim's
+allocation holds it (allocateddevices.go; an adminAccess result holds nothing) or while an
+allocation of it is in flight, so no device is ever given to two claims, even between
+Reserve and the watch showing our own status write.
+
+Objects are parsed into the frozen views of `extender.dra.objects` as they arrive; one
+that cannot be read is counted, logged and skipped. Writers (watch threads, snapshot
+loading, simulate's in-memory writes, Reserve) hold the store's lock; readers never do:
+every value is immutable and every table is replaced or changed one key at a time.
+
+`enabled` is False when the API server does not serve resource.k8s.io/v1 (the source
+says so once); the DynamicResources plugin then keeps DRA pods pending with that reason.
+Changes that may make a waiting pod schedulable (a class, slice or claim added or
+changed, a claim deleted or deallocated) are announced as `DRA_CHANGED` with `(kind, key)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.dra.objects import Allocation, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
+from extender.errors import InvalidObject
+
+log = logging.getLogger(__name__)
+
+DRA_CHANGED = "dra-changed"
+
+CLASSES = "deviceclasses"
+SLICES = "resourceslices"
+CLAIMS = "resourceclaims"
+RESOURCES = (CLASSES, SLICES, CLAIMS)
+KIND_NAMES = {"DeviceClass": CLASSES, "ResourceSlice": SLICES, "ResourceClaim": CLAIMS}
+
+Notify = Callable[[str, Any], None]
+
+
+def held_devices(claim: ResourceClaim) -> list[DeviceID]:
+    """The devices a claim's allocation keeps from other claims (allocateddevices.go: not adminAccess ones)."""
+    if claim.allocation is None:
+        return []
+    return [result.id for result in claim.allocation.results if not result.admin_access]
+
+
+def _allocation_devices(allocation: Allocation) -> list[DeviceID]:
+    return [result.id for result in allocation.results if not result.admin_access]
+
+
+def raw_key(resource: str, raw: Mapping[str, Any]) -> str | None:
+    """The store key of an unparsed object (a deletion event), None without a name."""
+    meta = raw.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return f"{meta.get('namespace') or 'default'}/{name}" if resource == CLAIMS else name  # type: ignore[union-attr]
+
+
+@dataclass
+class AllocatorStats:
+    """What the allocator did, summed by the scheduling loop; the source publishes the deltas as metrics."""
+
+    allocated: int = 0
+    unallocatable: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    backtracks: int = 0
+
+
+class DraStore:
+    """Implements `extender.policy.dra.DraView` over watched (or snapshot) DRA objects."""
+
+    def __init__(self, notify: Notify | None = None) -> None:
+        self._notify = notify or (lambda event, obj: None)
+        self._lock = threading.RLock()
+        self._classes: dict[str, DeviceClass] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._node_slices: dict[str, dict[str, ResourceSlice]] = {}  # node name -> slice name -> slice
+        self._shared_slices: dict[str, ResourceSlice] = {}  # nodeSelector / allNodes slices
+        self._claims: dict[str, ResourceClaim] = {}
+        self._by_uid: dict[str, str] = {}
+        self._held: Counter[DeviceID] = Counter()  # devices held by stored allocations (and in flight)
+        self._in_flight: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
+        self._unsynced: set[str] = set()
+        self.enabled = True
+        self.disabled_reason = ""
+        self.stats = AllocatorStats()
+        self.rejected = 0
+        self._writes = 0  # in-memory status writes, for their resourceVersions
+
+    # ---- sync ---------------------------------------------------------------------------
+
+    def expect(self, resources: Iterable[str]) -> None:
+        """A source will list these kinds: the store is not synced until it has."""
+        with self._lock:
+            self._unsynced.update(resources)
+
+    def disable(self, why: str) -> None:
+        """The API server does not serve DRA: nothing will be listed, and DRA pods wait with `why`."""
+        with self._lock:
+            self.enabled = False
+            self.disabled_reason = why
+            self._unsynced.clear()
+
+    @property
+    def synced(self) -> bool:
+        return not self._unsynced
+
+    def counts(self) -> dict[str, int]:
+        return {CLASSES: len(self._classes), SLICES: len(self._slices), CLAIMS: len(self._claims)}
+
+    # ---- reads (lock-free) --------------------------------------------------------------
+
+    def device_class(self, name: str) -> DeviceClass | None:
+        return self._classes.get(name)
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self._claims.get(f"{namespace}/{name}")
+
+    def claims(self) -> list[ResourceClaim]:
+        return list(self._claims.values())
+
+    def slices(self) -> list[ResourceSlice]:
+        return list(self._slices.values())
+
+    def all_slices(self) -> Iterable[ResourceSlice]:
+        """Every slice, copied only when iterated (for a pool a node sees only part of, which is rare)."""
+        return _LazySlices(self._slices)
+
+    def slices_for(self, node_name: str) -> list[ResourceSlice]:
+        """The slices that may publish devices for `node_name`: its own, and those with a
+        nodeSelector or allNodes (the allocator checks which of those reach the node)."""
+        own = self._node_slices.get(node_name)
+        shared = self._shared_slices
+        if not shared:
+            return list(own.values()) if own else []
+        return [*(own.values() if own else ()), *shared.values()]
+
+    def in_use(self) -> Collection[DeviceID]:
+        """Every device held by an allocation, stored or in flight: a live view, for membership tests."""
+        return self._held.keys()
+
+    def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
+        """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
+        stats = self.stats
+        if outcome == "allocated":
+            stats.allocated += 1
+        elif outcome == "unallocatable":
+            stats.unallocatable += 1
+        else:
+            stats.errors += 1
+        stats.seconds += seconds
+        stats.backtracks += backtracks
+
+    def pending_allocation(self, uid: str) -> Allocation | None:
+        """The allocation Reserve made for claim `uid`, until the watch shows it written (or it is released)."""
+        entry = self._in_flight.get(uid)
+        return entry[1] if entry is not None else None
+
+    # ---- watched objects ----------------------------------------------------------------
+
+    def replace(self, resource: str, raws: Iterable[Mapping[str, Any]]) -> None:
+        """A full list of one kind: the store holds exactly these (and is synced for it)."""
+        parsed = self._parsed(resource, raws)
+        with self._lock:
+            if resource == CLASSES:
+                self._classes = {c.name: c for c in parsed}
+            elif resource == SLICES:
+                self._slices = {}
+                self._node_slices = {}
+                self._shared_slices = {}
+                for item in parsed:
+                    self._file_slice(item)
+            else:
+                self._claims = {}
+                self._by_uid = {}
+                self._held = Counter()
+                for item in parsed:
+                    self._file_claim(item)
+                self._held.update(d for _, allocation in self._in_flight.values()
+                                  for d in _allocation_devices(allocation))
+            self._unsynced.discard(resource)
+        self._notify(DRA_CHANGED, (resource, ""))
+
+    def upsert(self, resource: str, raw: Mapping[str, Any]) -> bool:
+        """Add or replace one object; False when it cannot be read (counted, logged, skipped)."""
+        parsed = self._parsed(resource, [raw])
+        if not parsed:
+            return False
+        item = parsed[0]
+        with self._lock:
+            if resource == CLASSES:
+                self._classes[item.name] = item
+                key = item.name
+            elif resource == SLICES:
+                self._unfile_slice(item.name)
+                self._file_slice(item)
+                key = item.name
+            else:
+                key = item.key
+                self._unfile_claim(key)
+                self._file_claim(item)
+        self._notify(DRA_CHANGED, (resource, key))
+        return True
+
+    def delete(self, resource: str, key: str) -> None:
+        with self._lock:
+            if resource == CLASSES:
+                self._classes.pop(key, None)
+            elif resource == SLICES:
+                self._unfile_slice(key)
+            else:
+                claim = self._unfile_claim(key)
+                if claim is not None:
+                    self._drop_in_flight(claim.uid)
+        self._notify(DRA_CHANGED, (resource, key))
+
+    def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]]) -> list[Any]:
+        parse = {CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse, CLAIMS: ResourceClaim.parse}[resource]
+        parsed = []
+        for raw in raws:
+            try:
+                parsed.append(parse(raw))
+            except InvalidObject as exc:
+                self.rejected += 1
+                log.warning("skipping %s: %s", resource, exc)
+        return parsed
+
+    def _file_slice(self, item: ResourceSlice) -> None:
+        self._slices[item.name] = item
+        if item.node_name:
+            self._node_slices.setdefault(item.node_name, {})[item.name] = item
+        else:
+            self._shared_slices[item.name] = item
+
+    def _unfile_slice(self, name: str) -> None:
+        old = self._slices.pop(name, None)
+        if old is None:
+            return
+        if old.node_name:
+            own = self._node_slices.get(old.node_name)
+            if own is not None:
+                own.pop(name, None)
+                if not own:
+                    del self._node_slices[old.node_name]
+        else:
+            self._shared_slices.pop(name, None)
+
+    def _file_claim(self, claim: ResourceClaim) -> None:
+        self._claims[claim.key] = claim
+        self._by_uid[claim.uid] = claim.key
+        self._held.update(held_devices(claim))
+        if claim.allocation is not None:
+            # Our own write (or anyone's) is visible now: the stored allocation is authoritative.
+            self._drop_in_flight(claim.uid)
+
+    def _unfile_claim(self, key: str) -> ResourceClaim | None:
+        old = self._claims.pop(key, None)
+        if old is None:
+            return None
+        if self._by_uid.get(old.uid) == key:
+            del self._by_uid[old.uid]
+        self._unhold(held_devices(old))
+        return old
+
+    # ---- Reserve / Unreserve --------------------------------------------------------------
+
+    def assume_allocation(self, claim: ResourceClaim, allocation: Allocation) -> None:
+        """Reserve: hold `allocation`'s devices for `claim` until its status shows it, or
+        `release_allocation`. ValueError when the claim is gone, allocated already or in flight."""
+        with self._lock:
+            stored = self._claims.get(claim.key)
+            if stored is None or stored.uid != claim.uid:
+                raise ValueError(f"resourceclaim {claim.key} is not known")
+            if stored.allocation is not None:
+                raise ValueError(f"resourceclaim {claim.key} got allocated elsewhere in the meantime")
+            if claim.uid in self._in_flight:
+                raise ValueError(f"resource claim {claim.key} is in the process of being allocated")
+            taken = [d for d in _allocation_devices(allocation) if self._held.get(d, 0) > 0]
+            if taken:
+                raise ValueError(f"device {taken[0].driver}/{taken[0].pool}/{taken[0].device} is already allocated")
+            self._in_flight[claim.uid] = (claim.key, allocation)
+            self._held.update(_allocation_devices(allocation))
+
+    def release_allocation(self, uid: str) -> None:
+        """Unreserve: give back an allocation still in flight (nothing once the status shows it)."""
+        with self._lock:
+            dropped = self._drop_in_flight(uid)
+        if dropped:
+            self._notify(DRA_CHANGED, (CLAIMS, ""))
+
+    def _drop_in_flight(self, uid: str) -> bool:
+        entry = self._in_flight.pop(uid, None)
+        if entry is None:
+            return False
+        self._unhold(_allocation_devices(entry[1]))
+        return True
+
+    def _unhold(self, devices: Iterable[DeviceID]) -> None:
+        """Count `devices` as held once less; a device held by nobody leaves the table (in_use reads its keys)."""
+        held = self._held
+        for device in devices:
+            left = held.get(device, 0) - 1
+            if left > 0:
+                held[device] = left
+            else:
+                held.pop(device, None)
+
+    # ---- in-memory writes (simulate, the snapshot webhook) --------------------------------------
+
+    def write_status(self, namespace: str, name: str, uid: str,
+                     update: Callable[[dict[str, Any]], None]) -> ResourceClaim:
+        """Apply `update` to a copy of the stored claim's raw form and store it, as a status
+        write to the API server would; ValueError when the claim is gone or was recreated."""
+        key = f"{namespace}/{name}"
+        with self._lock:
+            stored = self._claims.get(key)
+            if stored is None or (uid and stored.uid != uid):
+                raise ValueError(f"resourceclaim {key} not found")
+            raw = _copy_claim(stored.raw)
+            update(raw)
+            self._writes += 1
+            raw.setdefault("metadata", {})["resourceVersion"] = f"mem-{self._writes}"
+        if not self.upsert(CLAIMS, raw):
+            raise ValueError(f"resourceclaim {key} could not be stored after the write")
+        stored = self._claims[key]
+        return stored
+
+
+class _LazySlices:
+    """Iterable over a table of slices, copied when iterated: a watch thread may change it meanwhile."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: dict[str, ResourceSlice]) -> None:
+        self._table = table
+
+    def __iter__(self) -> Iterator[ResourceSlice]:
+        return iter(list(self._table.values()))
+
+
+def _copy_claim(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy deep enough for a status or finalizer write (metadata and status are replaced, spec is shared)."""
+    copy = dict(raw)
+    copy["metadata"] = dict(raw.get("metadata") or {})
+    copy["status"] = dict(raw.get("status") or {})
+    return copy
+
+
+def claims_allocated_on(store: DraStore, node_name: str, labels: Mapping[str, str]) -> Sequence[ResourceClaim]:
+    """The allocated claims whose devices are on `node_name` (for simulate's device report)."""
+    return [claim for claim in store.claims()
+            if claim.allocation is not None and claim.allocation.node_selector is not None
+            and claim.allocation.available_on(node_name, labels)]

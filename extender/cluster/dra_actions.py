@@ -1,0 +1,43 @@
+"""DynamicResources' PreBind on the in-memory cluster (simulate, the snapshot webhook).
+
+The same steps as against the API server (extender/policy/claim_actions.py), applied to
+the state's DRA store as a status write would be: the finalizer, the allocation and the
+pod in reservedFor, on the stored claim. A claim that cannot take them raises ClusterError,
+so a simulated bind fails where a live one would.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from extender.cluster import prebinding
+from extender.cluster.state import ClusterState
+from extender.errors import ClusterError
+from extender.policy.claim_actions import (
+    BindClaim,
+    ClaimWriteRefused,
+    check_claim,
+    with_finalizer,
+    with_status,
+)
+
+SIMULATED_TIME = "1970-01-01T00:00:00Z"  # simulate has no clock of its own: a fixed, valid timestamp
+
+
+def bind_claim_in_memory(state: ClusterState, action: BindClaim) -> None:
+    def write(raw: dict[str, Any]) -> None:
+        check_claim(action, raw)
+        written = with_status(action, with_finalizer(action, raw) or raw, SIMULATED_TIME)
+        raw.clear()
+        raw.update(written)
+
+    try:
+        state.dra_store.write_status(action.namespace, action.name, action.uid, write)
+    except (ClaimWriteRefused, ValueError) as exc:
+        raise ClusterError(str(exc), reason="resource-claim") from None
+
+
+def in_memory_handlers(state: ClusterState) -> dict[type, prebinding.Handler]:
+    """The DRA bind-time actions applied to `state` itself."""
+    return {BindClaim: partial(bind_claim_in_memory, state)}

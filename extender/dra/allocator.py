@@ -1,0 +1,575 @@
+"""The structured-parameters allocator: which devices of a node's pools satisfy a pod's
+pending claims, as kube-scheduler's DynamicResources Filter decides it.
+
+The facts, and the order of the search (which is what makes us pick the same device where
+several fit), are those of the GA implementation,
+k8s.io/dynamic-resource-allocation@v0.36.3/structured/internal/stable/allocator_stable.go,
+run with the GA features only (admin access, prioritized list; partitionable devices, device
+taints and binding conditions off):
+
+- every request of every claim is checked up front (class, selectors present, count mode,
+  "All" devices listed, the 32-results limit, constraint types); problems there are errors;
+- then a depth-first search: claims in order, their requests in order, for each wanted
+  device the pools' devices in order (pool, slice, device), with backtracking on failure.
+  A firstAvailable request tries its subrequests in order and takes the first one with
+  which everything that follows can also be allocated;
+- a device is allocatable when it is not in use (admin access: unless in use by the same
+  claim), the class selectors then the request selectors are true, and every constraint of
+  the claim accepts it. A CEL compile or runtime error aborts the whole call (an error, not
+  "unschedulable"), as does a class that does not exist.
+
+The result of one call is either a `NodeAllocation` (one `Allocation` per claim) or an
+`Unallocatable` whose `status_reason` is the text kube-scheduler reports and whose
+`reasons` say why, for explain. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.dra.cel import CelError, CelRuntimeError, compile_selector
+from extender.dra.objects import (
+    ALL,
+    ALLOCATION_RESULTS_MAX_SIZE,
+    EXACT_COUNT,
+    FIRST_AVAILABLE_MAX_SIZE,
+    FROM_CLAIM,
+    FROM_CLASS,
+    Allocation,
+    Constraint,
+    Device,
+    DeviceClass,
+    DeviceID,
+    DeviceRequest,
+    DeviceResult,
+    Pool,
+    Request,
+    ResourceClaim,
+    ResourceSlice,
+)
+from extender.errors import ExtenderError
+
+CANNOT_ALLOCATE = "cannot allocate all claims"
+INVALID_POOLS = "invalid resource pools were encountered"
+
+
+class AllocationError(ExtenderError):
+    """What kube-scheduler treats as an error of the scheduling attempt (statusError), not
+    as an unschedulable node: a missing class, a CEL error, a request the allocator cannot
+    read, an "All" request meeting an incomplete pool."""
+
+
+class SearchLimitExceeded(AllocationError):
+    """`max_backtracks` was reached: our stand-in for the Filter timeout, which
+    kube-scheduler also reports as an error so that the pod retries after a backoff."""
+
+
+@dataclass(frozen=True)
+class NodeAllocation:
+    allocations: tuple[Allocation, ...]
+    backtracks: int
+    score: int
+
+
+@dataclass(frozen=True)
+class Unallocatable:
+    reasons: tuple[str, ...]
+    status_reason: str = CANNOT_ALLOCATE
+
+
+def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:
+    """DynamicResources Score in v1.36 (dynamicresources.go computeScore): for every
+    firstAvailable request, FirstAvailableDeviceRequestMaxSize (8) minus the index of the
+    subrequest that was allocated, summed over the claims; `allocations[i]` is claim i's."""
+    score = 0
+    for claim, allocation in zip(claims, allocations, strict=True):
+        chosen = {result.request for result in allocation.results if "/" in result.request}
+        for request in claim.requests:
+            if request.exactly is not None:
+                continue
+            for index, sub in enumerate(request.first_available):
+                if sub.name in chosen:
+                    score += FIRST_AVAILABLE_MAX_SIZE - index
+    return score
+
+
+def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str], pools: Sequence[Pool],
+             device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID], *,
+             max_backtracks: int | None = None) -> NodeAllocation | Unallocatable:
+    """Allocate `claims` together on one node from `pools` (`gather_pools` for that node).
+
+    `in_use` holds the devices allocated to other claims or in flight; it should be a set.
+    Raises AllocationError where kube-scheduler's Filter returns an error.
+    """
+    search = _Search(claims, pools, device_class, in_use, max_backtracks)
+    search.prepare()
+    if not search.run():
+        if any(pool.invalid for pool in pools):
+            return Unallocatable(search.explain(), INVALID_POOLS)
+        return Unallocatable(search.explain())
+    allocations = tuple(search.allocation(index) for index in range(len(claims)))
+    return NodeAllocation(allocations, search.backtracks, first_available_score(claims, allocations))
+
+
+class _TooManyResults(Exception):
+    """errAllocationResultMaxSizeExceeded: no way on from here stays within 32 results."""
+
+
+Candidate = tuple[DeviceID, Device, ResourceSlice]
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """requestData: one exact request or one subrequest, checked and with its class."""
+
+    request: DeviceRequest
+    parent: Request | None
+    device_class: DeviceClass
+    num_devices: int
+    all_devices: list[Candidate] | None  # for allocationMode All: fixed up front
+
+
+class _MatchAttribute:
+    """matchAttributeConstraint: every device of the constrained requests has the attribute,
+    with the same type and value as the first one. Only counts are tracked (monotonic)."""
+
+    __slots__ = ("requests", "attribute", "first", "count")
+
+    def __init__(self, constraint: Constraint, attribute: str) -> None:
+        self.requests = frozenset(constraint.requests)
+        self.attribute = attribute
+        self.first: Mapping[str, Any] | None = None
+        self.count = 0
+
+    def applies(self, request: DeviceRequest) -> bool:
+        if not self.requests:
+            return True
+        return request.request in self.requests or (bool(request.subrequest) and request.name in self.requests)
+
+    def add(self, request: DeviceRequest, device: Device) -> bool:
+        if not self.applies(request):
+            return True
+        value = _lookup_attribute(device, self.attribute)
+        if value is None:
+            return False
+        if self.count == 0:
+            self.first, self.count = value, 1
+            return True
+        kind = _attribute_kind(value)
+        if kind is None or self.first is None or kind not in self.first or self.first[kind] != value[kind]:
+            return False
+        self.count += 1
+        return True
+
+    def remove(self, request: DeviceRequest) -> None:
+        if self.applies(request):
+            self.count -= 1
+
+
+def _attribute_kind(value: Mapping[str, Any]) -> str | None:
+    """The value's type, in the order matchAttributeConstraint.add switches on them; the
+    list types (DRAListTypeAttributes, alpha) are unknown to the GA allocator."""
+    for kind in ("string", "int", "bool", "version"):
+        if value.get(kind) is not None:
+            return kind
+    return None
+
+
+def _lookup_attribute(device: Device, name: str) -> Mapping[str, Any] | None:
+    """lookupAttribute: the name as written first, then, when its domain is the driver's,
+    the bare identifier (drivers may publish their own attributes unqualified)."""
+    value = device.attributes.get(name)
+    if value is None:
+        domain, slash, ident = name.partition("/")
+        if not slash or domain != device.driver:
+            return None
+        value = device.attributes.get(ident)
+    return value if isinstance(value, Mapping) else None
+
+
+def _claim_ref(claim: ResourceClaim) -> str:
+    """klog.KObj: namespace/name, or the bare name without a namespace."""
+    return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
+
+
+class _Search:
+    def __init__(self, claims: Sequence[ResourceClaim], pools: Sequence[Pool],
+                 device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID],
+                 max_backtracks: int | None) -> None:
+        self.claims = claims
+        self.pools = pools
+        self.device_class = device_class
+        self.in_use = in_use
+        self.max_backtracks = max_backtracks
+        self.backtracks = 0
+        # Each pool's devices in visiting order; the search picks from complete, valid pools only.
+        self.by_pool: list[list[Candidate]] = [
+            [(DeviceID(pool.driver, pool.name, device.name), device, slice_)
+             for slice_ in pool.slices for device in slice_.devices] for pool in pools]
+        self.candidates: list[Candidate] = [
+            candidate for pool, candidates in zip(pools, self.by_pool, strict=True)
+            if not pool.incomplete and not pool.invalid for candidate in candidates]
+        self.wanted: dict[tuple[int, int, int], _Wanted] = {}
+        self.chosen_sub: dict[tuple[int, int], int] = {}
+        self.constraints: list[list[_MatchAttribute]] = []
+        self.results: list[list[tuple[DeviceRequest, Candidate]]] = [[] for _ in claims]
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.cel_results: dict[tuple[DeviceID, str], bool] = {}
+
+    # -- the checks before the search (Allocate's first loop, validateDeviceRequest) --
+
+    def prepare(self) -> None:
+        for c, claim in enumerate(self.claims):
+            minimum = 0
+            for r, request in enumerate(claim.requests):
+                if request.first_available:
+                    counts = [self._check(c, r, s, sub, request) for s, sub in enumerate(request.first_available)]
+                    minimum += min(counts)
+                elif request.exactly is not None:
+                    minimum += self._check(c, r, 0, request.exactly, None)
+                else:
+                    raise AllocationError(f"claim {_claim_ref(claim)}, request {request.name}: "
+                                          "missing device class name (unsupported request type?)")
+            if minimum > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(f"claim {_claim_ref(claim)}: number of requested devices {minimum} "
+                                      f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
+            constraints = []
+            for i, constraint in enumerate(claim.constraints):
+                if constraint.match_attribute is None:
+                    # distinctAttribute belongs to DRAConsumableCapacity: unknown to the GA allocator.
+                    raise AllocationError(f"claim {_claim_ref(claim)}, constraint #{i}: "
+                                          "empty constraint (unsupported constraint type?)")
+                constraints.append(_MatchAttribute(constraint, constraint.match_attribute))
+            self.constraints.append(constraints)
+
+    def _check(self, c: int, r: int, s: int, request: DeviceRequest, parent: Request | None) -> int:
+        claim = self.claims[c]
+        label = f"claim {_claim_ref(claim)}, request {request.subrequest or request.request}"
+        for i, expression in enumerate(request.selectors):
+            if not expression:
+                raise AllocationError(f"{label}, selector #{i}: CEL expression empty (unsupported selector type?)")
+        if not request.device_class:
+            raise AllocationError(f"{label}: missing device class name (unsupported request type?)")
+        device_class = self.device_class(request.device_class)
+        if device_class is None:
+            raise AllocationError(f"{label}: could not retrieve device class {request.device_class}: "
+                                  f'deviceclass.resource.k8s.io "{request.device_class}" not found')
+        wanted = _Wanted(request, parent, device_class, 0, None)
+        self.wanted[(c, r, s)] = wanted
+        if request.allocation_mode == EXACT_COUNT:
+            wanted.num_devices = request.count
+        elif request.allocation_mode == ALL:
+            wanted.all_devices = []
+            for pool, candidates in zip(self.pools, self.by_pool, strict=True):
+                if pool.incomplete:
+                    raise AllocationError(f"{label}: asks for all devices, but resource pool {pool} "
+                                          "is currently being updated")
+                if pool.invalid:
+                    raise AllocationError(f"{label}: asks for all devices, but resource pool {pool} "
+                                          "is currently invalid")
+                wanted.all_devices.extend(cand for cand in candidates if self._selectable(c, r, s, wanted, cand))
+            wanted.num_devices = len(wanted.all_devices)
+        else:
+            raise AllocationError(f"{label}: unsupported count mode {request.allocation_mode}")
+        return wanted.num_devices
+
+    # -- selectors --
+
+    def _selectable(self, c: int, r: int, s: int, wanted: _Wanted, candidate: Candidate) -> bool:
+        """isSelectable: class selectors, then the request's; cached per device and request."""
+        device_id, device, _ = candidate
+        if device.binding_conditions:
+            return False  # DRADeviceBindingConditions is off: such devices are not offered
+        key = (device_id, c, r, s)
+        known = self.matches.get(key)
+        if known is not None:
+            return known
+        cls = wanted.device_class
+        result = (self._selectors_match(f"class {cls.name}", cls.selectors, candidate)
+                  and self._selectors_match(f"claim {_claim_ref(self.claims[c])}", wanted.request.selectors, candidate))
+        self.matches[key] = result
+        return result
+
+    def _selectors_match(self, owner: str, expressions: Sequence[str], candidate: Candidate) -> bool:
+        device_id, device, _ = candidate
+        for i, expression in enumerate(expressions):
+            key = (device_id, expression)
+            known = self.cel_results.get(key)
+            if known is None:
+                known = self.cel_results[key] = self._evaluate(owner, i, expression, device)
+            if not known:
+                return False
+        return True
+
+    @staticmethod
+    def _evaluate(owner: str, index: int, expression: str, device: Device) -> bool:
+        try:
+            selector = compile_selector(expression)
+        except CelError as error:
+            raise AllocationError(f"{owner}: selector #{index}: CEL compile error: {error}") from error
+        try:
+            return bool(selector.matches(device.cel))
+        except (CelRuntimeError, CelError) as error:
+            raise AllocationError(f"{owner}: selector #{index}: CEL runtime error: {error}") from error
+
+    # -- the search (allocateOne, allocateDevice) --
+
+    def run(self) -> bool:
+        try:
+            return self._one(0, 0, 0, 0, False)
+        except _TooManyResults:
+            return False
+
+    def _in_use(self, device_id: DeviceID) -> bool:
+        return device_id in self.in_use or bool(self.allocating.get(device_id))
+
+    def _one(self, c: int, r: int, s: int, d: int, in_sub: bool) -> bool:
+        if c >= len(self.claims):
+            return True
+        claim = self.claims[c]
+        if r >= len(claim.requests):
+            try:
+                return self._one(c + 1, 0, 0, 0, False)
+            except _TooManyResults:
+                # Another choice in this claim's subrequests may need fewer devices.
+                return False
+        wanted = self.wanted[(c, r, s)]
+        if not in_sub and wanted.parent is not None:
+            all_too_many = True
+            for sub in range(len(wanted.parent.first_available)):
+                try:
+                    done = self._one(c, r, sub, d, True)
+                except _TooManyResults:
+                    continue
+                all_too_many = False
+                if done:
+                    self.chosen_sub[(c, r)] = sub
+                    return True
+            if all_too_many:
+                raise _TooManyResults
+            return False
+
+        if wanted.all_devices is not None and not wanted.all_devices:
+            return False  # "All" needs at least one device
+        if d >= wanted.num_devices:
+            return self._one(c, r + 1, 0, 0, False)
+        if len(self.results[c]) + wanted.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _TooManyResults
+
+        if wanted.all_devices is not None:
+            undo = self._take(c, wanted, wanted.all_devices[d], must=True)
+            if undo is None:
+                return False
+            try:
+                done = self._one(c, r, s, d + 1, in_sub)
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                self._backtrack(undo)
+            return done
+
+        admin = wanted.request.admin_access
+        for candidate in self.candidates:
+            device_id = candidate[0]
+            if admin:
+                if c in self.allocating.get(device_id, ()):
+                    continue
+            elif self._in_use(device_id):
+                continue
+            if not self._selectable(c, r, s, wanted, candidate):
+                continue
+            undo = self._take(c, wanted, candidate, must=False)
+            if undo is None:
+                continue
+            try:
+                done = self._one(c, r, s, d + 1, in_sub)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            self._backtrack(undo)
+        return False
+
+    def _backtrack(self, undo: Callable[[], None]) -> None:
+        """Give back a device after nothing worked with it, counting against `max_backtracks`."""
+        undo()
+        self.backtracks += 1
+        if self.max_backtracks is not None and self.backtracks > self.max_backtracks:
+            raise SearchLimitExceeded(f"gave up after {self.max_backtracks} backtracks trying to allocate devices")
+
+    def _take(self, c: int, wanted: _Wanted, candidate: Candidate, *, must: bool) -> Callable[[], None] | None:
+        """allocateDevice: the device's availability and the claim's constraints; on success the
+        device is recorded and the returned function undoes that."""
+        device_id, device, _ = candidate
+        request = wanted.request
+        if request.admin_access:
+            if c in self.allocating.get(device_id, ()):
+                return None
+        elif self._in_use(device_id):
+            return None
+        if device.consumes_counters:
+            return None  # DRAPartitionableDevices is off
+        constraints = self.constraints[c]
+        for added, constraint in enumerate(constraints):
+            if not constraint.add(request, device):
+                for previous in reversed(constraints[:added]):
+                    previous.remove(request)
+                if must:
+                    raise AllocationError(
+                        f"claim {_claim_ref(self.claims[c])}, request {request.subrequest or request.request}: "
+                        f"cannot add device {device_id} because a claim constraint would not be satisfied")
+                return None
+        self.allocating.setdefault(device_id, set()).add(c)
+        results = self.results[c]
+        results.append((request, candidate))
+
+        def undo() -> None:
+            results.pop()
+            self.allocating[device_id].discard(c)
+            for constraint in reversed(constraints):
+                constraint.remove(request)
+
+        return undo
+
+    # -- the result (the end of Allocate, createNodeSelector) --
+
+    def allocation(self, c: int) -> Allocation:
+        claim = self.claims[c]
+        results = tuple(DeviceResult(request.name, device_id.driver, device_id.pool, device_id.device,
+                                     request.admin_access, request.tolerations)
+                        for request, (device_id, _, _) in self.results[c])
+        return Allocation(results, self._config(c, claim), self._node_selector(claim, self.results[c]))
+
+    def _selected(self, c: int, r: int) -> _Wanted:
+        return self.wanted[(c, r, self.chosen_sub.get((c, r), 0))]
+
+    def _config(self, c: int, claim: ResourceClaim) -> tuple[dict[str, Any], ...]:
+        """Class config first, each class's entries once with every request that used the
+        class; then the claim's config entries that name no request or a request (or the
+        chosen subrequest) of this claim, once per request they name, as the source loops."""
+        config: list[dict[str, Any]] = []
+        class_entries: dict[str, list[dict[str, Any]]] = {}
+        for r in range(len(claim.requests)):
+            wanted = self._selected(c, r)
+            name = wanted.request.name
+            entries = class_entries.get(wanted.device_class.name)
+            if entries is not None:
+                for entry in entries:
+                    entry["requests"].append(name)
+                continue
+            entries = [{"source": FROM_CLASS, "requests": [name], **entry} for entry in wanted.device_class.config]
+            class_entries[wanted.device_class.name] = entries
+            config.extend(entries)
+        for raw in claim.config:
+            names = list(raw.get("requests") or ())
+            rest = {key: value for key, value in raw.items() if key != "requests"}
+            if not names:
+                config.append({"source": FROM_CLAIM, **rest})
+                continue
+            for r, request in enumerate(claim.requests):
+                if request.name in names or (request.first_available
+                                             and self._selected(c, r).request.name in names):
+                    config.append({"source": FROM_CLAIM, "requests": list(names), **rest})
+        return tuple(config)
+
+    @staticmethod
+    def _node_selector(claim: ResourceClaim, results: list[tuple[DeviceRequest, Candidate]]) -> dict[str, Any] | None:
+        """createNodeSelector: a node-local device pins the claim to that node; otherwise the
+        union of the slices' single-term selectors; allNodes slices add nothing."""
+        fields: list[Mapping[str, Any]] = []
+        expressions: list[Mapping[str, Any]] = []
+        for _, (_, _, slice_) in results:
+            if slice_.node_name:
+                return {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [slice_.node_name]}]}]}
+            if slice_.node_selector is None:
+                continue
+            terms = slice_.node_selector.raw.get("nodeSelectorTerms") or []
+            if len(terms) > 1:
+                raise AllocationError(f"create NodeSelector for claim {claim.name}: "
+                                      f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
+            if terms:
+                _add_requirements(terms[0].get("matchFields") or [], fields)
+                _add_requirements(terms[0].get("matchExpressions") or [], expressions)
+        if not fields and not expressions:
+            return None
+        term: dict[str, Any] = {}
+        if expressions:
+            term["matchExpressions"] = [dict(e) for e in expressions]
+        if fields:
+            term["matchFields"] = [dict(f) for f in fields]
+        return {"nodeSelectorTerms": [term]}
+
+    # -- why not (for explain; kube-scheduler itself only says "cannot allocate all claims") --
+
+    def explain(self) -> tuple[str, ...]:
+        reasons = []
+        for pool in self.pools:
+            if pool.incomplete:
+                reasons.append(f"resource pool {pool} is incomplete: not all of its ResourceSlices are published")
+            elif pool.invalid:
+                reasons.append(f"resource pool {pool} is invalid: {pool.invalid}")
+        for c, claim in enumerate(self.claims):
+            for r, request in enumerate(claim.requests):
+                problems = [self._shortfall(c, r, s) for s in range(len(request.alternatives()))]
+                if all(problems):
+                    reasons.extend(p for p in problems if p)
+        if len(reasons) == sum(1 for pool in self.pools if pool.incomplete or pool.invalid):
+            if not self.candidates:
+                reasons.append("no devices on this node")
+            elif any(claim.constraints for claim in self.claims):
+                reasons.append("no combination of free devices satisfies every request and constraint")
+            else:
+                reasons.append("the free devices cannot satisfy every request at once")
+        return tuple(reasons)
+
+    def _shortfall(self, c: int, r: int, s: int) -> str:
+        """Why this request (or subrequest) alone cannot be met, or "" if it could be."""
+        wanted = self.wanted[(c, r, s)]
+        request, cls = wanted.request, wanted.device_class
+        label = f"claim {_claim_ref(self.claims[c])}, request {request.name}"
+        of_class = matching = free = 0
+        first_failing = ""
+        for candidate in self.candidates:
+            try:
+                if not self._selectors_match(f"class {cls.name}", cls.selectors, candidate):
+                    continue
+                of_class += 1
+                if not self._selectable(c, r, s, wanted, candidate):
+                    if not first_failing:
+                        first_failing = next((e for e in request.selectors
+                                              if not self.cel_results.get((candidate[0], e), True)), "")
+                    continue
+            except AllocationError as error:
+                return f"{label}: {error}"
+            matching += 1
+            if request.admin_access or candidate[0] not in self.in_use:
+                free += 1
+        if of_class == 0:
+            return f"{label}: no device on this node matches device class {cls.name}"
+        if matching == 0:
+            shown = f" selector {first_failing}" if first_failing else " its selectors"
+            return f"{label}: no device of class {cls.name} matches{shown}"
+        if wanted.all_devices is not None:
+            if free < matching:
+                return f"{label}: asks for all {matching} matching devices, {matching - free} in use"
+            return ""
+        if free < request.count:
+            return f"{label}: {request.count} requested, {free} free"
+        return ""
+
+
+def _add_requirements(source: Sequence[Mapping[str, Any]], into: list[Mapping[str, Any]]) -> None:
+    """addNewNodeSelectorRequirements: skip one that is already there (same key, operator
+    and set of values)."""
+    for requirement in source:
+        values = set(requirement.get("values") or ())
+        if not any(existing.get("key") == requirement.get("key")
+                   and existing.get("operator") == requirement.get("operator")
+                   and set(existing.get("values") or ()) == values for existing in into):
+            into.append(requirement)

@@ -1,0 +1,525 @@
+"""Read-only views of the resource.k8s.io/v1 objects the allocator reads: DeviceClass,
+ResourceSlice (with its devices), ResourceClaim (requests, constraints, config, allocation),
+and the per-node pools that `gather_pools` builds from the slices.
+
+Each `parse(raw)` takes the object's JSON as the API server sends it and raises
+`InvalidObject` with a `path: message` text when a field has the wrong type; absent optional
+fields take the API server's defaults. Field names and defaults are those of
+k8s.io/api@v0.36.3/resource/v1/types.go. Pure: dicts in, frozen views out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
+
+from extender.dra.cel import CelDevice, cel_device
+from extender.errors import InvalidObject
+from extender.model.fields import as_list, as_object, as_str, object_name, object_parts
+from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
+
+# types.go: ResourceClaimReservedForMaxSize, AllocationResultsMaxSize,
+# FirstAvailableDeviceRequestMaxSize.
+RESERVED_FOR_MAX_SIZE = 256
+ALLOCATION_RESULTS_MAX_SIZE = 32
+FIRST_AVAILABLE_MAX_SIZE = 8
+
+EXACT_COUNT = "ExactCount"
+ALL = "All"
+FROM_CLASS = "FromClass"
+FROM_CLAIM = "FromClaim"
+
+
+class DeviceID(NamedTuple):
+    """structured.DeviceID: a device is named by its driver, pool and name, never by its slice."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+def _int(raw: Any, where: str, default: int = 0) -> int:
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise InvalidObject(f"{where}: expected an integer")
+    return raw
+
+
+def _bool(raw: Any, where: str) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise InvalidObject(f"{where}: expected a boolean")
+    return raw
+
+
+def _objects(raw: Any, where: str) -> tuple[Mapping[str, Any], ...]:
+    items = as_list(raw, where)
+    return tuple(as_object(item, f"{where}[{i}]") for i, item in enumerate(items))
+
+
+def _strings(raw: Any, where: str) -> tuple[str, ...]:
+    items = as_list(raw, where)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidObject(f"{where}[{i}]: expected a string")
+    return tuple(items)
+
+
+def _selectors(raw: Any, where: str) -> tuple[str, ...]:
+    """CEL expressions of a `selectors` list; an entry without `cel` (a selector type this
+    version does not know) becomes "", which the allocator refuses as the source does."""
+    expressions = []
+    for i, selector in enumerate(_objects(raw, where)):
+        cel = as_object(selector.get("cel"), f"{where}[{i}].cel")
+        expressions.append(as_str(cel.get("expression"), f"{where}[{i}].cel.expression"))
+    return tuple(expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """A core/v1 NodeSelector: its terms are ORed. `raw` is kept for the allocation result."""
+
+    terms: tuple[NodeSelectorTerm, ...]
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> NodeSelector:
+        selector = as_object(raw, where)
+        terms = as_list(selector.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")
+        return cls(tuple(parse_node_selector_term(term, f"{where}.nodeSelectorTerms[{i}]")
+                         for i, term in enumerate(terms)), selector)
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        return any(term.matches(labels, node_name) for term in self.terms)
+
+
+def node_matches(node_name: str, labels: Mapping[str, str], target: str | None, all_nodes: bool,
+                 selector: NodeSelector | None) -> bool:
+    """structured/internal/stable/pools_stable.go NodeMatches: a node name wins over allNodes,
+    which wins over a selector; none of them set matches no node."""
+    if target:
+        return node_name == target
+    if all_nodes:
+        return True
+    if selector is not None:
+        return selector.matches(node_name, labels)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...]
+    config: tuple[Mapping[str, Any], ...]
+    extended_resource_name: str | None
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Any) -> DeviceClass:
+        meta, spec, _ = object_parts(raw, "DeviceClass")
+        extended = spec.get("extendedResourceName")
+        return cls(
+            name=object_name(meta),
+            selectors=_selectors(spec.get("selectors"), "spec.selectors"),
+            config=_objects(spec.get("config"), "spec.config"),
+            extended_resource_name=None if extended is None else as_str(extended, "spec.extendedResourceName"),
+            raw=raw,
+        )
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a slice. Attributes and capacity stay in their API form; `cel` is the
+    CEL view, built on first use and kept (devices are parsed once per slice update)."""
+
+    name: str
+    driver: str
+    attributes: Mapping[str, Any]
+    capacity: Mapping[str, Any]
+    consumes_counters: tuple[Mapping[str, Any], ...] = ()
+    taints: tuple[Mapping[str, Any], ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    allow_multiple_allocations: bool = False
+
+    @cached_property
+    def cel(self) -> CelDevice:
+        return cel_device(self.driver, self.attributes, self.capacity,
+                          allow_multiple_allocations=self.allow_multiple_allocations)
+
+    @classmethod
+    def parse(cls, raw: Any, driver: str, where: str) -> Device:
+        device = as_object(raw, where)
+        name = device.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidObject(f"{where}.name: required")
+        return cls(
+            name=name,
+            driver=driver,
+            attributes=as_object(device.get("attributes"), f"{where}.attributes"),
+            capacity=as_object(device.get("capacity"), f"{where}.capacity"),
+            consumes_counters=_objects(device.get("consumesCounters"), f"{where}.consumesCounters"),
+            taints=_objects(device.get("taints"), f"{where}.taints"),
+            binding_conditions=_strings(device.get("bindingConditions"), f"{where}.bindingConditions"),
+            allow_multiple_allocations=_bool(device.get("allowMultipleAllocations"),
+                                             f"{where}.allowMultipleAllocations"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    node_name: str | None
+    node_selector: NodeSelector | None
+    all_nodes: bool
+    devices: tuple[Device, ...]
+    resource_version: str
+    per_device_node_selection: bool = False
+    shared_counters: tuple[Mapping[str, Any], ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Any) -> ResourceSlice:
+        meta, spec, _ = object_parts(raw, "ResourceSlice")
+        driver = as_str(spec.get("driver"), "spec.driver")
+        pool = as_object(spec.get("pool"), "spec.pool")
+        node_name = spec.get("nodeName")
+        selector = spec.get("nodeSelector")
+        return cls(
+            name=object_name(meta),
+            driver=driver,
+            pool=as_str(pool.get("name"), "spec.pool.name"),
+            generation=_int(pool.get("generation"), "spec.pool.generation"),
+            slice_count=_int(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount"),
+            node_name=None if node_name is None else as_str(node_name, "spec.nodeName") or None,
+            node_selector=None if selector is None else NodeSelector.parse(selector, "spec.nodeSelector"),
+            all_nodes=_bool(spec.get("allNodes"), "spec.allNodes"),
+            devices=tuple(Device.parse(device, driver, f"spec.devices[{i}]")
+                          for i, device in enumerate(as_list(spec.get("devices"), "spec.devices"))),
+            resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+            per_device_node_selection=_bool(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection"),
+            shared_counters=_objects(spec.get("sharedCounters"), "spec.sharedCounters"),
+            raw=raw,
+        )
+
+    def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        return node_matches(node_name, labels, self.node_name, self.all_nodes, self.node_selector)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """An ExactDeviceRequest or one DeviceSubRequest. `name` is what allocation results and
+    config refer to ("req" or "req/sub"); `request` and `subrequest` are its two parts."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...]
+    allocation_mode: str
+    count: int
+    admin_access: bool
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    request: str = ""
+    subrequest: str = ""
+
+    @classmethod
+    def parse(cls, raw: Any, where: str, request: str, subrequest: str = "") -> DeviceRequest:
+        spec = as_object(raw, where)
+        # The API server defaults allocationMode to ExactCount and count to 1 for it.
+        mode = as_str(spec.get("allocationMode"), f"{where}.allocationMode") or EXACT_COUNT
+        return cls(
+            name=f"{request}/{subrequest}" if subrequest else request,
+            device_class=as_str(spec.get("deviceClassName"), f"{where}.deviceClassName"),
+            selectors=_selectors(spec.get("selectors"), f"{where}.selectors"),
+            allocation_mode=mode,
+            count=_int(spec.get("count"), f"{where}.count", 1 if mode == EXACT_COUNT else 0),
+            admin_access=_bool(spec.get("adminAccess"), f"{where}.adminAccess"),
+            tolerations=_objects(spec.get("tolerations"), f"{where}.tolerations"),
+            request=request,
+            subrequest=subrequest,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A claim's request: `exactly` one kind of device, or the `first_available` of several."""
+
+    name: str
+    exactly: DeviceRequest | None
+    first_available: tuple[DeviceRequest, ...]
+
+    def alternatives(self) -> tuple[DeviceRequest, ...]:
+        return (self.exactly,) if self.exactly is not None else self.first_available
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Request:
+        spec = as_object(raw, where)
+        name = as_str(spec.get("name"), f"{where}.name")
+        exactly = spec.get("exactly")
+        subs = []
+        for i, sub in enumerate(_objects(spec.get("firstAvailable"), f"{where}.firstAvailable")):
+            sub_name = as_str(sub.get("name"), f"{where}.firstAvailable[{i}].name")
+            subs.append(DeviceRequest.parse(sub, f"{where}.firstAvailable[{i}]", name, sub_name))
+        return cls(name, None if exactly is None else DeviceRequest.parse(exactly, f"{where}.exactly", name),
+                   tuple(subs))
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """`requests` empty means every request of the claim; neither attribute set is a
+    constraint type this version does not know."""
+
+    requests: tuple[str, ...]
+    match_attribute: str | None
+    distinct_attribute: str | None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Constraint:
+        spec = as_object(raw, where)
+        match = spec.get("matchAttribute")
+        distinct = spec.get("distinctAttribute")
+        return cls(_strings(spec.get("requests"), f"{where}.requests"),
+                   None if match is None else as_str(match, f"{where}.matchAttribute"),
+                   None if distinct is None else as_str(distinct, f"{where}.distinctAttribute"))
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+    def to_api(self) -> dict[str, Any]:
+        """DeviceRequestAllocationResult: adminAccess only when true, as the allocator sets it
+        (allocator_stable.go allocateDevice); the request's tolerations are copied."""
+        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool,
+                               "device": self.device}
+        if self.admin_access:
+            out["adminAccess"] = True
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        return out
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> DeviceResult:
+        spec = as_object(raw, where)
+        return cls(as_str(spec.get("request"), f"{where}.request"), as_str(spec.get("driver"), f"{where}.driver"),
+                   as_str(spec.get("pool"), f"{where}.pool"), as_str(spec.get("device"), f"{where}.device"),
+                   _bool(spec.get("adminAccess"), f"{where}.adminAccess"),
+                   _objects(spec.get("tolerations"), f"{where}.tolerations"))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A claim's status.allocation. `config` entries are in their API form (source,
+    requests, opaque); `node_selector` is the raw NodeSelector (None: every node)."""
+
+    results: tuple[DeviceResult, ...]
+    config: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, Any] | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        """The AllocationResult JSON as kube-scheduler writes it: `devices` always present (a
+        struct), its `results` and `config` and the `nodeSelector` omitted when empty."""
+        devices: dict[str, Any] = {}
+        if self.results:
+            devices["results"] = [result.to_api() for result in self.results]
+        if self.config:
+            devices["config"] = [dict(entry) for entry in self.config]
+        out: dict[str, Any] = {"devices": devices}
+        if self.node_selector is not None:
+            out["nodeSelector"] = self.node_selector
+        return out
+
+    @classmethod
+    def parse(cls, raw: Any, where: str = "status.allocation") -> Allocation:
+        spec = as_object(raw, where)
+        devices = as_object(spec.get("devices"), f"{where}.devices")
+        selector = spec.get("nodeSelector")
+        if selector is not None:
+            NodeSelector.parse(selector, f"{where}.nodeSelector")  # refuse an unreadable one now
+        return cls(tuple(DeviceResult.parse(r, f"{where}.devices.results[{i}]")
+                         for i, r in enumerate(as_list(devices.get("results"), f"{where}.devices.results"))),
+                   _objects(devices.get("config"), f"{where}.devices.config"),
+                   None if selector is None else as_object(selector, f"{where}.nodeSelector"))
+
+    @cached_property
+    def _selector(self) -> NodeSelector | None:
+        return None if self.node_selector is None else NodeSelector.parse(self.node_selector, "nodeSelector")
+
+    def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        selector = self._selector
+        return selector is None or selector.matches(node_name, labels)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRef:
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+
+class OwnerRef(NamedTuple):
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    deleting: bool
+    finalizers: tuple[str, ...]
+    owner_uids: tuple[OwnerRef, ...]
+    requests: tuple[Request, ...]
+    constraints: tuple[Constraint, ...]
+    config: tuple[Mapping[str, Any], ...]
+    allocation: Allocation | None
+    reserved_for: tuple[ConsumerRef, ...]
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def reserved_for_pod(self, uid: str) -> bool:
+        """resourceclaim.IsReservedForPod compares the UID only."""
+        return any(ref.uid == uid for ref in self.reserved_for)
+
+    def can_be_reserved(self) -> bool:
+        return len(self.reserved_for) < RESERVED_FOR_MAX_SIZE
+
+    @classmethod
+    def parse(cls, raw: Any) -> ResourceClaim:
+        meta, spec, status = object_parts(raw, "ResourceClaim")
+        devices = as_object(spec.get("devices"), "spec.devices")
+        owners = []
+        for i, ref in enumerate(_objects(meta.get("ownerReferences"), "metadata.ownerReferences")):
+            where = f"metadata.ownerReferences[{i}]"
+            owners.append(OwnerRef(as_str(ref.get("kind"), f"{where}.kind"), as_str(ref.get("name"), f"{where}.name"),
+                                   as_str(ref.get("uid"), f"{where}.uid"), _bool(ref.get("controller"), f"{where}.controller")))
+        reserved = []
+        for i, ref in enumerate(_objects(status.get("reservedFor"), "status.reservedFor")):
+            where = f"status.reservedFor[{i}]"
+            reserved.append(ConsumerRef(as_str(ref.get("resource"), f"{where}.resource"),
+                                        as_str(ref.get("name"), f"{where}.name"),
+                                        as_str(ref.get("uid"), f"{where}.uid"),
+                                        as_str(ref.get("apiGroup"), f"{where}.apiGroup")))
+        allocation = status.get("allocation")
+        return cls(
+            namespace=as_str(meta.get("namespace"), "metadata.namespace"),
+            name=object_name(meta),
+            uid=as_str(meta.get("uid"), "metadata.uid"),
+            resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+            deleting=meta.get("deletionTimestamp") is not None,
+            finalizers=_strings(meta.get("finalizers"), "metadata.finalizers"),
+            owner_uids=tuple(owners),
+            requests=tuple(Request.parse(r, f"spec.devices.requests[{i}]")
+                           for i, r in enumerate(as_list(devices.get("requests"), "spec.devices.requests"))),
+            constraints=tuple(Constraint.parse(c, f"spec.devices.constraints[{i}]")
+                              for i, c in enumerate(as_list(devices.get("constraints"), "spec.devices.constraints"))),
+            config=_objects(devices.get("config"), "spec.devices.config"),
+            allocation=None if allocation is None else Allocation.parse(allocation),
+            reserved_for=tuple(reserved),
+            raw=raw,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The slices of one pool that a node can reach. An incomplete pool (not every slice of
+    its newest generation published) has no slices; an invalid one says why in `invalid`."""
+
+    driver: str
+    name: str
+    generation: int
+    slices: tuple[ResourceSlice, ...]
+    incomplete: bool = False
+    invalid: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+def _usable(slice_: ResourceSlice) -> bool:
+    """Slices of the beta partitionable-devices feature (per-device node selection, shared
+    counters) are skipped when it is off, as the GA allocator does (pools_stable.go)."""
+    return not slice_.per_device_node_selection and not slice_.shared_counters
+
+
+def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mapping[str, str], *,
+                 all_slices: Iterable[ResourceSlice] | None = None) -> list[Pool]:
+    """The pools whose devices this node can reach (pools_stable.go GatherPools).
+
+    Per pool, only the newest generation among the node's slices counts; the pool is
+    complete when that generation has `resourceSliceCount` slices. When the node sees fewer,
+    every slice of the pool is consulted (`all_slices`, default `slices`; pass the whole
+    cluster's when `slices` is a pre-filtered subset): a newer generation elsewhere makes the
+    node's slices obsolete and the pool is dropped; otherwise the count over all slices of
+    that generation decides. A pool whose slices repeat a device name is invalid.
+
+    Go collects pools in a map, so kube-scheduler's stable allocator visits them in random
+    order; we sort pools by (driver, pool) and slices by name, as the experimental allocator
+    does (internal/experimental/pools_experimental.go), so that the first fit is reproducible.
+    """
+    slices = list(slices)
+    pools: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for slice_ in slices:
+        if not _usable(slice_) or not slice_.available_on(node_name, labels):
+            continue
+        key = (slice_.driver, slice_.pool)
+        current = pools.get(key)
+        if current is None or slice_.generation > current[0].generation:
+            pools[key] = [slice_]
+        elif slice_.generation == current[0].generation:
+            current.append(slice_)
+
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] | None = None
+    result = []
+    for (driver, name), found in sorted(pools.items()):
+        generation, wanted = found[0].generation, found[0].slice_count
+        if len(found) != wanted:
+            if by_pool is None:
+                by_pool = {}
+                for slice_ in (slices if all_slices is None else all_slices):
+                    by_pool.setdefault((slice_.driver, slice_.pool), []).append(slice_)
+            pool_slices = by_pool.get((driver, name), [])
+            if any(s.generation > generation for s in pool_slices):
+                continue
+            if sum(1 for s in pool_slices if s.generation == generation) != wanted:
+                result.append(Pool(driver, name, generation, (), incomplete=True))
+                continue
+        ordered = tuple(sorted(found, key=lambda s: s.name))
+        result.append(Pool(driver, name, generation, ordered, invalid=_duplicate_device(ordered)))
+    return result
+
+
+def _duplicate_device(slices: Iterable[ResourceSlice]) -> str:
+    seen: set[str] = set()
+    for slice_ in slices:
+        for device in slice_.devices:
+            if device.name in seen:
+                return f"duplicate device name {device.name}"
+            seen.add(device.name)
+    return ""

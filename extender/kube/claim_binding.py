@@ -1,0 +1,82 @@
+"""DynamicResources' PreBind against the API server: write a claim's allocation and reservation (bindClaim).
+
+The steps and their order are extender/policy/claim_actions.py's; this module only sends
+them. The first try writes on the claim as Reserve saw it; a 409 reads the claim again and
+tries again, up to CONFLICT_RETRIES times, as kube-scheduler's retry.RetryOnConflict does.
+A claim that cannot take the bind any more (deleted, allocated elsewhere, recreated, gone)
+fails the bind with a ClusterError: the binder then gives the reservations back, does not
+bind, and the pod is retried after its backoff.
+
+Two replicas cannot both allocate one claim: each status update carries the
+resourceVersion it read, and the API server accepts only the first; the other reads the
+claim again, finds it allocated, and fails its bind.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from extender.cluster import prebinding
+from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube import client as kube_client
+from extender.policy.claim_actions import (
+    CONFLICT_RETRIES,
+    BindClaim,
+    ClaimWriteRefused,
+    check_claim,
+    with_finalizer,
+    with_status,
+)
+
+log = logging.getLogger(__name__)
+
+REASON = "resource-claim"  # BIND_ERRORS' label for a refused claim write
+TIMEOUT = (5.0, 15.0)
+
+
+def claim_path(namespace: str, name: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace, safe='')}/resourceclaims/{quote(name, safe='')}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def bind_claim(api_client: Any, action: BindClaim) -> None:
+    """Carry out one BindClaim, or raise ClusterError (reason `resource-claim`) saying why not."""
+    path = claim_path(action.namespace, action.name)
+    current: dict[str, Any] = dict(action.raw)
+    for attempt in range(CONFLICT_RETRIES):
+        if attempt:
+            try:
+                current = kube_client.request_json(api_client, "GET", path, timeout=TIMEOUT)
+            except NotFoundError:
+                raise ClusterError(f"claim {action.key} got deleted in the meantime", reason=REASON) from None
+            log.debug("retrying the status update of claim %s after a conflict", action.key)
+        try:
+            check_claim(action, current)
+            updated = with_finalizer(action, current)
+            if updated is not None:
+                current = kube_client.request_json(api_client, "PUT", path, body=updated, timeout=TIMEOUT)
+            kube_client.request_json(api_client, "PUT", path + "/status", body=with_status(action, current, _now()),
+                                     timeout=TIMEOUT)
+            return
+        except ClaimWriteRefused as exc:
+            raise ClusterError(str(exc), reason=REASON) from None
+        except ConflictError:
+            continue
+        except NotFoundError:
+            raise ClusterError(f"claim {action.key} got deleted in the meantime", reason=REASON) from None
+        except ClusterError as exc:
+            what = "add allocation and reservation to" if action.allocation is not None else "add reservation to"
+            raise ClusterError(f"{what} claim {action.key}: {exc}", status=exc.status, reason=exc.reason) from exc
+    raise ClusterError(f"claim {action.key}: still conflicting after {CONFLICT_RETRIES} tries", reason=REASON)
+
+
+def api_server_handlers(api_client: Any) -> dict[type, prebinding.Handler]:
+    """The DRA bind-time actions carried out against the API server through `api_client`."""
+    return {BindClaim: partial(bind_claim, api_client)}

@@ -1,0 +1,111 @@
+"""Watching DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1) into the state's DRA store.
+
+One Reflector per kind, with the same list+watch, resume and re-list behaviour as the node
+and pod reflectors; the store is unsynced until each kind has listed once, so no pod with a
+claim is placed before the claims, and the devices they hold, have been seen.
+
+Where the API server does not serve resource.k8s.io/v1 (a cluster older than 1.34, or the
+group turned off with --runtime-config), DRA is off: that is logged once, nothing is watched,
+and pods with claims wait with a reason saying so. ResourceClaimTemplates are not watched:
+their claims are made by kube-controller-manager's resourceclaim controller, and the
+scheduler reads only the claims (the pod's status names them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from extender import metrics
+from extender.cluster.dra import CLAIMS, CLASSES, SLICES, AllocatorStats, DraStore, raw_key
+from extender.cluster.state import ClusterState
+from extender.errors import ClusterError, NotFoundError
+from extender.kube import client as kube_client
+from extender.kube.watching import Reflector
+
+log = logging.getLogger(__name__)
+
+API = "resource.k8s.io/v1"
+DRA_PATHS: dict[str, str] = {
+    CLASSES: f"/apis/{API}/deviceclasses",
+    SLICES: f"/apis/{API}/resourceslices",
+    CLAIMS: f"/apis/{API}/resourceclaims",
+}
+_KIND = {CLASSES: "DeviceClass", SLICES: "ResourceSlice", CLAIMS: "ResourceClaim"}
+
+
+def served(api_client: Any) -> str:
+    """"" when the server serves every kind the store needs, else why DRA is off (discovery)."""
+    try:
+        listing = kube_client.request_json(api_client, "GET", f"/apis/{API}", timeout=(5.0, 10.0))
+    except NotFoundError:
+        return f"the API server does not serve {API}"
+    except ClusterError as exc:
+        return f"discovery of {API} failed ({exc})"
+    names = {r.get("name") for r in listing.get("resources") or () if isinstance(r, dict)}
+    missing = sorted(set(DRA_PATHS) - names)
+    return f"{API} does not serve {', '.join(missing)}" if missing else ""
+
+
+def _listed(store: DraStore, resource: str, items: Iterable[dict[str, Any]]) -> None:
+    before = store.rejected
+    store.replace(resource, items)
+    _count_rejected(resource, store.rejected - before)
+    log.info("cluster state: %d %s", store.counts()[resource], resource)
+
+
+def _event(store: DraStore, resource: str, kind: str, obj: dict[str, Any]) -> None:
+    key = raw_key(resource, obj)
+    if key is None:
+        _count_rejected(resource, 1)
+        log.warning("skipping %s %s event without metadata.name", resource, kind)
+        return
+    if kind == "DELETED":
+        store.delete(resource, key)
+    elif not store.upsert(resource, obj):
+        _count_rejected(resource, 1)
+
+
+def _count_rejected(resource: str, count: int) -> None:
+    if count > 0:
+        metrics.REJECTED_OBJECTS.labels(kind=_KIND[resource]).inc(count)
+
+
+def dra_reflectors(state: ClusterState, api_client: Any, **options: Any) -> list[Reflector]:
+    """Reflectors feeding `state.dra_store`, or none (and DRA off, logged once) where it is not served."""
+    store = state.dra_store
+    why = served(api_client)
+    if why:
+        log.info("dynamic resource allocation is off: %s; pods with resource claims stay pending", why)
+        store.disable(why)
+        return []
+    store.expect(DRA_PATHS)
+    return [
+        Reflector(api_client, path, resource=resource, on_list=partial(_listed, store, resource),
+                  on_event=partial(_event, store, resource), trim_managed_fields=True, **options)
+        for resource, path in DRA_PATHS.items()
+    ]
+
+
+class DraMetrics:
+    """Publishes the DRA store's counts and the allocator's work since the last call."""
+
+    def __init__(self) -> None:
+        self._last = AllocatorStats()
+
+    def publish(self, store: DraStore) -> None:
+        for resource, count in store.counts().items():
+            metrics.CACHE_OBJECTS.labels(kind=_KIND[resource]).set(count)
+        now, last = replace(store.stats), self._last
+        for outcome in ("allocated", "unallocatable", "errors"):
+            delta = getattr(now, outcome) - getattr(last, outcome)
+            if delta > 0:
+                metrics.DRA_ALLOCATIONS.labels(outcome=outcome.rstrip("s") if outcome == "errors" else outcome).inc(delta)
+        if now.seconds > last.seconds:
+            metrics.DRA_ALLOCATION_SECONDS.inc(now.seconds - last.seconds)
+        if now.backtracks > last.backtracks:
+            metrics.DRA_BACKTRACKS.inc(now.backtracks - last.backtracks)
+        self._last = now

@@ -1,0 +1,288 @@
+"""DynamicResources: a pod's `spec.resourceClaims`, allocated from ResourceSlices as kube-scheduler v1.36 does.
+
+The facts, from pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:
+
+* PreEnqueue / PreFilter: every claim the pod names must exist (a template's claim is
+  found through `pod.status.resourceClaimStatuses`, and must be owned by the pod), must not
+  be being deleted, and, when allocated already, must still take the pod (reservedFor
+  below its 256 limit, or the pod in it); a claim to allocate must not be in flight for
+  another pod, and every class its requests name must exist. Each is
+  UnschedulableAndUnresolvable for every node, with kube-scheduler's words.
+* Filter: an allocated claim pins the pod to its allocation's nodeSelector ("resourceclaim
+  not available on the node"); the claims to allocate go through the structured allocator
+  (extender/dra/allocator.py) over the node's ResourceSlices, with every device held by
+  another allocation (stored or in flight) taken ("cannot allocate all claims").
+* Score: the firstAvailable subrequests chosen (earlier is better), normalized to 0..100.
+* Reserve: the allocation is held in flight in the cluster state, so the next pod sees the
+  devices taken; Unreserve gives it back.
+* PreBind (a `BindClaim` action per claim, carried out by the binder): kube-scheduler's
+  finalizer, then `status.allocation` and the pod in `status.reservedFor`, retried on
+  conflict; a claim allocated elsewhere meanwhile fails the bind (and the pod is retried).
+
+A CEL runtime error in a selector aborts the attempt (an error Status: the pod is retried
+with backoff), as the allocator's error does in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from extender.dra.allocator import (
+    CANNOT_ALLOCATE,
+    AllocationError,
+    NodeAllocation,
+    Unallocatable,
+    allocate,
+    first_available_score,
+)
+from extender.dra.objects import ConsumerRef, ResourceClaim, gather_pools
+from extender.model.nodes import NodeInfo
+from extender.model.pods import PodView
+from extender.policy import names
+from extender.policy.builtin import arguments
+from extender.policy.claim_actions import BindClaim
+from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.dra import DraView
+from extender.policy.plugins import (
+    FilterPlugin,
+    FilterResult,
+    NodeCheck,
+    NodeScore,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from extender.policy.reservations import Reservation
+from extender.policy.status import Code, Status
+
+NAME = names.DYNAMIC_RESOURCES
+NOT_AVAILABLE = "resourceclaim not available on the node"
+IN_USE = "resourceclaim in use"
+
+
+def _unresolvable(reason: str, detail: str = "") -> Status:
+    return Status(Code.UNRESOLVABLE, (reason,), detail, NAME)
+
+
+def _claim_refs(pod: PodView) -> list[Mapping[str, Any]]:
+    spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
+    refs = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    return [ref for ref in refs if isinstance(ref, Mapping)] if isinstance(refs, list) else []
+
+
+def _generated_names(pod: PodView) -> dict[str, str | None]:
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    entries = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
+    found: dict[str, str | None] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            name = entry.get("resourceClaimName")
+            found[entry["name"]] = name if isinstance(name, str) and name else None
+    return found
+
+
+def _owned_by(claim: ResourceClaim, pod: PodView) -> bool:
+    return any(owner.kind == "Pod" and owner.uid == pod.uid and owner.controller for owner in claim.owner_uids)
+
+
+def has_claims(pod: PodView) -> bool:
+    """Whether the pod names any resource claim (the plugin has nothing to do otherwise)."""
+    return bool(_claim_refs(pod))
+
+
+def pod_claims(pod: PodView, dra: DraView) -> list[ResourceClaim] | Status:
+    """foreachPodResourceClaim: the pod's claims, or why the pod cannot be scheduled yet."""
+    generated: dict[str, str | None] | None = None
+    claims = []
+    for ref in _claim_refs(pod):
+        name = ref.get("resourceClaimName")
+        must_own = False
+        if not (isinstance(name, str) and name):
+            if not ref.get("resourceClaimTemplateName"):
+                return _unresolvable(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{ref.get("name")}": '
+                                     "none of the supported fields are set")
+            generated = _generated_names(pod) if generated is None else generated
+            if ref.get("name") not in generated:
+                return _unresolvable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+            name = generated[ref.get("name")]  # type: ignore[index]
+            if name is None:
+                continue  # no claim is needed for this entry (resourceclaim.Name)
+            must_own = True
+        claim = dra.claim(pod.namespace, name)
+        if claim is None:
+            return _unresolvable(f'could not find ResourceClaim "{pod.namespace}/{name}"')
+        if claim.deleting:
+            return _unresolvable(f'resourceclaim "{claim.name}" is being deleted')
+        if must_own and not _owned_by(claim, pod):
+            return _unresolvable(f"ResourceClaim {claim.key} was not created for Pod {pod.namespace}/{pod.name} "
+                                 "(Pod is not owner)")
+        claims.append(claim)
+    return claims
+
+
+def _classes_missing(claim: ResourceClaim, dra: DraView) -> Status | None:
+    for request in claim.requests:
+        for alternative in request.alternatives():
+            if dra.device_class(alternative.device_class) is None:
+                return _unresolvable(f"request {alternative.name}: device class {alternative.device_class} "
+                                     "does not exist")
+    return None
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """The claims of one pod, as PreFilter found them: allocated ones, and those to allocate."""
+
+    claims: tuple[ResourceClaim, ...]
+    to_allocate: tuple[ResourceClaim, ...]
+
+
+def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
+    """PreFilter: None when the pod names no claim, else its claims or the reason it waits."""
+    if not _claim_refs(pod):
+        return None
+    if not dra.enabled:
+        return _unresolvable("pod uses dynamic resource claims, but the API server does not serve "
+                             "resource.k8s.io/v1")
+    found = pod_claims(pod, dra)
+    if isinstance(found, Status):
+        return found
+    if not found:
+        return None
+    to_allocate = []
+    for claim in found:
+        if claim.allocation is not None:
+            if not claim.can_be_reserved() and not claim.reserved_for_pod(pod.uid):
+                return _unresolvable(IN_USE)
+            continue
+        if dra.pending_allocation(claim.uid) is not None:
+            return _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+        missing = _classes_missing(claim, dra)
+        if missing is not None:
+            return missing
+        to_allocate.append(claim)
+    return PodClaims(tuple(found), tuple(to_allocate))
+
+
+def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocation | Status:
+    """Filter, on one node: the allocation of the claims still to allocate, or the refusal."""
+    view = node.node
+    for claim in claims.claims:
+        if claim.allocation is not None and not claim.allocation.available_on(view.name, view.labels):
+            return _unresolvable(NOT_AVAILABLE)
+    if not claims.to_allocate:
+        return NodeAllocation((), 0, 0)
+    started = time.perf_counter()  # for the allocator's metrics only, never for a decision
+    pools = gather_pools(dra.slices_for(view.name), view.name, view.labels, all_slices=dra.all_slices())
+    try:
+        result = allocate(claims.to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use())
+    except AllocationError as exc:
+        dra.record_allocation("error", time.perf_counter() - started, 0)
+        return Status(Code.ERROR, (str(exc),), "", NAME)
+    if isinstance(result, Unallocatable):
+        dra.record_allocation("unallocatable", time.perf_counter() - started, 0)
+        return Status(Code.UNRESOLVABLE, (result.status_reason,), "; ".join(result.reasons), NAME)
+    dra.record_allocation("allocated", time.perf_counter() - started, result.backtracks)
+    return result
+
+
+def node_score(claims: PodClaims, allocation: NodeAllocation) -> int:
+    """computeScore over every claim of the pod: allocated ones with their stored allocation."""
+    fresh = iter(allocation.allocations)
+    used = [claim.allocation if claim.allocation is not None else next(fresh) for claim in claims.claims]
+    return first_available_score(claims.claims, used)
+
+
+def _pod_ref(pod: PodView) -> ConsumerRef:
+    return ConsumerRef("pods", pod.name, pod.uid)
+
+
+_ARGS = arguments.schema({})
+
+
+@dataclass(frozen=True)
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin):
+    """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve and PreBind (no args)."""
+
+    name: ClassVar[str] = NAME
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> DynamicResources:
+        arguments.load(_ARGS, args)
+        return cls()
+
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
+        dra = cluster.dra()
+        claims = prepare(pod, dra)
+        if claims is None or isinstance(claims, Status):
+            return claims
+
+        def check(info: NodeInfo) -> FilterResult:
+            result = allocate_on(claims, info, dra)
+            return result if isinstance(result, Status) else None
+
+        return check
+
+    def filter(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None) -> FilterResult:
+        check = self.prefilter(pod, cluster if cluster is not None else EMPTY_CLUSTER)
+        return check if check is None or isinstance(check, Status) else check(node)
+
+    def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
+        dra = cluster.dra()
+        claims = prepare(pod, dra)
+        if claims is None or isinstance(claims, Status):
+            return claims
+        result = allocate_on(claims, node, dra)
+        if isinstance(result, Status):
+            return result
+        assumed: list[str] = []
+
+        def release() -> None:
+            for uid in assumed:
+                dra.release_allocation(uid)
+
+        allocations = dict(zip((c.uid for c in claims.to_allocate), result.allocations, strict=True))
+        for claim in claims.to_allocate:
+            try:
+                dra.assume_allocation(claim, allocations[claim.uid])
+            except ValueError as exc:
+                release()
+                return _unresolvable(CANNOT_ALLOCATE, str(exc))
+            assumed.append(claim.uid)
+        pod_ref = _pod_ref(pod)
+        actions = tuple(BindClaim.of(claim, pod_ref, allocations.get(claim.uid))
+                        for claim in claims.claims if not claim.reserved_for_pod(pod.uid))
+        return Reservation(NAME, actions=actions, release=release if assumed else None)
+
+
+@dataclass(frozen=True)
+class DynamicResourcesScore(PreScorePlugin, ScorePlugin):
+    """DynamicResources' Score (weight 2 in kube-scheduler's default profile): for pods with
+    firstAvailable requests, nodes where an earlier subrequest can be allocated score higher."""
+
+    name: ClassVar[str] = NAME
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> DynamicResourcesScore:
+        arguments.load(_ARGS, args)
+        return cls()
+
+    def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
+        dra = cluster.dra()
+        claims = prepare(pod, dra)
+        if not isinstance(claims, PodClaims) or not any(r.first_available for c in claims.claims for r in c.requests):
+            return None
+
+        def score(info: NodeInfo) -> float:
+            result = allocate_on(claims, info, dra)
+            return 0.0 if isinstance(result, Status) else float(node_score(claims, result))
+
+        return score
+
+    def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None) -> float:
+        fn = self.prescore(pod, cluster if cluster is not None else EMPTY_CLUSTER, [node])
+        return 0 if fn is None else fn(node)

@@ -1,0 +1,86 @@
+"""The bind-time action of DynamicResources: kube-scheduler's PreBind for one ResourceClaim (bindClaim).
+
+Plain data, carried out by each binder's handler (extender/kube/claim_binding.py against
+the API server, extender/cluster/dra_actions.py on the in-memory cluster), in the
+order of pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go `bindClaim`:
+
+1. a claim being deleted fails the bind ("claim ... got deleted in the meantime");
+2. with an allocation to store: a claim allocated meanwhile fails it ("got allocated
+   elsewhere in the meantime"); else kube-scheduler's finalizer
+   (`resource.kubernetes.io/delete-protection`) is added by a normal update, then
+   `status.allocation` is written (with `allocationTimestamp`: DRADeviceBindingConditions
+   and DRAResourceClaimDeviceStatus are on by default in v1.36);
+3. the pod is appended to `status.reservedFor` in the same status update;
+4. a conflict (409) reads the claim again and retries (retry.DefaultRetry: 5 tries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
+
+FINALIZER = "resource.kubernetes.io/delete-protection"
+CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class BindClaim:
+    namespace: str
+    name: str
+    uid: str
+    raw: Mapping[str, Any]  # the claim as Reserve saw it: the first write is made on it
+    pod: ConsumerRef
+    allocation: Allocation | None  # None: allocated already, only reserve it for the pod
+
+    @classmethod
+    def of(cls, claim: ResourceClaim, pod: ConsumerRef, allocation: Allocation | None) -> BindClaim:
+        return cls(claim.namespace, claim.name, claim.uid, claim.raw, pod, allocation)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ClaimWriteRefused(ValueError):
+    """The claim changed so that this bind cannot go on (deleted, allocated elsewhere, recreated)."""
+
+
+def check_claim(action: BindClaim, current: Mapping[str, Any]) -> None:
+    """Whether `current` can still take this bind; ClaimWriteRefused when it cannot."""
+    meta = current.get("metadata") or {}
+    if action.uid and meta.get("uid") not in (None, action.uid):
+        raise ClaimWriteRefused(f"claim {action.key} was recreated in the meantime")
+    if meta.get("deletionTimestamp"):
+        raise ClaimWriteRefused(f"claim {action.key} got deleted in the meantime")
+    allocated = bool((current.get("status") or {}).get("allocation"))
+    if action.allocation is not None and allocated:
+        raise ClaimWriteRefused(f"claim {action.key} got allocated elsewhere in the meantime")
+    if action.allocation is None and not allocated:
+        raise ClaimWriteRefused(f"claim {action.key} got deallocated elsewhere in the meantime")
+
+
+def with_finalizer(action: BindClaim, current: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The claim with kube-scheduler's finalizer added (for a normal update), or None when no
+    update is needed (nothing to allocate, or the finalizer is there from an interrupted try)."""
+    meta = current.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if action.allocation is None or FINALIZER in finalizers:
+        return None
+    return {**current, "metadata": {**meta, "finalizers": [*finalizers, FINALIZER]}}
+
+
+def with_status(action: BindClaim, current: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """The claim with the allocation (if any) and the pod in reservedFor, for the status update."""
+    status = dict(current.get("status") or {})
+    if action.allocation is not None:
+        allocation = action.allocation.to_api()
+        allocation.setdefault("allocationTimestamp", now)
+        status["allocation"] = allocation
+    reserved = list(status.get("reservedFor") or [])
+    if not any(isinstance(r, Mapping) and r.get("uid") == action.pod.uid for r in reserved):
+        reserved.append({"resource": action.pod.resource, "name": action.pod.name, "uid": action.pod.uid})
+    status["reservedFor"] = reserved
+    return {**current, "status": status}

@@ -1,0 +1,81 @@
+"""What the DynamicResources plugin may read (and assume) about DeviceClasses, ResourceSlices and ResourceClaims.
+
+kube-scheduler's DynamicResources plugin reads these through its DRA manager
+(pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go): listers for classes
+and slices, the claims' assume cache, and the in-flight allocations that Reserve made and
+PreBind has not written yet. `ClusterView.dra()` gives plugins the same through this
+interface, implemented by the cluster state's DRA store (`extender.cluster.dra`);
+`EMPTY_DRA` holds nothing and serves DRA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol
+
+from extender.dra.objects import Allocation, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
+
+
+class DraView(Protocol):
+    enabled: bool  # False: the API server does not serve resource.k8s.io/v1
+
+    def device_class(self, name: str) -> DeviceClass | None: ...
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None: ...
+
+    def slices_for(self, node_name: str) -> Sequence[ResourceSlice]:
+        """The slices that may publish devices for the node (its own, nodeSelector and allNodes ones)."""
+
+    def all_slices(self) -> Iterable[ResourceSlice]:
+        """Every slice, iterated only when needed (a pool the node sees only part of)."""
+
+    def in_use(self) -> Collection[DeviceID]:
+        """Devices held by allocations, stored or in flight (a live view: membership tests only)."""
+
+    def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
+        """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
+
+    def pending_allocation(self, uid: str) -> Allocation | None:
+        """The allocation Reserve made for claim `uid` and PreBind has not written yet."""
+
+    def assume_allocation(self, claim: ResourceClaim, allocation: Allocation) -> None:
+        """Reserve: hold the allocation's devices for the claim; ValueError when it cannot."""
+
+    def release_allocation(self, uid: str) -> None:
+        """Unreserve: give back an allocation still in flight."""
+
+
+class _EmptyDra:
+    """No classes, slices or claims: every claim a pod names is missing."""
+
+    enabled = True
+
+    def device_class(self, name: str) -> DeviceClass | None:
+        return None
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return None
+
+    def slices_for(self, node_name: str) -> Sequence[ResourceSlice]:
+        return ()
+
+    def all_slices(self) -> Iterable[ResourceSlice]:
+        return ()
+
+    def in_use(self) -> Collection[DeviceID]:
+        return ()
+
+    def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
+        return None
+
+    def pending_allocation(self, uid: str) -> Allocation | None:
+        return None
+
+    def assume_allocation(self, claim: ResourceClaim, allocation: Allocation) -> None:
+        raise ValueError(f"resourceclaim {claim.key} is not known")
+
+    def release_allocation(self, uid: str) -> None:
+        return None
+
+
+EMPTY_DRA: DraView = _EmptyDra()

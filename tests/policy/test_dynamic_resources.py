@@ -1,0 +1,231 @@
+"""DynamicResources through the engine and the in-memory cluster: kube-scheduler's reasons, Reserve's
+devices held in flight, and PreBind's writes (dynamicresources.go in kube-scheduler v1.36.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.cluster import dra
+from extender.cluster.binding import MemoryBinder
+from extender.cluster.state import ClusterState
+from extender.dra.objects import DeviceID
+from extender.errors import ClusterError
+from extender.model.pods import PodView
+from extender.policy.claim_actions import FINALIZER, BindClaim
+from extender.policy.defaults import default_policy
+from extender.policy.engine import Engine, PluginError
+from extender.policy.reservations import Reservation, all_actions, release_all
+from extender.policy.status import Code, Status
+
+DRIVER = "gpu.example.com"
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def device_class(name: str = "gpu", expression: str = f'device.driver == "{DRIVER}"') -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+
+def resource_slice(node_name: str, *devices: str, model: str = "a100") -> dict[str, Any]:
+    return {"metadata": {"name": f"{node_name}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": node_name,
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": d, "attributes": {"model": {"string": model}}} for d in devices]}}
+
+
+def claim(name: str, *, count: int = 1, device_class_name: str = "gpu", selector: str | None = None,
+          owner: str = "", **status: Any) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner, "uid": f"uid-{owner}",
+                                    "controller": True}]
+    return {"metadata": meta, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+            "status": status}
+
+
+def pod(name: str = "p", *claims: str, template: str = "", generated: dict[str, str] | None = None) -> PodView:
+    refs: list[dict[str, Any]] = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    if template:
+        refs.append({"name": "t", "resourceClaimTemplateName": template})
+    raw: dict[str, Any] = {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                           "spec": {"containers": [{"name": "c"}], "resourceClaims": refs}}
+    if generated is not None:
+        raw["status"] = {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in generated.items()]}
+    return PodView.from_dict(raw)
+
+
+@pytest.fixture
+def state() -> ClusterState:
+    state = ClusterState()
+    state.replace_nodes([node("n1"), node("n2")])
+    state.replace_pods([])
+    state.namespaces.replace([])
+    state.dra_store.replace(dra.CLASSES, [device_class()])
+    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0", "gpu-1")])
+    state.dra_store.replace(dra.CLAIMS, [claim("one"), claim("two", count=2), claim("other")])
+    return state
+
+
+ENGINE = Engine(default_policy("standalone"))
+
+
+def refusals(state: ClusterState, view: PodView) -> dict[str, Status]:
+    return ENGINE.filter(view, state.all_node_infos(), state).failed
+
+
+def reason(state: ClusterState, view: PodView) -> str:
+    """The one reason every node gives (a PreFilter refusal)."""
+    failed = refusals(state, view)
+    assert set(failed) == {"n1", "n2"}, failed
+    reasons = {status.reason for status in failed.values()}
+    assert len(reasons) == 1 and all(s.plugin == "DynamicResources" for s in failed.values())
+    return reasons.pop()
+
+
+def place(state: ClusterState, view: PodView, node_name: str) -> list[Reservation]:
+    reserved = ENGINE.reserve(view, state.node_info(node_name), state)
+    assert not isinstance(reserved, Status), reserved
+    MemoryBinder(state).prebind(all_actions(reserved))
+    return reserved
+
+
+def test_only_the_node_with_the_devices_fits(state: ClusterState) -> None:
+    failed = refusals(state, pod("p", "one"))
+    assert set(failed) == {"n1"}
+    assert failed["n1"].code == Code.UNRESOLVABLE and failed["n1"].reason == "cannot allocate all claims"
+    assert "claim default/one" in failed["n1"].detail
+
+
+def test_reserve_holds_the_devices_for_the_next_pod(state: ClusterState) -> None:
+    reserved = ENGINE.reserve(pod("p", "one"), state.node_info("n2"), state)
+    assert not isinstance(reserved, Status)
+    assert set(state.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-0")}
+    # two devices asked for, one left: no node fits until the reservation is given back
+    assert set(refusals(state, pod("q", "two"))) == {"n1", "n2"}
+    release_all(reserved)
+    assert not set(state.dra_store.in_use())
+    assert set(refusals(state, pod("q", "two"))) == {"n1"}
+
+
+def test_prebind_writes_the_allocation_the_finalizer_and_the_reservation(state: ClusterState) -> None:
+    place(state, pod("p", "one"), "n2")
+    written = state.dra_store.claim("default", "one")
+    assert written.allocation is not None
+    assert [(r.request, r.device) for r in written.allocation.results] == [("gpu", "gpu-0")]
+    assert FINALIZER in written.finalizers
+    assert [(r.resource, r.name, r.uid) for r in written.reserved_for] == [("pods", "p", "uid-p")]
+    assert written.raw["status"]["allocation"]["nodeSelector"] == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}
+    # the stored allocation holds the device now, not the reservation in flight
+    assert state.dra_store.pending_allocation("uid-one") is None
+    assert set(state.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-0")}
+
+
+def test_a_shared_claim_pins_its_next_pod_to_its_node_and_is_only_reserved(state: ClusterState) -> None:
+    place(state, pod("p", "one"), "n2")
+    failed = refusals(state, pod("q", "one"))
+    assert set(failed) == {"n1"} and failed["n1"].reason == "resourceclaim not available on the node"
+    reserved = ENGINE.reserve(pod("q", "one"), state.node_info("n2"), state)
+    action = all_actions(reserved)[0]
+    assert isinstance(action, BindClaim) and action.allocation is None
+    MemoryBinder(state).prebind([action])
+    assert [r.name for r in state.dra_store.claim("default", "one").reserved_for] == ["p", "q"]
+    assert set(state.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-0")}
+
+
+def test_a_claim_reserved_256_times_is_in_use(state: ClusterState) -> None:
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-0"}]}}
+    full = [{"resource": "pods", "name": f"x{i}", "uid": f"x{i}"} for i in range(256)]
+    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation, reservedFor=full))
+    assert reason(state, pod("p", "one")) == "resourceclaim in use"
+    # a pod already in the list is not refused
+    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation,
+                                             reservedFor=[*full[:255], {"resource": "pods", "name": "p", "uid": "uid-p"}]))
+    assert set(refusals(state, pod("p", "one"))) == set()
+
+
+@pytest.mark.parametrize(("view", "expected"), [
+    (pod("p", "missing"), 'could not find ResourceClaim "default/missing"'),
+    (pod("p", template="tpl"), 'pod "default/p": ResourceClaim not created yet'),
+    (pod("p", template="tpl", generated={"t": "other"}),
+     "ResourceClaim default/other was not created for Pod default/p (Pod is not owner)"),
+])
+def test_a_claim_that_is_not_there_yet_keeps_the_pod_waiting(state: ClusterState, view: PodView, expected: str) -> None:
+    assert reason(state, view) == expected
+
+
+def test_a_template_claim_owned_by_the_pod_is_used(state: ClusterState) -> None:
+    state.dra_store.upsert(dra.CLAIMS, claim("p-t-abc", owner="p"))
+    assert set(refusals(state, pod("p", template="tpl", generated={"t": "p-t-abc"}))) == {"n1"}
+
+
+def test_a_claim_being_deleted_or_naming_a_missing_class_waits(state: ClusterState) -> None:
+    deleting = claim("one")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+    state.dra_store.upsert(dra.CLAIMS, deleting)
+    assert reason(state, pod("p", "one")) == 'resourceclaim "one" is being deleted'
+    state.dra_store.upsert(dra.CLAIMS, claim("nvme", device_class_name="nvme"))
+    assert reason(state, pod("p", "nvme")) == "request gpu: device class nvme does not exist"
+
+
+def test_a_claim_in_flight_for_another_pod_waits(state: ClusterState) -> None:
+    ENGINE.reserve(pod("p", "one"), state.node_info("n2"), state)
+    assert reason(state, pod("q", "one")) == "resource claim default/one is in the process of being allocated"
+
+
+def test_dra_off_keeps_claim_pods_waiting_and_others_untouched(state: ClusterState) -> None:
+    state.dra_store.disable("the API server does not serve resource.k8s.io/v1")
+    assert reason(state, pod("p", "one")).startswith("pod uses dynamic resource claims, but the API server")
+    plain = PodView.from_dict({"metadata": {"name": "plain", "namespace": "default"},
+                               "spec": {"containers": [{"name": "c"}]}})
+    assert refusals(state, plain) == {}
+
+
+def test_a_cel_runtime_error_fails_the_attempt_not_the_node(state: ClusterState) -> None:
+    state.dra_store.upsert(dra.CLAIMS, claim("bad", selector='device.attributes["gpu.example.com"].missing == "x"'))
+    with pytest.raises(PluginError, match="CEL runtime error"):
+        refusals(state, pod("p", "bad"))
+
+
+def test_a_request_selector_picks_the_model(state: ClusterState) -> None:
+    state.dra_store.upsert(dra.SLICES, resource_slice("n1", "h-0", model="h100"))
+    state.dra_store.upsert(dra.CLAIMS, claim("h100", selector='device.attributes["gpu.example.com"].model == "h100"'))
+    assert set(refusals(state, pod("p", "h100"))) == {"n2"}
+
+
+def test_prebind_refuses_a_claim_allocated_elsewhere_meanwhile(state: ClusterState) -> None:
+    reserved = ENGINE.reserve(pod("p", "one"), state.node_info("n2"), state)
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-1"}]}}
+    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation))  # another scheduler won
+    with pytest.raises(ClusterError, match="got allocated elsewhere in the meantime"):
+        MemoryBinder(state).prebind(all_actions(reserved))
+    release_all(reserved)
+    assert set(state.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-1")}
+
+
+def test_first_available_scores_the_earlier_choice_higher() -> None:
+    state = ClusterState()
+    state.replace_nodes([node("n1"), node("n2")])
+    state.replace_pods([])
+    state.namespaces.replace([])
+    state.dra_store.replace(dra.CLASSES, [device_class()])
+    state.dra_store.replace(dra.SLICES, [resource_slice("n1", "a", model="h100"), resource_slice("n2", "b")])
+    prioritized = {"metadata": {"name": "fa", "namespace": "default", "uid": "uid-fa", "resourceVersion": "1"},
+                   "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+                       {"name": "big", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
+                        "selectors": [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "h100"'}}]},
+                       {"name": "any", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]}}}
+    state.dra_store.replace(dra.CLAIMS, [prioritized])
+    decision = ENGINE.decide(pod("p", "fa"), state.all_node_infos(), state)
+    scores = dict(zip([n.name for n in decision.scored], decision.raw_scores["DynamicResources"], strict=True))
+    assert scores["n1"] > scores["n2"]
+    assert decision.normalized_scores["DynamicResources"][[n.name for n in decision.scored].index("n1")] == 100
