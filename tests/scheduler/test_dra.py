@@ -1,0 +1,167 @@
+"""The standalone scheduler with dynamic resource claims, end to end on the API server (fake, or real under envtest).
+
+What kube-scheduler v1.36.3 does (pkg/scheduler/framework/plugins/dynamicresources): a pod
+whose claim is missing waits with its reason and is bound once the claim appears; a claim
+is allocated to devices of the node the pod is bound to, with kube-scheduler's finalizer,
+`status.allocation` and the pod in `status.reservedFor`, all before the Binding; a device
+is never given twice; a shared claim takes its next pods to the same node.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.fakeapi.fixtures import fake_only
+from tests.scheduler.conftest import SCHEDULER_NAME
+
+pytestmark = pytest.mark.apiserver
+
+API = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+def create(kube: Any, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return kube.call("POST", f"{API}/{path}", obj)
+
+
+def create_class(kube: Any, name: str = "gpu") -> None:
+    create(kube, "deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                   "metadata": {"name": name},
+                                   "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+
+
+def create_slice(kube: Any, node: str, *devices: str) -> None:
+    create(kube, "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpus"},
+        "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": d} for d in devices]}})
+
+
+def create_claim(kube: Any, name: str, count: int = 1, device_class: str = "gpu") -> dict[str, Any]:
+    return create(kube, "namespaces/default/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class,
+                                                                      "count": count}}]}}})
+
+
+def get_claim(kube: Any, name: str) -> dict[str, Any]:
+    return kube.call("GET", f"{API}/namespaces/default/resourceclaims/{name}")
+
+
+def create_pod(kube: Any, name: str, *claims: str) -> dict[str, Any]:
+    refs = [{"name": f"c{i}", "resourceClaimName": claim} for i, claim in enumerate(claims)]
+    return kube.create_pod(name, scheduler_name=SCHEDULER_NAME, spec={"resourceClaims": refs})
+
+
+def node_of(kube: Any, name: str) -> str:
+    return ((kube.get_pod(name) or {}).get("spec") or {}).get("nodeName") or ""
+
+
+def wait_bound(kube: Any, name: str, timeout: float = 10.0) -> str:
+    return kube.wait_for(lambda: node_of(kube, name), timeout=timeout, message=f"pod {name} bound")
+
+
+def wait_failure(kube: Any, name: str, text: str, timeout: float = 10.0) -> str:
+    def found() -> str | None:
+        events = kube.list_events("default", reason="FailedScheduling", involved_name=name)
+        return next((e["message"] for e in events if text in e["message"]), None)
+
+    return kube.wait_for(found, timeout=timeout, message=f"FailedScheduling for {name} with {text!r}")
+
+
+def gpu_cluster(kube: Any) -> None:
+    for name in ("node-1", "node-2", "node-3"):
+        kube.create_node(name)
+    create_class(kube)
+    create_slice(kube, "node-2", "gpu-0", "gpu-1")
+
+
+def devices_of(claim: dict[str, Any]) -> list[str]:
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+    return [f"{r['pool']}/{r['device']}" for r in results]
+
+
+def test_claims_are_allocated_on_the_node_with_the_devices_and_never_twice(kube, make_scheduler):
+    gpu_cluster(kube)
+    for name in ("a", "b", "c"):
+        create_claim(kube, f"gpu-{name}")
+    make_scheduler()
+    for name in ("a", "b", "c"):
+        create_pod(kube, f"job-{name}", f"gpu-{name}")
+    bound = {name: wait_bound(kube, f"job-{name}") for name in ("a", "b")}
+    assert set(bound.values()) == {"node-2"}
+    message = wait_failure(kube, "job-c", "cannot allocate all claims")
+    assert message.startswith("0/3 nodes are available: 3 cannot allocate all claims.")
+    claims = {name: get_claim(kube, f"gpu-{name}") for name in ("a", "b")}
+    assert sorted(d for claim in claims.values() for d in devices_of(claim)) == ["node-2/gpu-0", "node-2/gpu-1"]
+    for name, claim in claims.items():
+        assert FINALIZER in claim["metadata"]["finalizers"]
+        pod = kube.get_pod(f"job-{name}")
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": f"job-{name}",
+                                                  "uid": pod["metadata"]["uid"]}]
+        assert claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"] == [
+            {"key": "metadata.name", "operator": "In", "values": ["node-2"]}]
+    assert devices_of(get_claim(kube, "gpu-c")) == []
+    assert node_of(kube, "job-c") == ""
+
+
+def test_a_shared_claim_takes_every_pod_to_its_devices(kube, make_scheduler):
+    gpu_cluster(kube)
+    create_claim(kube, "shared")
+    make_scheduler()
+    for name in ("x", "y", "z"):
+        create_pod(kube, name, "shared")
+    assert {wait_bound(kube, name) for name in ("x", "y", "z")} == {"node-2"}
+    claim = get_claim(kube, "shared")
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["x", "y", "z"]
+    assert len(devices_of(claim)) == 1
+
+
+def test_a_missing_claim_or_class_keeps_the_pod_pending_until_it_exists(kube, make_scheduler):
+    gpu_cluster(kube)
+    make_scheduler()
+    create_pod(kube, "early", "later")
+    assert "could not find ResourceClaim \"default/later\"" in wait_failure(kube, "early", "later")
+    create_claim(kube, "odd", device_class="tpu")
+    create_pod(kube, "odd", "odd")
+    wait_failure(kube, "odd", "request gpu: device class tpu does not exist")
+    create_claim(kube, "later")  # the claim event brings the pod back
+    assert wait_bound(kube, "early") == "node-2"
+    time.sleep(0.3)
+    assert node_of(kube, "odd") == ""
+
+
+def test_a_template_claim_is_found_through_the_pod_status(kube, make_scheduler):
+    """kube-controller-manager's resourceclaim controller makes the claim and writes its name
+    into the pod's status; here the test plays the controller."""
+    gpu_cluster(kube)
+    pod = kube.create_pod("tpl", scheduler_name=SCHEDULER_NAME,
+                          spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]})
+    make_scheduler()
+    wait_failure(kube, "tpl", 'pod "default/tpl": ResourceClaim not created yet')
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "tpl-gpu-x1", "ownerReferences": [
+                 {"apiVersion": "v1", "kind": "Pod", "name": "tpl", "uid": pod["metadata"]["uid"],
+                  "controller": True, "blockOwnerDeletion": True}]},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+    create(kube, "namespaces/default/resourceclaims", claim)
+    kube.patch_pod("tpl", {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "tpl-gpu-x1"}]}},
+                   status_subresource=True)
+    assert wait_bound(kube, "tpl") == "node-2"
+    assert devices_of(get_claim(kube, "tpl-gpu-x1")) in (["node-2/gpu-0"], ["node-2/gpu-1"])
+
+
+@fake_only("a real kube-apiserver v1.36 always serves resource.k8s.io/v1; the fake can withhold it")
+def test_without_the_dra_api_claim_pods_wait_and_the_others_are_scheduled(apiserver, kube, make_scheduler):
+    apiserver.fake.configure(dra_api=False)
+    for name in ("node-1", "node-2"):
+        kube.create_node(name)
+    make_scheduler()
+    create_pod(kube, "wants-gpu", "gpu")
+    kube.create_pod("plain", scheduler_name=SCHEDULER_NAME)
+    assert wait_bound(kube, "plain")
+    assert "the API server does not serve resource.k8s.io/v1" in wait_failure(kube, "wants-gpu", "dynamic resource")
