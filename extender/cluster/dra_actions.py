@@ -17,6 +17,8 @@ from extender.errors import ClusterError
 from extender.policy.claim_actions import (
     BindClaim,
     ClaimWriteRefused,
+    DeallocateClaim,
+    UnreserveClaim,
     check_claim,
     with_finalizer,
     with_status,
@@ -38,6 +40,30 @@ def bind_claim_in_memory(state: ClusterState, action: BindClaim) -> None:
         raise ClusterError(str(exc), reason="resource-claim") from None
 
 
+def unreserve_claim_in_memory(state: ClusterState, action: UnreserveClaim) -> None:
+    def write(raw: dict[str, Any]) -> None:
+        status = dict(raw.get("status") or {})
+        status["reservedFor"] = [r for r in status.get("reservedFor") or []
+                                 if not (isinstance(r, dict) and r.get("uid") == action.pod_uid)]
+        raw["status"] = status
+
+    try:
+        state.dra_store.write_status(action.namespace, action.name, action.uid, write)
+    except ValueError:
+        return  # the claim is gone: nothing to undo
+
+
+def deallocate_claim_in_memory(state: ClusterState, action: DeallocateClaim) -> None:
+    def write(raw: dict[str, Any]) -> None:
+        raw["status"] = action.deallocated()["status"]
+
+    try:
+        state.dra_store.write_status(action.namespace, action.name, action.uid, write)
+    except ValueError as exc:
+        raise ClusterError(str(exc), reason="resource-claim") from None
+
+
 def in_memory_handlers(state: ClusterState) -> dict[type, prebinding.Handler]:
     """The DRA bind-time actions applied to `state` itself."""
-    return {BindClaim: partial(bind_claim_in_memory, state)}
+    return {BindClaim: partial(bind_claim_in_memory, state), UnreserveClaim: partial(unreserve_claim_in_memory, state),
+            DeallocateClaim: partial(deallocate_claim_in_memory, state)}

@@ -27,6 +27,8 @@ from extender.policy.claim_actions import (
     CONFLICT_RETRIES,
     BindClaim,
     ClaimWriteRefused,
+    DeallocateClaim,
+    UnreserveClaim,
     check_claim,
     with_finalizer,
     with_status,
@@ -34,6 +36,7 @@ from extender.policy.claim_actions import (
 
 log = logging.getLogger(__name__)
 
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REASON = "resource-claim"  # BIND_ERRORS' label for a refused claim write
 TIMEOUT = (5.0, 15.0)
 
@@ -77,6 +80,30 @@ def bind_claim(api_client: Any, action: BindClaim) -> None:
     raise ClusterError(f"claim {action.key}: still conflicting after {CONFLICT_RETRIES} tries", reason=REASON)
 
 
+def unreserve_claim(api_client: Any, action: UnreserveClaim) -> None:
+    """Unreserve: the pod out of the claim's reservedFor. A claim gone has nothing to undo; a failure
+    is logged and left (kube-scheduler does the same: the pod's retry meets the reservation again)."""
+    try:
+        kube_client.request_json(api_client, "PATCH", claim_path(action.namespace, action.name) + "/status",
+                                 body=action.patch(), content_type=STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
+    except NotFoundError:
+        return
+    except ClusterError as exc:
+        log.warning("unreserve of claim %s failed: %s", action.key, exc)
+
+
+def deallocate_claim(api_client: Any, action: DeallocateClaim) -> None:
+    """PostFilter: clear the claim's allocation on the version the scheduler saw (a conflict means
+    it changed meanwhile: the pod's retry sees the new one). Raises ClusterError when refused."""
+    try:
+        kube_client.request_json(api_client, "PUT", claim_path(action.namespace, action.name) + "/status",
+                                 body=action.deallocated(), timeout=TIMEOUT)
+    except ClusterError as exc:
+        raise ClusterError(f"deallocating claim {action.key}: {exc}", status=exc.status, reason=REASON) from exc
+    log.info("deallocated resource claim %s: its pod fits on no node while it stays allocated", action.key)
+
+
 def api_server_handlers(api_client: Any) -> dict[type, prebinding.Handler]:
     """The DRA bind-time actions carried out against the API server through `api_client`."""
-    return {BindClaim: partial(bind_claim, api_client)}
+    return {BindClaim: partial(bind_claim, api_client), UnreserveClaim: partial(unreserve_claim, api_client),
+            DeallocateClaim: partial(deallocate_claim, api_client)}

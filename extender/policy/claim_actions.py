@@ -39,9 +39,52 @@ class BindClaim:
     def of(cls, claim: ResourceClaim, pod: ConsumerRef, allocation: Allocation | None) -> BindClaim:
         return cls(claim.namespace, claim.name, claim.uid, claim.raw, pod, allocation)
 
+    def undo(self) -> UnreserveClaim:
+        return UnreserveClaim(self.namespace, self.name, self.uid, self.pod.uid)
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class UnreserveClaim:
+    """Unreserve's API write: the pod out of the claim's `status.reservedFor` (a strategic merge
+    patch deleting the entry by uid, so the latest claim need not be read). The allocation
+    stays: a retry of the pod finds it there; PostFilter deallocates it if no node fits."""
+
+    namespace: str
+    name: str
+    uid: str
+    pod_uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def patch(self) -> dict[str, Any]:
+        return {"metadata": {"uid": self.uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": self.pod_uid}]}}
+
+
+@dataclass(frozen=True)
+class DeallocateClaim:
+    """PostFilter's API write: the claim's allocation, reservations and device status cleared, on
+    the claim as the scheduler saw it (its resourceVersion: a claim changed meanwhile is left as
+    it is, and the pod is retried)."""
+
+    namespace: str
+    name: str
+    uid: str
+    raw: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def deallocated(self) -> dict[str, Any]:
+        status = {k: v for k, v in (self.raw.get("status") or {}).items()
+                  if k not in ("allocation", "reservedFor", "devices")}
+        return {**self.raw, "status": status}
 
 
 class ClaimWriteRefused(ValueError):

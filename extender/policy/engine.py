@@ -79,6 +79,7 @@ class Policy:
     filter_points: tuple[ExtensionPoints, ...] = field(init=False, repr=False, compare=False)
     scorer_points: tuple[tuple[ExtensionPoints, int], ...] = field(init=False, repr=False, compare=False)
     reservers: tuple[ExtensionPoints, ...] = field(init=False, repr=False, compare=False)
+    post_filters: tuple[ExtensionPoints, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         found: dict[int, ExtensionPoints] = {}
@@ -88,6 +89,7 @@ class Policy:
         object.__setattr__(self, "filter_points", tuple(found[id(p)] for p in self.filters))
         object.__setattr__(self, "scorer_points", tuple((found[id(s.plugin)], s.weight) for s in self.scorers))
         object.__setattr__(self, "reservers", tuple(p for p in found.values() if p.reserve is not None))
+        object.__setattr__(self, "post_filters", tuple(p for p in found.values() if p.post_filter is not None))
 
     @property
     def filter_names(self) -> list[str]:
@@ -556,6 +558,21 @@ class Engine:
             if result is not None:
                 reservations.append(result)
         return reservations
+
+    def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView | None = None
+                    ) -> list[Any]:
+        """No node fits: the API writes the PostFilter plugins ask for, in policy order (preemption
+        is the scheduler's own, after these, as DefaultPreemption comes after DynamicResources)."""
+        view = cluster if cluster is not None else EMPTY_CLUSTER
+        actions: list[Any] = []
+        for points in self.policy.post_filters:
+            try:
+                actions.extend(points.post_filter(pod, failed, view))  # type: ignore[misc]
+            except ExtenderError:
+                raise
+            except Exception as exc:
+                raise PluginError(f"plugin {points.name} failed in post-filter: {exc}") from exc
+        return actions
 
     def decide(self, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView | None = None) -> Decision:
         """Filter, then score the feasible nodes: the full answer that explain and the scheduler use."""

@@ -9,7 +9,10 @@ A plugin is an object with a `name` that implements one or more of these:
     NormalizeScores  normalize_scores(scores) -> list[float]               0..100, else scaled
     ReservePlugin    reserve(pod, node, cluster) -> Reservation | Status | None
                      (PreBind: the Reservation's `actions`, carried out by the binder;
-                      Unreserve: its `release`; see policy/reservations.py)
+                      Unreserve: its `release`, and its `undo` writes; see policy/reservations.py)
+    PostFilterPlugin post_filter(pod, failed, cluster) -> actions             no node fits
+                     (API writes that may make the pod fit later, such as deallocating an idle
+                      resource claim: plain data carried out by the binder, as PreBind's are)
 
 A filter answers None (the node passes), a reason string (unschedulable), or a `Status`
 (to say unresolvable or give a detail). A scorer returns a number. `prefilter`/`prescore`
@@ -107,6 +110,14 @@ class ReservePlugin(Protocol):
 
 
 @runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
+        """No node fits (`failed`: each node's refusal): the API writes to make, if any."""
+
+
+@runtime_checkable
 class UpdatableCheck(Protocol):
     """A per-node check that depends on pods on other nodes (kube-scheduler's AddPod/RemovePod)."""
 
@@ -127,6 +138,7 @@ class ExtensionPoints:
     score: Callable[[PodView, NodeInfo], float] | None = None
     normalize_scores: Callable[[Sequence[float]], list[float]] | None = None
     reserve: Callable[[PodView, NodeInfo, ClusterView], Reservation | Status | None] | None = None
+    post_filter: Callable[[PodView, Mapping[str, Status], ClusterView], Sequence[Any]] | None = None
     needs_pods: bool = True
     needs_usage: bool = False
 
@@ -150,6 +162,7 @@ def extension_points(plugin: Any) -> ExtensionPoints:
         score=plugin.score if isinstance(plugin, ScorePlugin) else None,
         normalize_scores=plugin.normalize_scores if isinstance(plugin, NormalizeScores) else None,
         reserve=plugin.reserve if isinstance(plugin, ReservePlugin) else None,
+        post_filter=plugin.post_filter if isinstance(plugin, PostFilterPlugin) else None,
         needs_pods=bool(getattr(plugin, "needs_pods", True)),
         needs_usage=bool(getattr(plugin, "needs_usage", False)),
     )

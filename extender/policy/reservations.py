@@ -14,7 +14,10 @@ retried). A `Reservation` says:
 * `actions`: plain data describing API writes to make before the Binding (PreBind),
   carried out by the binder of the mode (the API server, or the in-memory cluster of
   simulate) through `extender.cluster.prebinding`;
-* `release`: undo the in-memory claim when the bind does not happen (Unreserve).
+* `release`: undo the in-memory claim when the bind does not happen (Unreserve);
+* `undo`: plain data describing API writes that take back what `actions` wrote, when the
+  bind does not happen after they ran (the API side of Unreserve: a resource claim's
+  reservation for the pod), carried out by the same binder.
 
 Plugins stay pure: they describe the work; adapters do it.
 """
@@ -36,6 +39,7 @@ class Reservation:
     annotations: Mapping[str, str] = field(default_factory=dict)
     actions: tuple[Any, ...] = ()
     release: Callable[[], None] | None = None
+    undo: tuple[Any, ...] = ()
 
 
 class Reserve(Protocol):
@@ -64,3 +68,8 @@ def merged_annotations(reservations: Sequence[Reservation]) -> dict[str, str]:
 
 def all_actions(reservations: Sequence[Reservation]) -> list[Any]:
     return [action for reservation in reservations for action in reservation.actions]
+
+
+def all_undo(reservations: Sequence[Reservation]) -> list[Any]:
+    """The API writes taking back the actions, in reverse order of the reservations."""
+    return [action for reservation in reversed(reservations) for action in reservation.undo]

@@ -38,7 +38,13 @@ from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.model.pods import PodView
 from extender.policy.builtin.readiness import UNSCHEDULABLE_TAINT
-from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
+from extender.policy.reservations import (
+    Reservation,
+    all_actions,
+    all_undo,
+    merged_annotations,
+    release_all,
+)
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import Reporter
 
@@ -202,6 +208,17 @@ class BindPool:
         if self.on_undone is not None:
             self.on_undone(job.entry)
 
+    def _undo_writes(self, job: BindJob) -> None:
+        """Take back what the bind-time actions wrote (Unreserve's API side: a claim's reservation),
+        when the pod is not bound after them; a failure is logged, the pod is requeued anyway."""
+        undo = all_undo(job.reservations)
+        if not undo:
+            return
+        try:
+            self.binder.prebind(undo)
+        except Exception:  # the bind failed already: the retry meets what is left, as kube-scheduler's does
+            log.exception("undoing the bind-time writes of %s failed", job.entry.key)
+
     @staticmethod
     def _release(job: BindJob) -> None:
         try:
@@ -225,18 +242,21 @@ class BindPool:
                                  duration=time.perf_counter() - job.started)
             self.queue.requeue_backoff(entry)
             return
+        actions = all_actions(job.reservations)
         try:
-            actions = all_actions(job.reservations)
             if actions:
                 with prebinding.stoppable(self._stopping):
                     self.binder.prebind(actions)
                 if not self.may_bind():  # leadership lost while waiting: the next leader takes it
+                    self._undo_writes(job)
                     self._unassume(job)
                     self.queue.give_back(entry)
                     return
             self.binder.bind(pod.namespace, pod.name, pod.uid, node,
                              annotations=merged_annotations(job.reservations) or None)
         except (ConflictError, NotFoundError) as exc:
+            if actions:
+                self._undo_writes(job)
             reason = conflict_reason(exc)
             metrics.BIND_ERRORS.labels(reason=reason).inc()
             bound_to = _BOUND_TO.search(str(exc)) if reason == ALREADY_BOUND else None
@@ -253,6 +273,8 @@ class BindPool:
                 self.queue.requeue_backoff(entry)
             return
         except ClusterError as exc:
+            if actions:
+                self._undo_writes(job)
             metrics.BIND_ERRORS.labels(reason=error_reason(exc)).inc()
             self._undo(job)
             self.reporter.failed(entry, f"Binding rejected: {exc}", node=node,

@@ -21,7 +21,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from extender import metrics
@@ -29,6 +29,7 @@ from extender.cluster import listeners
 from extender.cluster.dra import DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
+from extender.errors import ExtenderError
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeInfo, NodeView
@@ -332,11 +333,22 @@ class Scheduler:
                       preempt: bool = True) -> None:
         """No node fits: try preemption (unless told not to), report, wait for a cluster event."""
         entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
+        self.post_filter(entry, engine, result.decision.failed)
         outcome, nominated = self.preemptor.attempt(entry, engine, result.decision) \
             if self.preemptor is not None and preempt else (None, None)
         self.reporter.unschedulable(entry, result.decision, duration=time.perf_counter() - started,
                                     preemption=outcome, nominated_node=nominated)
         self.queue.requeue_unschedulable(entry)
+
+    def post_filter(self, entry: QueuedPod, engine: Engine, failed: Mapping[str, Status]) -> None:
+        """The PostFilter plugins' API writes (an idle claim deallocated), carried out by the binder's
+        action table as PreBind's are; a refusal is logged: the pod waits for its next attempt anyway."""
+        try:
+            actions = engine.post_filter(entry.pod, failed, self.state)
+            if actions:
+                self.binder.prebind(actions)
+        except ExtenderError as exc:
+            log.warning("post-filter of %s failed: %s", entry.key, exc)
 
     def reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float) -> list[Reservation] | None:
         """Let the plugins claim what the pod needs on `node` (Reserve); None when one refuses."""

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from extender.cluster.state import ClusterState
 from tests.fakeapi.fixtures import fake_only
-from tests.scheduler.conftest import SCHEDULER_NAME
+from tests.scheduler.conftest import SCHEDULER_NAME, RecordingBinder
 
 pytestmark = pytest.mark.apiserver
 
@@ -165,3 +166,42 @@ def test_without_the_dra_api_claim_pods_wait_and_the_others_are_scheduled(apiser
     kube.create_pod("plain", scheduler_name=SCHEDULER_NAME)
     assert wait_bound(kube, "plain")
     assert "the API server does not serve resource.k8s.io/v1" in wait_failure(kube, "wants-gpu", "dynamic resource")
+
+
+def test_a_failed_bind_takes_the_pod_out_of_the_claims_reservation(api_client, kube, make_scheduler):
+    """Unreserve: the claim was written at PreBind, the Binding then failed (the pod was deleted
+    meanwhile): the pod leaves reservedFor; the allocation stays, as kube-scheduler leaves it."""
+    gpu_cluster(kube)
+    create_claim(kube, "gpu")
+    state = ClusterState()
+    binder = RecordingBinder(api_client, state, hold=["doomed"])
+    make_scheduler(state=state, binder=binder)
+    create_pod(kube, "doomed", "gpu")
+    assert binder.waiting["doomed"].wait(10), "the scheduler never tried to bind"
+    assert [r["name"] for r in get_claim(kube, "gpu")["status"]["reservedFor"]] == ["doomed"]
+    kube.delete_pod("doomed", grace_period_seconds=0)
+    binder.release("doomed")
+    def unreserved() -> dict[str, Any] | None:
+        claim = get_claim(kube, "gpu")
+        return None if claim["status"].get("reservedFor") else claim
+
+    claim = kube.wait_for(unreserved, message="the pod out of reservedFor")
+    assert devices_of(claim) in (["node-2/gpu-0"], ["node-2/gpu-1"])
+
+
+def test_an_idle_claim_allocated_where_the_pod_cannot_go_is_deallocated(kube, make_scheduler):
+    """PostFilter: the claim's devices are on a node the pod cannot use (tainted), nobody holds
+    it: kube-scheduler deallocates it, and the next attempt allocates it elsewhere."""
+    gpu_cluster(kube)
+    create_slice(kube, "node-3", "gpu-9")
+    claim = create_claim(kube, "gpu")
+    claim["status"] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "node-2", "device": "gpu-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["node-2"]}]}]}}}
+    kube.call("PUT", f"{API}/namespaces/default/resourceclaims/gpu/status", claim)
+    kube.patch_node("node-2", {"spec": {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}})
+    make_scheduler()
+    create_pod(kube, "mover", "gpu")
+    assert wait_bound(kube, "mover") == "node-3"
+    assert devices_of(get_claim(kube, "gpu")) == ["node-3/gpu-9"]

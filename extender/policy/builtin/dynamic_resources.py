@@ -18,6 +18,12 @@ The facts, from pkg/scheduler/framework/plugins/dynamicresources/dynamicresource
 * PreBind (a `BindClaim` action per claim, carried out by the binder): kube-scheduler's
   finalizer, then `status.allocation` and the pod in `status.reservedFor`, retried on
   conflict; a claim allocated elsewhere meanwhile fails the bind (and the pod is retried).
+  Unreserve's API side (`UnreserveClaim`, a Reservation's `undo`): the pod out of reservedFor.
+* PostFilter (no node fits): an allocated claim that kept the pod off a node ("not available
+  on the node") and that no other pod holds is deallocated (`DeallocateClaim`), so that the
+  next attempt may allocate it elsewhere. Preemption runs after it, as in kube-scheduler.
+* Preemption's dry runs change nothing here: the plugin has no PreFilterExtensions, so a
+  victim's devices stay taken, and its refusals are UnschedulableAndUnresolvable.
 
 A CEL runtime error in a selector aborts the attempt (an error Status: the pod is retried
 with backoff), as the allocator's error does in kube-scheduler.
@@ -43,7 +49,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
-from extender.policy.claim_actions import BindClaim
+from extender.policy.claim_actions import BindClaim, DeallocateClaim
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.dra import DraView
 from extender.policy.plugins import (
@@ -51,6 +57,7 @@ from extender.policy.plugins import (
     FilterResult,
     NodeCheck,
     NodeScore,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
@@ -197,6 +204,28 @@ def node_score(claims: PodClaims, allocation: NodeAllocation) -> int:
     return first_available_score(claims.claims, used)
 
 
+def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: ClusterView
+                        ) -> DeallocateClaim | None:
+    """PostFilter: the first allocated claim of the pod that is not available on a node it was
+    refused for, and reserved for nobody else; None when there is none."""
+    refused = [name for name, status in failed.items() if status.plugin == NAME and status.reasons == (NOT_AVAILABLE,)]
+    dra = cluster.dra()
+    if not refused or not dra.enabled:
+        return None
+    claims = pod_claims(pod, dra)
+    if isinstance(claims, Status):
+        return None
+    for claim in claims:
+        allocation = claim.allocation
+        if allocation is None or any(ref.uid != pod.uid for ref in claim.reserved_for):
+            continue
+        for name in refused:
+            info = cluster.node_info(name)
+            if info is not None and not allocation.available_on(name, info.node.labels):
+                return DeallocateClaim(claim.namespace, claim.name, claim.uid, claim.raw)
+    return None
+
+
 def _pod_ref(pod: PodView) -> ConsumerRef:
     return ConsumerRef("pods", pod.name, pod.uid)
 
@@ -205,8 +234,8 @@ _ARGS = arguments.schema({})
 
 
 @dataclass(frozen=True)
-class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin):
-    """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve and PreBind (no args)."""
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
+    """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve, PreBind and PostFilter (no args)."""
 
     name: ClassVar[str] = NAME
 
@@ -230,6 +259,10 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin):
     def filter(self, pod: PodView, node: NodeInfo, cluster: ClusterView | None = None) -> FilterResult:
         check = self.prefilter(pod, cluster if cluster is not None else EMPTY_CLUSTER)
         return check if check is None or isinstance(check, Status) else check(node)
+
+    def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
+        action = claim_to_deallocate(pod, failed, cluster) if has_claims(pod) else None
+        return (action,) if action is not None else ()
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         dra = cluster.dra()
@@ -256,7 +289,8 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin):
         pod_ref = _pod_ref(pod)
         actions = tuple(BindClaim.of(claim, pod_ref, allocations.get(claim.uid))
                         for claim in claims.claims if not claim.reserved_for_pod(pod.uid))
-        return Reservation(NAME, actions=actions, release=release if assumed else None)
+        return Reservation(NAME, actions=actions, release=release if assumed else None,
+                           undo=tuple(action.undo() for action in actions))
 
 
 @dataclass(frozen=True)
