@@ -95,6 +95,8 @@ _STORAGE_READS = (
 _EVENT_WRITE = ("create", "patch")
 
 
+DRA_GROUP = "resource.k8s.io"
+
 #: The two pod-group APIs (docs/gangs.md): kube-scheduler v1.36's and Coscheduling's CRD.
 POD_GROUP_API_GROUPS = ("scheduling.k8s.io", "scheduling.x-k8s.io")
 
@@ -153,6 +155,18 @@ def required_permissions(
         perms.append(Permission("update", "persistentvolumes", why="reserve a PersistentVolume for a claim"))
         perms.append(Permission("update", "persistentvolumeclaims",
                                 why="ask for a claim's volume on the chosen node (selected-node)"))
+        # Dynamic resource allocation (DynamicResources, docs/dra.md), as kube-scheduler's own role
+        # (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go): read classes, slices and claims;
+        # the claim's finalizer (update); its allocation and reservedFor (the status subresource,
+        # and resourceclaims/binding, which DRAResourceClaimGranularStatusAuthorization asks for).
+        for resource in ("deviceclasses", "resourceslices", "resourceclaims"):
+            perms += _verbs(_READ, resource, "watch device classes, resource slices and claims for DRA",
+                            group=DRA_GROUP)
+        perms.append(Permission("update", "resourceclaims", DRA_GROUP,
+                                why="add kube-scheduler's finalizer to a claim it allocates"))
+        perms += [Permission(verb, "resourceclaims", DRA_GROUP, sub,
+                             why="write a claim's allocation and reservedFor (and deallocate an idle one)")
+                  for sub in ("status", "binding") for verb in ("update", "patch")]
         perms.append(
             Permission(
                 "patch",
