@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -355,8 +355,22 @@ def _copy_claim(raw: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
-def claims_allocated_on(store: DraStore, node_name: str, labels: Mapping[str, str]) -> Sequence[ResourceClaim]:
-    """The allocated claims whose devices are on `node_name` (for simulate's device report)."""
-    return [claim for claim in store.claims()
-            if claim.allocation is not None and claim.allocation.node_selector is not None
-            and claim.allocation.available_on(node_name, labels)]
+def device_use(store: DraStore, node_name: str, labels: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """Per driver, (devices allocated, devices published) among the slices that reach the node
+    (its own, and nodeSelector or allNodes ones): simulate's view of a node's DRA devices."""
+    in_use = store.in_use()
+    use: dict[str, tuple[int, int]] = {}
+    for item in store.slices_for(node_name):
+        if not item.available_on(node_name, labels):
+            continue
+        taken, total = use.get(item.driver, (0, 0))
+        for device in item.devices:
+            total += 1
+            taken += DeviceID(item.driver, item.pool, device.name) in in_use
+        use[item.driver] = (taken, total)
+    return use
+
+
+def describe_device_use(use: Mapping[str, tuple[int, int]]) -> str:
+    """"gpu.example.com 2/2" per driver: devices allocated of those published ("" without any)."""
+    return ", ".join(f"{driver} {taken}/{total}" for driver, (taken, total) in sorted(use.items()))

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from extender.cluster.binding import MemoryBinder
+from extender.cluster.dra import describe_device_use, device_use
 from extender.cluster.snapshot import Snapshot, load_into
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject
@@ -58,6 +59,7 @@ class NodeUsage:
     after: dict[str, int]
     notes: tuple[str, ...] = ()  # why new pods may not go there: cordoned, NotReady, tainted
     measured: str = ""  # measured usage after the run (load-aware policies): the sample plus pods placed since
+    devices: str = ""  # DRA devices allocated of those published, per driver, after the run
 
     def fraction(self, resource: str, when: str) -> float:
         total = self.allocatable.get(resource, 0)
@@ -228,7 +230,8 @@ def simulate(snapshot: Snapshot, policy: Policy, *, extra_pods: Sequence[Mapping
         used, node_notes = before.get(info.name, ({}, ()))
         allocatable = {r: info.node.allocatable.get(r, 0) for r in RESOURCES}
         nodes.append(NodeUsage(info.name, allocatable, used, _usage(info), node_notes,
-                               table.describe(info.name) if table.source else ""))
+                               table.describe(info.name) if table.source else "",
+                               describe_device_use(device_use(state.dra_store, info.name, info.node.labels))))
     order = tuple([u.pod for u in broken] + [view.key for view in queue])
     return SimulationResult(policy.source, seed, tuple(placements), tuple(unplaced), tuple(nodes), order,
                             tuple([*notes, *groups.notes]), tuple(groups.outcomes))
@@ -274,7 +277,8 @@ def result_to_json(result: SimulationResult) -> dict[str, Any]:
         "unschedulable": [{"pod": u.pod, "reason": u.reason, "priority": u.priority,
                            **({"podGroup": u.group} if u.group else {})} for u in result.unschedulable],
         "nodes": [{"node": n.node, "notes": list(n.notes), "allocatable": n.allocatable,
-                   "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {})}
+                   "before": n.before, "after": n.after, **({"measured": n.measured} if n.measured else {}),
+                   **({"devices": n.devices} if n.devices else {})}
                   for n in result.nodes],
         **({"notes": list(result.notes)} if result.notes else {}),
         **({"podGroups": [group_to_json(g) for g in result.groups]} if result.groups else {}),
@@ -344,9 +348,11 @@ def render_result(result: SimulationResult) -> str:
         lines += _groups_table(result.groups)
         lines.append("")
     measured = any(n.measured for n in result.nodes)
-    lines += _table(["NODE", "CPU", "MEMORY", "PODS", "NOTES", *(["MEASURED"] if measured else [])],
-                    [[n.node, *(_percent(n, r) for r in RESOURCES), ", ".join(n.notes) or "-",
-                      *([n.measured or "-"] if measured else [])] for n in result.nodes])
+    devices = any(n.devices for n in result.nodes)
+    lines += _table(["NODE", "CPU", "MEMORY", "PODS", *(["DEVICES"] if devices else []), "NOTES",
+                     *(["MEASURED"] if measured else [])],
+                    [[n.node, *(_percent(n, r) for r in RESOURCES), *([n.devices or "-"] if devices else []),
+                      ", ".join(n.notes) or "-", *([n.measured or "-"] if measured else [])] for n in result.nodes])
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,58 @@
+"""Dynamic resource allocation offline: simulate allocates claims from the snapshot's slices, explain names
+the request that failed on each node and why (config/snapshot-dra.yaml, described in its header)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from extender.cli.explain import explain
+from extender.cluster.snapshot import read_snapshot
+from extender.policy.defaults import default_policy
+from extender.simulation.simulating import render_result, simulate
+from tests.helpers import ROOT
+
+SNAPSHOT = ROOT / "config" / "snapshot-dra.yaml"
+
+
+def test_simulate_allocates_claims_and_reports_device_use() -> None:
+    result = simulate(read_snapshot(SNAPSHOT), default_policy("standalone"))
+    assert {p.pod: p.node for p in result.placements} == {"default/trainer": "gpu-node"}
+    assert {u.pod: u.reason.split(".")[0] for u in result.unschedulable} == {
+        "default/h100-job": "0/2 nodes are available: 2 cannot allocate all claims",
+        "default/late": "0/2 nodes are available: 2 cannot allocate all claims"}
+    devices = {n.node: n.devices for n in result.nodes}
+    assert devices == {"cpu-node": "", "gpu-node": "gpu.example.com 2/2"}
+    assert "gpu.example.com 2/2" in render_result(result)
+
+
+def test_simulate_does_not_change_the_snapshot() -> None:
+    snapshot = read_snapshot(SNAPSHOT)
+    simulate(snapshot, default_policy("standalone"))
+    claims = [c for c in snapshot.dra["resourceclaims"] if c["metadata"]["name"] == "two-gpus"]
+    assert "status" not in claims[0]
+    # a second run on the same snapshot places the same pod again
+    again = simulate(snapshot, default_policy("standalone"))
+    assert [p.pod for p in again.placements] == ["default/trainer"]
+
+
+def test_explain_names_the_request_and_the_selector_that_failed() -> None:
+    out = CliRunner().invoke(explain, ["--snapshot", str(SNAPSHOT), "default/h100-job", "-o", "json"])
+    assert out.exit_code == 0, out.output
+    nodes = {n["node"]: n for n in json.loads(out.output)["nodes"]}
+    assert nodes["gpu-node"]["reason"] == "cannot allocate all claims"
+    assert 'no device of class gpu matches selector device.attributes["gpu.example.com"].model == "h100"' \
+        in nodes["gpu-node"]["detail"]
+    assert "no device on this node matches device class gpu" in nodes["cpu-node"]["detail"]
+
+
+def test_explain_says_how_many_devices_are_free(tmp_path) -> None:
+    pod = tmp_path / "greedy.yaml"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "greedy", "namespace": "default"},
+                               "spec": {"containers": [{"name": "c"}],
+                                        "resourceClaims": [{"name": "g", "resourceClaimName": "four-gpus"}]}}))
+    out = CliRunner().invoke(explain, ["--snapshot", str(SNAPSHOT), str(pod), "-o", "json"])
+    assert out.exit_code == 0, out.output
+    detail = {n["node"]: n["detail"] for n in json.loads(out.output)["nodes"]}["gpu-node"]
+    assert "claim default/four-gpus, request gpus: 4 requested, 2 free" in detail, detail
