@@ -9,12 +9,14 @@ is never given twice; a shared claim takes its next pods to the same node.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 
 from extender.cluster.state import ClusterState
+from extender.scheduler.queueing import SchedulingQueue
 from tests.fakeapi.fixtures import fake_only
 from tests.scheduler.conftest import SCHEDULER_NAME, RecordingBinder
 
@@ -205,3 +207,72 @@ def test_an_idle_claim_allocated_where_the_pod_cannot_go_is_deallocated(kube, ma
     create_pod(kube, "mover", "gpu")
     assert wait_bound(kube, "mover") == "node-3"
     assert devices_of(get_claim(kube, "gpu")) == ["node-3/gpu-9"]
+
+
+@fake_only("injects a 500 on the claim's status write, which a real kube-apiserver does not give on demand")
+def test_a_refused_status_write_frees_the_devices_and_the_pod_is_retried(apiserver, kube, make_scheduler):
+    gpu_cluster(kube)
+    create_claim(kube, "gpu")
+    apiserver.fake.fail_next(1, 500, path_regex=r"/resourceclaims/gpu/status$", method="PUT")
+    scheduler = make_scheduler(queue=SchedulingQueue(initial_backoff=0.1, max_backoff=0.5))
+    create_pod(kube, "retried", "gpu")
+    wait_failure(kube, "retried", "add allocation and reservation to claim default/gpu")
+    assert wait_bound(kube, "retried") == "node-2"
+    assert len(devices_of(get_claim(kube, "gpu"))) == 1
+    # one allocation held, the refused attempt's one given back
+    assert len(list(scheduler.state.dra_store.in_use())) == 1
+
+
+class HeldPrebind(RecordingBinder):
+    """The production binder, whose bind-time actions wait until the test lets them go."""
+
+    def __init__(self, api_client: Any, state: ClusterState) -> None:
+        super().__init__(api_client, state)
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def prebind(self, actions: Any) -> None:
+        self.reached.set()
+        self.go.wait(10)
+        super().prebind(actions)
+
+
+def test_a_claim_deleted_while_its_pod_is_bound_fails_the_bind_and_frees_the_devices(api_client, kube,
+                                                                                     make_scheduler):
+    gpu_cluster(kube)
+    create_claim(kube, "gpu")
+    state = ClusterState()
+    binder = HeldPrebind(api_client, state)
+    scheduler = make_scheduler(state=state, binder=binder)
+    create_pod(kube, "orphan", "gpu")
+    assert binder.reached.wait(10), "the scheduler never reached PreBind"
+    assert len(list(state.dra_store.in_use())) == 1  # held in flight
+    kube.call("DELETE", f"{API}/namespaces/default/resourceclaims/gpu")
+    kube.wait_for(lambda: state.dra_store.claim("default", "gpu") is None, message="the watch saw the deletion")
+    binder.go.set()
+    wait_failure(kube, "orphan", "claim default/gpu got deleted in the meantime")
+    assert binder.attempts_for("orphan") == 0  # no Binding was sent
+    assert node_of(kube, "orphan") == ""
+    kube.wait_for(lambda: not list(scheduler.state.dra_store.in_use()), message="the devices freed")
+
+
+def test_a_restart_after_prebind_binds_the_pod_where_its_claim_is(kube, make_scheduler):
+    """A previous instance wrote the claim (allocation and reservation) and died before the
+    Binding: the new one finds the claim reserved for the pod, writes nothing, and binds it there."""
+    gpu_cluster(kube)
+    create_slice(kube, "node-3", "gpu-9")
+    claim = create_claim(kube, "gpu")
+    pod = create_pod(kube, "survivor", "gpu")
+    claim["metadata"]["finalizers"] = [FINALIZER]
+    claim = kube.call("PUT", f"{API}/namespaces/default/resourceclaims/gpu", claim)
+    claim["status"] = {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "node-3",
+                                                "device": "gpu-9"}]},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In", "values": ["node-3"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "survivor", "uid": pod["metadata"]["uid"]}]}
+    written = kube.call("PUT", f"{API}/namespaces/default/resourceclaims/gpu/status", claim)
+    make_scheduler()
+    assert wait_bound(kube, "survivor") == "node-3"
+    after = get_claim(kube, "gpu")
+    assert after["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+    assert devices_of(after) == ["node-3/gpu-9"]
