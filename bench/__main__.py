@@ -2,7 +2,7 @@
 
 Not part of `make test`: these print numbers, they do not assert them. Ratios
 are computed from figures taken in the same run, since the machines are noisy.
-Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|gangs|matrix|e2e`,
+Run one part with `python -m bench engine|interpod|load|state|webhook|standalone|volumes|devices|dra|gangs|matrix|e2e`,
 and `--quick` for a shorter pass. `python -m bench chaos` (faults under load on a real control plane,
 bench/bench_chaos.py) is apart: it prints a verdict, not a table. `python -m bench scheduler-perf --help`:
 kube-scheduler's own scheduler_perf workloads against kube-scheduler and ours (bench/scheduler_perf/).
@@ -70,6 +70,12 @@ def _devices(quick: bool) -> Rows:
     return bench_devices.run(quick)
 
 
+def _dra(quick: bool) -> Rows:
+    from bench import bench_dra
+
+    return bench_dra.run((1000,) if quick else (1000, 5000), runs=3 if quick else 5)
+
+
 def _gangs(quick: bool) -> Rows:
     from bench import bench_gangs
 
@@ -96,7 +102,7 @@ def _matrix(quick: bool) -> Rows:
 
 PARTS: dict[str, Callable[[bool], Rows]] = {
     "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
-    "standalone": _standalone, "volumes": _volumes, "devices": _devices, "loopback": _loopback,
+    "standalone": _standalone, "volumes": _volumes, "devices": _devices, "dra": _dra, "loopback": _loopback,
     "gangs": _gangs,
 }
 # Not in the default set: matrix takes long, e2e needs KUBEBUILDER_ASSETS (it says so and

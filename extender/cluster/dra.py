@@ -28,7 +28,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.dra.objects import Allocation, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
+from extender.dra.objects import (
+    Allocation,
+    DeviceClass,
+    DeviceID,
+    Pool,
+    ResourceClaim,
+    ResourceSlice,
+    gather_pools,
+)
 from extender.errors import InvalidObject
 
 log = logging.getLogger(__name__)
@@ -85,6 +93,11 @@ class DraStore:
         self._slices: dict[str, ResourceSlice] = {}
         self._node_slices: dict[str, dict[str, ResourceSlice]] = {}  # node name -> slice name -> slice
         self._shared_slices: dict[str, ResourceSlice] = {}  # nodeSelector / allNodes slices
+        # The pools each node reaches (gather_pools), kept while neither its own slices nor the
+        # shared ones change: node name -> (own generation, shared generation, labels, pools).
+        self._node_generation: dict[str, int] = {}
+        self._shared_generation = 0
+        self._pools: dict[str, tuple[int, int, Mapping[str, str], list[Pool]]] = {}
         self._claims: dict[str, ResourceClaim] = {}
         self._by_uid: dict[str, str] = {}
         self._held: Counter[DeviceID] = Counter()  # devices held by stored allocations (and in flight)
@@ -144,6 +157,19 @@ class DraStore:
             return list(own.values()) if own else []
         return [*(own.values() if own else ()), *shared.values()]
 
+    def pools_for(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
+        """gather_pools for the node, remembered until a slice it may reach changes. A pool the
+        node sees only part of is not remembered (its other slices live on other nodes' tables)."""
+        own, shared = self._node_generation.get(node_name, 0), self._shared_generation
+        cached = self._pools.get(node_name)
+        if cached is not None and cached[0] == own and cached[1] == shared and (
+                cached[2] is labels or cached[2] == labels):
+            return cached[3]
+        pools = gather_pools(self.slices_for(node_name), node_name, labels, all_slices=self.all_slices())
+        if not any(pool.incomplete for pool in pools):
+            self._pools[node_name] = (own, shared, labels, pools)
+        return pools
+
     def in_use(self) -> Collection[DeviceID]:
         """Every device held by an allocation, stored or in flight: a live view, for membership tests."""
         return self._held.keys()
@@ -177,6 +203,7 @@ class DraStore:
                 self._slices = {}
                 self._node_slices = {}
                 self._shared_slices = {}
+                self._pools = {}
                 for item in parsed:
                     self._file_slice(item)
             else:
@@ -234,8 +261,15 @@ class DraStore:
                 log.warning("skipping %s: %s", resource, exc)
         return parsed
 
+    def _touch_slices(self, node_name: str | None) -> None:
+        if node_name:
+            self._node_generation[node_name] = self._node_generation.get(node_name, 0) + 1
+        else:
+            self._shared_generation += 1
+
     def _file_slice(self, item: ResourceSlice) -> None:
         self._slices[item.name] = item
+        self._touch_slices(item.node_name)
         if item.node_name:
             self._node_slices.setdefault(item.node_name, {})[item.name] = item
         else:
@@ -245,6 +279,7 @@ class DraStore:
         old = self._slices.pop(name, None)
         if old is None:
             return
+        self._touch_slices(old.node_name)
         if old.node_name:
             own = self._node_slices.get(old.node_name)
             if own is not None:

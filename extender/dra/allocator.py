@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from extender.dra.cel import CelError, CelRuntimeError, compile_selector
@@ -68,15 +69,38 @@ class SearchLimitExceeded(AllocationError):
 
 @dataclass(frozen=True)
 class NodeAllocation:
-    allocations: tuple[Allocation, ...]
+    """The claims can be allocated on this node. The allocations themselves (results, config,
+    node selector) are written only when read: Filter needs the verdict for every node, Reserve
+    and Score the allocations of a few."""
+
+    build: Callable[[], tuple[Allocation, ...]]
     backtracks: int
-    score: int
+    claims: Sequence[ResourceClaim] = ()
+
+    @cached_property
+    def allocations(self) -> tuple[Allocation, ...]:
+        return self.build()
+
+    @property
+    def score(self) -> int:
+        """The DynamicResources Score of these claims' choice on this node (first_available_score)."""
+        return first_available_score(self.claims, self.allocations)
+
+
+NOTHING_TO_ALLOCATE = NodeAllocation(tuple, 0)
 
 
 @dataclass(frozen=True)
 class Unallocatable:
-    reasons: tuple[str, ...]
+    """No allocation on this node. `reasons` (for explain) are written only when read: a full
+    cluster refuses most nodes for every pod, and only explain and the logs look at why."""
+
+    explain: Callable[[], tuple[str, ...]]
     status_reason: str = CANNOT_ALLOCATE
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return self.explain()
 
 
 def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:
@@ -107,10 +131,10 @@ def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[st
     search.prepare()
     if not search.run():
         if any(pool.invalid for pool in pools):
-            return Unallocatable(search.explain(), INVALID_POOLS)
-        return Unallocatable(search.explain())
-    allocations = tuple(search.allocation(index) for index in range(len(claims)))
-    return NodeAllocation(allocations, search.backtracks, first_available_score(claims, allocations))
+            return Unallocatable(search.explain, INVALID_POOLS)
+        return Unallocatable(search.explain)
+    return NodeAllocation(lambda: tuple(search.allocation(index) for index in range(len(claims))), search.backtracks,
+                          claims)
 
 
 class _TooManyResults(Exception):
@@ -194,6 +218,22 @@ def _claim_ref(claim: ResourceClaim) -> str:
     return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
 
 
+class _RuntimeFailure(ValueError):
+    """A selector failed while evaluating on a device (kept as the device's verdict)."""
+
+
+def _verdict(expression: str, device: Device) -> bool | ValueError:
+    """The selector on the device: True, False, or the error (compile or runtime), to keep."""
+    try:
+        selector = compile_selector(expression)
+    except CelError as error:
+        return error
+    try:
+        return bool(selector.matches(device.cel))
+    except (CelRuntimeError, CelError) as error:
+        return _RuntimeFailure(str(error))
+
+
 class _Search:
     def __init__(self, claims: Sequence[ResourceClaim], pools: Sequence[Pool],
                  device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID],
@@ -205,19 +245,15 @@ class _Search:
         self.max_backtracks = max_backtracks
         self.backtracks = 0
         # Each pool's devices in visiting order; the search picks from complete, valid pools only.
-        self.by_pool: list[list[Candidate]] = [
-            [(DeviceID(pool.driver, pool.name, device.name), device, slice_)
-             for slice_ in pool.slices for device in slice_.devices] for pool in pools]
-        self.candidates: list[Candidate] = [
-            candidate for pool, candidates in zip(pools, self.by_pool, strict=True)
-            if not pool.incomplete and not pool.invalid for candidate in candidates]
+        self.by_pool: list[tuple[Candidate, ...]] = [pool.devices for pool in pools]
+        usable = [pool.devices for pool in pools if not pool.incomplete and not pool.invalid]
+        self.candidates: Sequence[Candidate] = usable[0] if len(usable) == 1 else [c for d in usable for c in d]
         self.wanted: dict[tuple[int, int, int], _Wanted] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
         self.constraints: list[list[_MatchAttribute]] = []
         self.results: list[list[tuple[DeviceRequest, Candidate]]] = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
-        self.cel_results: dict[tuple[DeviceID, str], bool] = {}
 
     # -- the checks before the search (Allocate's first loop, validateDeviceRequest) --
 
@@ -294,26 +330,18 @@ class _Search:
         return result
 
     def _selectors_match(self, owner: str, expressions: Sequence[str], candidate: Candidate) -> bool:
-        device_id, device, _ = candidate
+        device = candidate[1]
+        verdicts = device.verdicts
         for i, expression in enumerate(expressions):
-            key = (device_id, expression)
-            known = self.cel_results.get(key)
+            known = verdicts.get(expression)
             if known is None:
-                known = self.cel_results[key] = self._evaluate(owner, i, expression, device)
-            if not known:
+                known = verdicts[expression] = _verdict(expression, device)
+            if known is False:
                 return False
+            if known is not True:
+                stage = "runtime" if isinstance(known, _RuntimeFailure) else "compile"
+                raise AllocationError(f"{owner}: selector #{i}: CEL {stage} error: {known}")
         return True
-
-    @staticmethod
-    def _evaluate(owner: str, index: int, expression: str, device: Device) -> bool:
-        try:
-            selector = compile_selector(expression)
-        except CelError as error:
-            raise AllocationError(f"{owner}: selector #{index}: CEL compile error: {error}") from error
-        try:
-            return bool(selector.matches(device.cel))
-        except (CelRuntimeError, CelError) as error:
-            raise AllocationError(f"{owner}: selector #{index}: CEL runtime error: {error}") from error
 
     # -- the search (allocateOne, allocateDevice) --
 
@@ -543,7 +571,7 @@ class _Search:
                 if not self._selectable(c, r, s, wanted, candidate):
                     if not first_failing:
                         first_failing = next((e for e in request.selectors
-                                              if not self.cel_results.get((candidate[0], e), True)), "")
+                                              if candidate[1].verdicts.get(e, True) is False), "")
                     continue
             except AllocationError as error:
                 return f"{label}: {error}"

@@ -147,6 +147,10 @@ class Device:
     taints: tuple[Mapping[str, Any], ...] = ()
     binding_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
+    # Selector verdicts on this device, by expression: True, False, or the CEL error. A device is
+    # immutable (a changed slice is parsed anew), so a verdict holds for every pod and node that
+    # meets the device again: each selector runs once per device, not once per pod per node.
+    verdicts: dict[str, bool | ValueError] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def cel(self) -> CelDevice:
@@ -446,7 +450,7 @@ class ResourceClaim:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Pool:
     """The slices of one pool that a node can reach. An incomplete pool (not every slice of
     its newest generation published) has no slices; an invalid one says why in `invalid`."""
@@ -460,6 +464,12 @@ class Pool:
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.name}"
+
+    @cached_property
+    def devices(self) -> tuple[tuple[DeviceID, Device, ResourceSlice], ...]:
+        """Every device of the pool with its id and slice, in visiting order (built once per pool)."""
+        return tuple((DeviceID(self.driver, self.name, device.name), device, slice_)
+                     for slice_ in self.slices for device in slice_.devices)
 
 
 def _usable(slice_: ResourceSlice) -> bool:

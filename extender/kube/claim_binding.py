@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
+from extender import metrics
 from extender.cluster import prebinding
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.kube import client as kube_client
@@ -67,10 +68,13 @@ def bind_claim(api_client: Any, action: BindClaim) -> None:
                 current = kube_client.request_json(api_client, "PUT", path, body=updated, timeout=TIMEOUT)
             kube_client.request_json(api_client, "PUT", path + "/status", body=with_status(action, current, _now()),
                                      timeout=TIMEOUT)
+            metrics.DRA_CLAIM_WRITES.labels(result="allocated" if action.allocation is not None else "reserved").inc()
             return
         except ClaimWriteRefused as exc:
+            metrics.DRA_CLAIM_WRITES.labels(result="refused").inc()
             raise ClusterError(str(exc), reason=REASON) from None
         except ConflictError:
+            metrics.DRA_CLAIM_WRITES.labels(result="conflict").inc()
             continue
         except NotFoundError:
             raise ClusterError(f"claim {action.key} got deleted in the meantime", reason=REASON) from None

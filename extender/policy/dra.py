@@ -10,10 +10,17 @@ interface, implemented by the cluster state's DRA store (`extender.cluster.dra`)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from extender.dra.objects import Allocation, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
+from extender.dra.objects import (
+    Allocation,
+    DeviceClass,
+    DeviceID,
+    Pool,
+    ResourceClaim,
+    ResourceSlice,
+)
 
 
 class DraView(Protocol):
@@ -28,6 +35,9 @@ class DraView(Protocol):
 
     def all_slices(self) -> Iterable[ResourceSlice]:
         """Every slice, iterated only when needed (a pool the node sees only part of)."""
+
+    def pools_for(self, node_name: str, labels: Mapping[str, str]) -> Sequence[Pool]:
+        """The resource pools the node reaches (structured's GatherPools over its slices)."""
 
     def in_use(self) -> Collection[DeviceID]:
         """Devices held by allocations, stored or in flight (a live view: membership tests only)."""
@@ -60,6 +70,9 @@ class _EmptyDra:
         return ()
 
     def all_slices(self) -> Iterable[ResourceSlice]:
+        return ()
+
+    def pools_for(self, node_name: str, labels: Mapping[str, str]) -> Sequence[Pool]:
         return ()
 
     def in_use(self) -> Collection[DeviceID]:

@@ -38,13 +38,14 @@ from typing import Any, ClassVar
 
 from extender.dra.allocator import (
     CANNOT_ALLOCATE,
+    NOTHING_TO_ALLOCATE,
     AllocationError,
     NodeAllocation,
     Unallocatable,
     allocate,
     first_available_score,
 )
-from extender.dra.objects import ConsumerRef, ResourceClaim, gather_pools
+from extender.dra.objects import ConsumerRef, ResourceClaim
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
@@ -182,9 +183,9 @@ def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocati
         if claim.allocation is not None and not claim.allocation.available_on(view.name, view.labels):
             return _unresolvable(NOT_AVAILABLE)
     if not claims.to_allocate:
-        return NodeAllocation((), 0, 0)
+        return NOTHING_TO_ALLOCATE
     started = time.perf_counter()  # for the allocator's metrics only, never for a decision
-    pools = gather_pools(dra.slices_for(view.name), view.name, view.labels, all_slices=dra.all_slices())
+    pools = dra.pools_for(view.name, view.labels)
     try:
         result = allocate(claims.to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use())
     except AllocationError as exc:
@@ -192,7 +193,7 @@ def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocati
         return Status(Code.ERROR, (str(exc),), "", NAME)
     if isinstance(result, Unallocatable):
         dra.record_allocation("unallocatable", time.perf_counter() - started, 0)
-        return Status(Code.UNRESOLVABLE, (result.status_reason,), "; ".join(result.reasons), NAME)
+        return Status(Code.UNRESOLVABLE, (result.status_reason,), lambda: "; ".join(result.reasons), NAME)
     dra.record_allocation("allocated", time.perf_counter() - started, result.backtracks)
     return result
 
