@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from extender.cli.explain import explain
-from extender.cluster.snapshot import read_snapshot
+from extender.cluster.snapshot import Snapshot, read_snapshot
 from extender.policy.defaults import default_policy
 from extender.simulation.simulating import render_result, simulate
 from tests.helpers import ROOT
@@ -56,3 +56,38 @@ def test_explain_says_how_many_devices_are_free(tmp_path) -> None:
     assert out.exit_code == 0, out.output
     detail = {n["node"]: n["detail"] for n in json.loads(out.output)["nodes"]}["gpu-node"]
     assert "claim default/four-gpus, request gpus: 4 requested, 2 free" in detail, detail
+
+
+def _gang_snapshot(members: int, min_count: int) -> Snapshot:
+    """config/snapshot-dra.yaml's two GPUs, and a gang of `members` pods, each with a claim of one GPU."""
+    snapshot = read_snapshot(SNAPSHOT)
+    snapshot.pods = []
+    snapshot.pod_groups = [{"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                            "metadata": {"name": "ranks", "namespace": "default"},
+                            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}]
+    claims = []
+    for i in range(members):
+        claims.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                       "metadata": {"name": f"rank-{i}", "namespace": "default", "uid": f"c-{i}"},
+                       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+        snapshot.pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"rank-{i}", "namespace": "default", "uid": f"p-{i}", "creationTimestamp": f"2026-01-01T00:0{i}:00Z"},
+            "spec": {"schedulingGroup": {"podGroupName": "ranks"}, "containers": [{"name": "c"}],
+                     "resourceClaims": [{"name": "g", "resourceClaimName": f"rank-{i}"}]},
+            "status": {"phase": "Pending"}})
+    snapshot.dra["resourceclaims"] = claims
+    return snapshot
+
+
+def test_gang_members_with_claims_are_placed_together() -> None:
+    result = simulate(_gang_snapshot(2, 2), default_policy("standalone"))
+    assert sorted(p.node for p in result.placements) == ["gpu-node", "gpu-node"]
+    assert {n.node: n.devices for n in result.nodes}["gpu-node"] == "gpu.example.com 2/2"
+
+
+def test_a_gang_whose_claims_do_not_all_fit_holds_no_device() -> None:
+    """Three ranks, two GPUs, minCount 3: no rank is placed, and the two reserved for nothing
+    are given back (no allocation is left in flight)."""
+    result = simulate(_gang_snapshot(3, 3), default_policy("standalone"))
+    assert result.placements == ()
+    assert {n.node: n.devices for n in result.nodes}["gpu-node"] == "gpu.example.com 0/2"
