@@ -3,25 +3,38 @@
 Every test here needs real binaries; without them (the fake API server) each is skipped,
 saying how to get them. The control plane is the session's (tests.fakeapi.fixtures,
 loaded by tests/conftest.py, starts it once when KUBEBUILDER_ASSETS is set) and is wiped before each test like for
-any other API-server test; kube-scheduler and the extender processes are started per
-test and stopped after it, their logs shown when the test fails.
+any other API-server test; kube-scheduler, kube-controller-manager (for the DRA tests'
+ResourceClaimTemplates) and the extender processes are started per test and stopped
+after it, their logs shown when the test fails.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.controlplane import KubeScheduler, start_kube_scheduler
+from tests.e2e.controlplane import (
+    KubeControllerManager,
+    KubeScheduler,
+    find_kube_controller_manager,
+    start_kube_controller_manager,
+    start_kube_scheduler,
+)
 from tests.e2e.processes import ExtenderProcess
 
 NO_BINARIES = (
     "end-to-end: needs a real control plane with kube-scheduler; set KUBEBUILDER_ASSETS to a "
     "folder holding etcd, kube-apiserver and kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh "
     "builds them and prints the export line)"
+)
+NO_CONTROLLER_MANAGER = (
+    "needs kube-controller-manager (its resourceclaim-controller creates the ResourceClaims of "
+    "ResourceClaimTemplates), which is missing: no executable {path} "
+    "(bash ../shared/tools/k8s-test-binaries.sh builds it after kube-scheduler)"
 )
 FAILED = pytest.StashKey[bool]()
 
@@ -90,3 +103,20 @@ def kube_scheduler(
     yield start
     for scheduler in reversed(started):
         scheduler.stop()
+
+
+@pytest.fixture
+def kube_controller_manager(
+    cluster: Any, tmp_path: Path, logs: list[Callable[[], tuple[str, str]]]
+) -> Iterator[KubeControllerManager]:
+    """kube-controller-manager with the resourceclaim-controller only, for this test; skips,
+    naming the missing binary, when KUBEBUILDER_ASSETS has none."""
+    binary = find_kube_controller_manager()
+    if binary is None:
+        path = os.environ.get("TEST_ASSET_KUBE_CONTROLLER_MANAGER") or \
+            os.path.join(os.environ.get("KUBEBUILDER_ASSETS", "$KUBEBUILDER_ASSETS"), "kube-controller-manager")
+        pytest.skip(NO_CONTROLLER_MANAGER.format(path=path))
+    manager = start_kube_controller_manager(cluster.plane, binary=binary, workdir=tmp_path / "controller-manager")
+    logs.append(lambda: (manager.name, manager.log()))
+    yield manager
+    manager.stop()

@@ -1,4 +1,5 @@
-"""A real control plane with kube-scheduler: etcd, kube-apiserver and kube-scheduler processes.
+"""A real control plane with kube-scheduler: etcd, kube-apiserver, kube-scheduler and, for
+dynamic resource allocation, kube-controller-manager processes.
 
 For the end-to-end tests and for anything else that wants kube-scheduler on loopback
 (a benchmark, a demo); nothing here imports pytest. The binaries come from
@@ -15,15 +16,25 @@ control plane's CA), which kube-apiserver's bootstrap RBAC already binds to the
 of a kubeadm cluster's scheduler. Leader election is off; its serving endpoint listens on
 a free loopback port with a certificate from the same CA, and ``start`` returns once its
 ``/readyz`` (informers synced) answers.
+
+kube-controller-manager runs only the controllers a test asks for (by default the
+``resourceclaim-controller``, which turns a pod's ResourceClaimTemplates into its
+ResourceClaims, named ``<pod>-<claim>-<random>`` and owned by the pod: pkg/controller/resourceclaim;
+on a kubelet-less control plane no other controller is needed for DRA), as the admin
+with its own credentials (``--use-service-account-credentials=false``: no token
+controller runs to mint them), leader election off; ``start`` returns once its
+``/healthz?verbose`` lists every one of those controllers as started. The binary is
+``TEST_ASSET_KUBE_CONTROLLER_MANAGER`` or ``$KUBEBUILDER_ASSETS/kube-controller-manager``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +46,10 @@ from tests.e2e.processes import terminate
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestAssets, EnvtestControlPlane, find_assets
 from tests.helpers import free_port
+
+#: Its canonical name (cmd/kube-controller-manager/names/controller_names.go, v1.36.3);
+#: ``resource-claim-controller`` is an alias of it (cmd/kube-controller-manager/app/resource.go).
+RESOURCE_CLAIM_CONTROLLER = "resourceclaim-controller"
 
 #: The user kube-apiserver's bootstrap policy gives the scheduler's roles to.
 KUBE_SCHEDULER_USER = "system:kube-scheduler"
@@ -104,32 +119,40 @@ class KubeScheduler:
             f"--tls-private-key-file={self.serving[1]}",
             *self.extra_args,
         ]
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        self._wait_ready()
+        self.process = _launch(args, self.log_path)
+        try:
+            _wait_ready(self.process, f"{self.url}/readyz", self.ca_file, self.start_timeout, self.name,
+                        self.log, lambda body: True)
+        except TimeoutError:
+            self.stop()
+            raise
         return self
-
-    def _wait_ready(self) -> None:
-        assert self.process is not None
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.process.returncode}:\n{self.log()[-3000:]}"
-                )
-            with contextlib.suppress(requests.RequestException):
-                reply = requests.get(f"{self.url}/readyz", verify=str(self.ca_file), timeout=2)
-                if reply.status_code == 200:
-                    return
-            time.sleep(0.2)
-        self.stop()
-        raise TimeoutError(f"{self.name} not ready after {self.start_timeout}s:\n{self.log()[-3000:]}")
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM (SIGKILL after ``timeout``); returns the exit code."""
         return terminate(self.process, timeout)
+
+
+def _launch(args: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a binary with its output appended to ``log_path`` (a pipe would fill up)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str, ca_file: Path, timeout: float, name: str,
+                log: Callable[[], str], ready: Callable[[str], bool]) -> None:
+    """Poll ``url`` until it answers 200 with a body ``ready`` accepts; RuntimeError (with the
+    log's tail) if the process exits first, TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}:\n{log()[-3000:]}")
+        with contextlib.suppress(requests.RequestException):
+            reply = requests.get(url, verify=str(ca_file), timeout=2)
+            if reply.status_code == 200 and ready(reply.text):
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{name} not ready after {timeout}s:\n{log()[-3000:]}")
 
 
 def start_kube_scheduler(
@@ -163,14 +186,111 @@ def start_kube_scheduler(
     return scheduler.start()
 
 
+def find_kube_controller_manager(env: Mapping[str, str] | None = None) -> Path | None:
+    """The kube-controller-manager binary, named as envtest names its assets
+    (``TEST_ASSET_KUBE_CONTROLLER_MANAGER``, else ``$KUBEBUILDER_ASSETS/kube-controller-manager``);
+    None when there is none (bash ../shared/tools/k8s-test-binaries.sh builds it last)."""
+    env = os.environ if env is None else env
+    base = env.get("KUBEBUILDER_ASSETS")
+    path = env.get("TEST_ASSET_KUBE_CONTROLLER_MANAGER") or (str(Path(base) / "kube-controller-manager") if base else "")
+    candidate = Path(path) if path else None
+    return candidate if candidate and candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+@dataclass
+class KubeControllerManager:
+    """One kube-controller-manager process running only ``controllers``, as the user of
+    ``kubeconfig``. Its HTTPS endpoint is only there to tell when the controllers have
+    started: ``/healthz`` is always allowed (--authorization-always-allow-paths' default), so
+    no delegated authentication is set up for it (as for kube-scheduler here)."""
+
+    binary: Path
+    kubeconfig: Path
+    workdir: Path
+    ca_file: Path
+    serving: tuple[Path, Path]  # certificate and key for its HTTPS endpoint
+    controllers: Sequence[str] = (RESOURCE_CLAIM_CONTROLLER,)
+    name: str = "kube-controller-manager"
+    extra_args: Sequence[str] = ()
+    start_timeout: float = START_TIMEOUT
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> KubeControllerManager:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        args = [
+            str(self.binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--controllers={','.join(self.controllers)}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={self.serving[0]}",
+            f"--tls-private-key-file={self.serving[1]}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            *self.extra_args,
+        ]
+        self.process = _launch(args, self.log_path)
+        # A controller's health check is added once it has been started
+        # (cmd/kube-controller-manager/app/controllermanager.go, BuildControllers).
+        wanted = [f"[+]{controller} ok" for controller in self.controllers]
+        try:
+            _wait_ready(self.process, f"{self.url}/healthz?verbose", self.ca_file, self.start_timeout, self.name,
+                        self.log, lambda body: all(line in body for line in wanted))
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (SIGKILL after ``timeout``); returns the exit code."""
+        return terminate(self.process, timeout)
+
+
+def start_kube_controller_manager(
+    plane: EnvtestControlPlane,
+    *,
+    binary: Path | None = None,
+    controllers: Sequence[str] = (RESOURCE_CLAIM_CONTROLLER,),
+    name: str = "kube-controller-manager",
+    workdir: Path | None = None,
+    extra_args: Sequence[str] = (),
+) -> KubeControllerManager:
+    """Start kube-controller-manager against a running control plane, as its admin."""
+    binary = binary or find_kube_controller_manager()
+    if binary is None:
+        raise FileNotFoundError("no kube-controller-manager binary (KUBEBUILDER_ASSETS/kube-controller-manager)")
+    assert plane.workdir is not None
+    workdir = workdir or plane.workdir / "controller-managers"
+    workdir.mkdir(parents=True, exist_ok=True)
+    serving = plane.ca.serving(common_name=name).write(workdir / f"{name}-serving.crt", workdir / f"{name}-serving.key")
+    manager = KubeControllerManager(binary, plane.kubeconfig, workdir, plane.ca_file, serving,
+                                    controllers=tuple(controllers), name=name, extra_args=extra_args)
+    return manager.start()
+
+
 @dataclass
 class ControlPlane:
-    """etcd, kube-apiserver and the kube-schedulers started through it; a context manager."""
+    """etcd, kube-apiserver and the kube-schedulers and kube-controller-managers started
+    through it; a context manager."""
 
     assets: EnvtestAssets | None = None
     apiserver_args: Sequence[str] = ()
     plane: EnvtestControlPlane | None = None
     schedulers: list[KubeScheduler] = field(default_factory=list)
+    controller_managers: list[KubeControllerManager] = field(default_factory=list)
     _client: KubeTestClient | None = None
 
     def start(self) -> ControlPlane:
@@ -218,10 +338,24 @@ class ControlPlane:
         self.schedulers.append(scheduler)
         return scheduler
 
+    def start_kube_controller_manager(
+        self, controllers: Sequence[str] = (RESOURCE_CLAIM_CONTROLLER,), *, name: str = ""
+    ) -> KubeControllerManager:
+        assert self.plane is not None, "start() first"
+        manager = start_kube_controller_manager(
+            self.plane, controllers=controllers,
+            name=name or f"kube-controller-manager-{len(self.controller_managers) + 1}",
+        )  # fmt: skip
+        self.controller_managers.append(manager)
+        return manager
+
     def stop(self) -> None:
         for scheduler in reversed(self.schedulers):
             scheduler.stop()
         self.schedulers.clear()
+        for manager in reversed(self.controller_managers):
+            manager.stop()
+        self.controller_managers.clear()
         if self._client is not None:
             self._client.close()
             self._client = None

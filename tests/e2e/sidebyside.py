@@ -14,7 +14,7 @@ No pytest here: a benchmark or a script can run scenarios the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,8 +51,10 @@ def create_nodes(kube: KubeTestClient, scenario: Scenario) -> None:
         kube.create_node(spec.pop("name"), **spec)
 
 
-def _decision(pod: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    """("bound", node) | ("pending", why) | ("deleted", "") once the scheduler has decided, else None."""
+def _decision(pod: Mapping[str, Any] | None, transient: Sequence[str] = ()) -> tuple[str, str] | None:
+    """("bound", node) | ("pending", why) | ("deleted", "") once the scheduler has decided, else None.
+    A pending pod whose message holds one of ``transient`` is not decided yet: the scheduler
+    retries it by itself (kube-scheduler, once a controller has created the pod's claim)."""
     if pod is None:
         return DELETED, ""  # created, then gone: a preemption's victim
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
@@ -65,7 +67,8 @@ def _decision(pod: Mapping[str, Any] | None) -> tuple[str, str] | None:
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
-            return "pending", condition.get("message") or ""
+            message = condition.get("message") or ""
+            return None if any(t in message for t in transient) else ("pending", message)
     return None
 
 
@@ -78,9 +81,14 @@ def run(
     namespace: str,
     start: Callable[[], AbstractContextManager[Any]],
     timeout: float = SETTLE_TIMEOUT,
+    transient: Sequence[str] = (),
+    inspect: Callable[[Outcome], None] | None = None,
 ) -> Outcome:
     """Run ``scenario``'s pods under one scheduler (``start`` is its context manager: the
-    scheduler runs inside it); the nodes must exist already. Returns the settled outcome."""
+    scheduler runs inside it); the nodes must exist already. Returns the settled outcome.
+    ``transient``: pending messages that are not a decision yet (see ``_decision``);
+    ``inspect`` is called with the outcome before the pods are deleted, to read more of the
+    settled state (the DRA tests read the claims, which lose their allocation with the pods)."""
     kube.ensure_namespace(namespace)
     for name, value in scenario.priority_classes.items():
         value, policy = value if isinstance(value, tuple) else (value, None)
@@ -95,7 +103,7 @@ def run(
 
             def settled() -> dict[str, tuple[str, str]] | None:
                 pods = {p["metadata"]["name"]: p for p in kube.list_pods(namespace)}
-                decisions = {name: _decision(pods.get(name)) for name in names}
+                decisions = {name: _decision(pods.get(name), transient) for name in names}
                 if all(decisions.values()):
                     return decisions  # type: ignore[return-value]
                 return None
@@ -104,7 +112,7 @@ def run(
                 decisions = kube.wait_for(settled, timeout=timeout, interval=0.2,
                                           message=f"{scheduler} to decide on every pod")
             except AssertionError:
-                pods = {p["metadata"]["name"]: _decision(p) for p in kube.list_pods(namespace)}
+                pods = {p["metadata"]["name"]: _decision(p, transient) for p in kube.list_pods(namespace)}
                 raise AssertionError(f"{scheduler} did not settle within {timeout:.0f} s: {pods}") from None
             outcome = Outcome(scheduler)
             for name, (verdict, detail) in decisions.items():
@@ -113,6 +121,8 @@ def run(
                 else:
                     (outcome.bound if verdict == "bound" else outcome.pending)[name] = detail
             check_capacity(kube, namespace, scheduler)
+            if inspect is not None:
+                inspect(outcome)
             return outcome
         finally:
             for name in names:

@@ -1,0 +1,310 @@
+"""Dynamic Resource Allocation side by side: kube-scheduler v1.36.3 alone, then `extender schedule`.
+
+As tests/e2e/test_side_by_side.py does (sidebyside.run): each scenario's nodes, DeviceClasses
+and ResourceSlices are created once; kube-scheduler (default profile, DRA on by default) and
+then our standalone scheduler each place their own copy of the pods, in a namespace of
+their own where that run's ResourceClaims and ResourceClaimTemplates are created first and
+removed after. Each must reach what the scenario states: how many pods are bound (pods that
+differ only by name are interchangeable: which of them gets a device depends on when its
+claim was created, not on the scheduler), on which nodes, every bound pod's claims
+allocated from devices of its node and reserved for it, no device in two claims
+(dra.Settled.problems), and the scenario's own checks on the allocations.
+
+The scenarios follow the allocator's cases (dynamic-resource-allocation@v0.36.3/structured/
+internal/stable/allocator_stable.go): template claims, a shared claim, class and request
+selectors, a missing class, allocationMode All, firstAvailable, matchAttribute. The
+template scenario needs kube-controller-manager's resourceclaim-controller (skipped,
+naming the binary, without it); the others name their claims, one per pod, and need no
+controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import dra, processes, sidebyside
+from tests.e2e.controlplane import scheduler_configuration
+from tests.e2e.dra import attribute_is, claim_spec, device, exactly, resource_slice, uses_claims
+from tests.e2e.scenarios import node, pod, scenario
+
+pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
+
+KUBE_SCHEDULER = "e2e-dra-kube-scheduler"
+STANDALONE = "e2e-dra-standalone"
+OTHER_DRIVER = "other.example.com"
+SETTLE = 45.0  # a template pod first waits for its claim, then for kube-scheduler's backoff
+
+# Scenario-specific checks on the settled state: (claims and pods, outcome) -> problems.
+Expect = Callable[[dra.Settled, sidebyside.Outcome], list[str]]
+
+
+@dataclass(frozen=True)
+class DraScenario:
+    name: str
+    why: str
+    nodes: tuple[dict[str, Any], ...]
+    slices: tuple[dict[str, Any], ...]
+    pods: tuple[dict[str, Any], ...]
+    bound: int  # how many pods end up bound; the others stay Pending
+    on: frozenset[str]  # the nodes bound pods may be on
+    claims: tuple[dict[str, Any], ...] = ()  # created in each run's namespace before the pods
+    templates: tuple[dict[str, Any], ...] = ()
+    classes: tuple[dict[str, Any], ...] = (dra.device_class("gpu"),)
+    expect: tuple[Expect, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def claims_for(names: list[str], spec: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    return tuple(dra.resource_claim(name, spec) for name in names)
+
+
+def claim_pods(count: int, claim_prefix: str) -> tuple[dict[str, Any], ...]:
+    """Pods p-0.. each naming its own claim <claim_prefix>-<i>."""
+    return tuple(pod(f"p-{i}", **uses_claims(claims={"gpu": f"{claim_prefix}-{i}"})) for i in range(count))
+
+
+# ---- scenario checks ---------------------------------------------------------------------------
+
+
+def reserved_for_all(claim: str, pods: set[str]) -> Expect:
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        found = settled.claims.get(claim)
+        got = dra.reserved_for(found) if found else set()
+        return [] if got == pods else [f"claim {claim} reserved for {sorted(got)}, expected {sorted(pods)}"]
+    return check
+
+
+def devices_are(pod_name: str, *devices: tuple[str, str], any_of: bool = False) -> Expect:
+    """``pod_name`` is bound and its claims hold exactly these (request, device) pairs (with
+    ``any_of``: exactly one of them)."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        if pod_name not in outcome.bound:
+            return [f"{pod_name} is not bound"]
+        got = sorted(settled.devices_of(pod_name))
+        fine = len(got) == 1 and got[0] in devices if any_of else got == sorted(devices)
+        return [] if fine else [f"{pod_name} got {got}, expected {'one of ' if any_of else ''}{sorted(devices)}"]
+    return check
+
+
+def each_bound_got(pod_names: list[str], *devices: tuple[str, str]) -> Expect:
+    """Those of ``pod_names`` that are bound hold exactly these (request, device) pairs."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        return [f"{p} got {settled.devices_of(p)}, expected {sorted(devices)}" for p in pod_names
+                if p in outcome.bound and sorted(settled.devices_of(p)) != sorted(devices)]
+    return check
+
+
+def bound_devices(request: str, allowed: set[str]) -> Expect:
+    """Every bound pod's devices are among ``allowed`` and were allocated for ``request``."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        return [f"{p} got {got}" for p in sorted(outcome.bound)
+                if (got := settled.devices_of(p)) and any(r != request or d not in allowed for r, d in got)]
+    return check
+
+
+def all_devices_of_node(counts: Mapping[str, int]) -> Expect:
+    """allocationMode All: each bound pod holds every device of its node, and no two share a node."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        found = [f"{p} on {n} got {len(settled.devices_of(p))} devices, expected {counts.get(n)}"
+                 for p, n in sorted(outcome.bound.items()) if len(settled.devices_of(p)) != counts.get(n)]
+        if len(set(outcome.bound.values())) != len(outcome.bound):
+            found.append(f"two pods share a node: {outcome.bound}")
+        return found
+    return check
+
+
+def numa_matched(numa: Mapping[tuple[str, str], int]) -> Expect:
+    """matchAttribute: the two devices of each bound pod have the same numa attribute."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        found = []
+        for p, n in sorted(outcome.bound.items()):
+            zones = {numa[(n, d)] for _, d in settled.devices_of(p)}
+            if len(settled.devices_of(p)) != 2 or len(zones) != 1:
+                found.append(f"{p} on {n} got {settled.devices_of(p)} (numa {sorted(zones)})")
+        return found
+    return check
+
+
+# ---- the scenarios -----------------------------------------------------------------------------
+
+ONE_GPU = claim_spec(exactly("gpu", "gpu"))
+A100 = exactly("a100", "gpu", attribute_is("model", "a100"))
+NUMA = {("g-1", "gpu-0"): 0, ("g-1", "gpu-1"): 1, ("g-2", "gpu-0"): 0, ("g-2", "gpu-1"): 0}
+
+SCENARIOS = [
+    DraScenario(
+        "template-claims",
+        "each pod gets its own claim from the template: 2 devices on one node of 3, 3 pods: 2 bound there",
+        nodes=(node("a-1"), node("a-2"), node("a-3")),
+        slices=(resource_slice("a-2", [device("gpu-0"), device("gpu-1")]),),
+        templates=(dra.claim_template("one-gpu", ONE_GPU),),
+        pods=tuple(pod(f"p-{i}", **uses_claims(templates={"gpu": "one-gpu"})) for i in range(3)),
+        bound=2, on=frozenset({"a-2"}),
+    ),
+    DraScenario(
+        "shared-claim",
+        "one claim named by 3 pods: allocated once, every pod on the node of its device, reserved for all",
+        nodes=(node("b-1"), node("b-2"), node("b-3")),
+        slices=(resource_slice("b-3", [device("gpu-0")]),),
+        claims=(dra.resource_claim("shared", ONE_GPU),),
+        pods=tuple(pod(f"p-{i}", **uses_claims(claims={"gpu": "shared"})) for i in range(3)),
+        bound=3, on=frozenset({"b-3"}),
+        expect=(reserved_for_all("shared", {"p-0", "p-1", "p-2"}), devices_are("p-0", ("gpu", "gpu-0"))),
+    ),
+    DraScenario(
+        "selectors",
+        "the class selects the driver, the request a model: one a100 of this driver (another driver's a100 "
+        "does not count), so one of two a100 pods is bound; the t4 pod goes to the t4 node",
+        nodes=(node("c-1"), node("c-2")),
+        slices=(resource_slice("c-1", [device("t4-0", model="t4"), device("t4-1", model="t4")]),
+                resource_slice("c-2", [device("a100-0", model="a100")]),
+                resource_slice("c-2", [device("a100-x", model="a100")], driver=OTHER_DRIVER)),
+        claims=(*claims_for(["a100-0", "a100-1"], claim_spec(A100)),
+                dra.resource_claim("t4", claim_spec(exactly("t4", "gpu", attribute_is("model", "t4"))))),
+        pods=(*claim_pods(2, "a100"), pod("t4-user", **uses_claims(claims={"gpu": "t4"}))),
+        bound=2, on=frozenset({"c-1", "c-2"}),
+        expect=(each_bound_got(["p-0", "p-1"], ("a100", "a100-0")),
+                devices_are("t4-user", ("t4", "t4-0"), ("t4", "t4-1"), any_of=True)),
+    ),
+    DraScenario(
+        "missing-device-class",
+        "a claim naming a DeviceClass that does not exist: its pod stays Pending; a pod of an existing class "
+        "is bound",
+        nodes=(node("d-1"),),
+        slices=(resource_slice("d-1", [device("gpu-0")]),),
+        claims=(dra.resource_claim("missing", claim_spec(exactly("gpu", "no-such-class"))),
+                dra.resource_claim("fine", ONE_GPU)),
+        pods=(pod("no-class", **uses_claims(claims={"gpu": "missing"})),
+              pod("with-class", **uses_claims(claims={"gpu": "fine"}))),
+        bound=1, on=frozenset({"d-1"}),
+        expect=(devices_are("with-class", ("gpu", "gpu-0")),),
+    ),
+    DraScenario(
+        "allocation-mode-all",
+        "allocationMode All takes every matching device of the node: 2 on one node, 3 on another, "
+        "none on the third; 3 pods: one per device node, the third Pending",
+        nodes=(node("e-1"), node("e-2"), node("e-3")),
+        slices=(resource_slice("e-1", [device(f"gpu-{i}") for i in range(2)]),
+                resource_slice("e-2", [device(f"gpu-{i}") for i in range(3)])),
+        claims=claims_for([f"all-{i}" for i in range(3)], claim_spec(exactly("gpu", "gpu", mode="All"))),
+        pods=claim_pods(3, "all"),
+        bound=2, on=frozenset({"e-1", "e-2"}),
+        expect=(all_devices_of_node({"e-1": 2, "e-2": 3}),),
+    ),
+    DraScenario(
+        "first-available",
+        "firstAvailable: no h100 anywhere, so the a100 subrequest is allocated; the second pod finds neither",
+        nodes=(node("f-1"), node("f-2")),
+        slices=(resource_slice("f-1", [device("a100-0", model="a100")]),
+                resource_slice("f-2", [device("t4-0", model="t4")])),
+        claims=claims_for(["fa-0", "fa-1"], claim_spec(dra.first_available(
+            "gpu", exactly("h100", "gpu", attribute_is("model", "h100")), A100))),
+        pods=claim_pods(2, "fa"),
+        bound=1, on=frozenset({"f-1"}),
+        expect=(bound_devices("gpu/a100", {"a100-0"}),),
+    ),
+    DraScenario(
+        "match-attribute",
+        "two requests that must agree on numa: only the node whose two devices share a numa node fits, once",
+        nodes=(node("g-1"), node("g-2")),
+        slices=(resource_slice("g-1", [device("gpu-0", numa=0), device("gpu-1", numa=1)]),
+                resource_slice("g-2", [device("gpu-0", numa=0), device("gpu-1", numa=0)])),
+        claims=claims_for(["pair-0", "pair-1"], claim_spec(
+            exactly("first", "gpu"), exactly("second", "gpu"),
+            match_attribute=(f"{dra.DRIVER}/numa", ["first", "second"]))),
+        pods=claim_pods(2, "pair"),
+        bound=1, on=frozenset({"g-2"}),
+        expect=(numa_matched(NUMA),),
+    ),
+]
+
+
+def problems(case: DraScenario, outcome: sidebyside.Outcome, settled: dra.Settled) -> list[str]:
+    """Every way one scheduler's outcome misses the scenario."""
+    found = []
+    if len(outcome.bound) != case.bound:
+        found.append(f"bound {sorted(outcome.bound)}, expected {case.bound} of {[p['name'] for p in case.pods]}")
+    if outcome.deleted:
+        found.append(f"deleted {sorted(outcome.deleted)}")
+    found += [f"{p} on {n}, allowed {sorted(case.on)}" for p, n in sorted(outcome.bound.items()) if n not in case.on]
+    found += settled.problems(outcome.bound, outcome.pending)
+    for check in case.expect:
+        found += check(settled, outcome)
+    return [f"{outcome.scheduler}: {p}" for p in found]
+
+
+@pytest.fixture
+def dra_cleanup(cluster: Any) -> Iterator[None]:
+    """Removes the DRA objects before and after the test (the wipe between tests does not)."""
+    namespaces = ["e2e-dra-kube-scheduler", "e2e-dra-standalone"]
+    dra.purge(cluster.client, namespaces)
+    yield
+    dra.purge(cluster.client, namespaces)
+
+
+@pytest.mark.parametrize("case", SCENARIOS, ids=str)
+def test_dra_pods_bound_and_pending_alike(cluster: Any, dra_cleanup: None, kube_scheduler: Any, extender: Any,
+                                          tmp_path: Path, request: pytest.FixtureRequest, case: DraScenario) -> None:
+    kube = cluster.client
+    if case.templates:
+        request.getfixturevalue("kube_controller_manager")
+    plain = scenario(case.name, case.why, nodes=list(case.nodes), pods=list(case.pods), bound=set())
+    sidebyside.create_nodes(kube, plain)
+    for obj in (*case.classes, *case.slices):
+        dra.create(kube, obj)
+
+    @contextlib.contextmanager
+    def claims_in(namespace: str) -> Iterator[None]:
+        for obj in (*case.claims, *case.templates):
+            dra.create(kube, obj, namespace)
+        try:
+            yield
+        finally:
+            kube.purge(dra.collection("ResourceClaim", namespace))
+            kube.purge(dra.collection("ResourceClaimTemplate", namespace))
+
+    @contextlib.contextmanager
+    def kube_scheduler_running() -> Iterator[Any]:
+        with claims_in("e2e-dra-kube-scheduler"):
+            process = kube_scheduler(scheduler_configuration(KUBE_SCHEDULER), name=f"kube-scheduler-{case.name}")
+            try:
+                yield process
+            finally:
+                process.stop()
+
+    @contextlib.contextmanager
+    def standalone_running() -> Iterator[Any]:
+        with claims_in("e2e-dra-standalone"):
+            process = extender(processes.schedule(
+                cluster.kubeconfig, tmp_path, scheduler_name=STANDALONE, name=f"schedule-{case.name}",
+                extra=["--no-leader-elect", "--log-level", "INFO"],
+            ))  # fmt: skip
+            try:
+                yield process
+            finally:
+                assert process.stop() == 0, "extender schedule did not stop cleanly on SIGTERM"
+
+    settled: dict[str, dra.Settled] = {}
+    runs = [("kube-scheduler", KUBE_SCHEDULER, "e2e-dra-kube-scheduler", kube_scheduler_running),
+            ("standalone", STANDALONE, "e2e-dra-standalone", standalone_running)]
+    outcomes = []
+    for label, scheduler_name, namespace, start in runs:
+        def read(outcome: sidebyside.Outcome, namespace: str = namespace) -> None:
+            settled[outcome.scheduler] = dra.Settled.read(kube, namespace)
+
+        outcomes.append(sidebyside.run(
+            kube, plain, scheduler=label, scheduler_name=scheduler_name, namespace=namespace, start=start,
+            timeout=SETTLE, transient=dra.TRANSIENT, inspect=read,
+        ))  # fmt: skip
+    theirs, ours = outcomes
+    summary = [case.why, *(o.summary() for o in outcomes)]
+    assert not (found := problems(case, theirs, settled["kube-scheduler"])), "\n".join([*found, *summary])
+    assert not (found := problems(case, ours, settled["standalone"])), "\n".join([*found, *summary])
