@@ -14,9 +14,7 @@ scheduler reads only the claims (the pod's status names them).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from extender import metrics
@@ -24,6 +22,7 @@ from extender.cluster.dra import CLAIMS, CLASSES, SLICES, AllocatorStats, DraSto
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, NotFoundError
 from extender.kube import client as kube_client
+from extender.kube.store_reflectors import store_reflectors
 from extender.kube.watching import Reflector
 
 log = logging.getLogger(__name__)
@@ -50,30 +49,6 @@ def served(api_client: Any) -> str:
     return f"{API} does not serve {', '.join(missing)}" if missing else ""
 
 
-def _listed(store: DraStore, resource: str, items: Iterable[dict[str, Any]]) -> None:
-    before = store.rejected
-    store.replace(resource, items)
-    _count_rejected(resource, store.rejected - before)
-    log.info("cluster state: %d %s", store.counts()[resource], resource)
-
-
-def _event(store: DraStore, resource: str, kind: str, obj: dict[str, Any]) -> None:
-    key = raw_key(resource, obj)
-    if key is None:
-        _count_rejected(resource, 1)
-        log.warning("skipping %s %s event without metadata.name", resource, kind)
-        return
-    if kind == "DELETED":
-        store.delete(resource, key)
-    elif not store.upsert(resource, obj):
-        _count_rejected(resource, 1)
-
-
-def _count_rejected(resource: str, count: int) -> None:
-    if count > 0:
-        metrics.REJECTED_OBJECTS.labels(kind=_KIND[resource]).inc(count)
-
-
 def dra_reflectors(state: ClusterState, api_client: Any, **options: Any) -> list[Reflector]:
     """Reflectors feeding `state.dra_store`, or none (and DRA off, logged once) where it is not served."""
     store = state.dra_store
@@ -82,12 +57,8 @@ def dra_reflectors(state: ClusterState, api_client: Any, **options: Any) -> list
         log.info("dynamic resource allocation is off: %s; pods with resource claims stay pending", why)
         store.disable(why)
         return []
-    store.expect(DRA_PATHS)
-    return [
-        Reflector(api_client, path, resource=resource, on_list=partial(_listed, store, resource),
-                  on_event=partial(_event, store, resource), trim_managed_fields=True, **options)
-        for resource, path in DRA_PATHS.items()
-    ]
+    return store_reflectors(store, DRA_PATHS, api_client, key_of=raw_key, kinds=_KIND, trim_managed_fields=True,
+                            **options)
 
 
 class DraMetrics:

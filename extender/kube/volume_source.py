@@ -9,9 +9,6 @@ a pod with a claim before it has seen the claims.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
-from functools import partial
 from typing import Any
 
 from extender import metrics
@@ -27,9 +24,8 @@ from extender.cluster.volumes import (
     VOLUMES,
     VolumeStore,
 )
+from extender.kube.store_reflectors import store_reflectors
 from extender.kube.watching import Reflector
-
-log = logging.getLogger(__name__)
 
 STORAGE_PATHS: dict[str, str] = {
     CLAIMS: "/api/v1/persistentvolumeclaims",
@@ -42,39 +38,10 @@ STORAGE_PATHS: dict[str, str] = {
 }
 
 
-def _listed(store: VolumeStore, resource: str, items: Iterable[dict[str, Any]]) -> None:
-    before = store.rejected
-    store.replace(resource, items)
-    _count_rejected(resource, store.rejected - before)
-    log.info("cluster state: %d %s", store.counts()[resource], resource)
-
-
-def _event(store: VolumeStore, resource: str, kind: str, obj: dict[str, Any]) -> None:
-    key = KINDS[resource].raw_key(obj)
-    if key is None:
-        _count_rejected(resource, 1)
-        log.warning("skipping %s %s event without metadata.name", resource, kind)
-        return
-    if kind == "DELETED":
-        store.delete(resource, key)
-    elif store.upsert(resource, obj) is None:
-        _count_rejected(resource, 1)
-
-
-def _count_rejected(resource: str, count: int) -> None:
-    if count > 0:
-        metrics.REJECTED_OBJECTS.labels(kind=KINDS[resource].kind).inc(count)
-
-
 def storage_reflectors(state: ClusterState, api_client: Any, **options: Any) -> list[Reflector]:
     """Reflectors feeding `state.volumes`; the store is marked unsynced until each has listed."""
-    store = state.volumes
-    store.expect(STORAGE_PATHS)
-    return [
-        Reflector(api_client, path, resource=resource, on_list=partial(_listed, store, resource),
-                  on_event=partial(_event, store, resource), **options)
-        for resource, path in STORAGE_PATHS.items()
-    ]
+    return store_reflectors(state.volumes, STORAGE_PATHS, api_client, key_of=lambda resource, raw:
+                            KINDS[resource].raw_key(raw), kinds={r: k.kind for r, k in KINDS.items()}, **options)
 
 
 def publish_counts(store: VolumeStore) -> None:
