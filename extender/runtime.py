@@ -18,6 +18,7 @@ from extender.cluster.binding import Binder, MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError
+from extender.policy import names
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
 from extender.policy.reloading import PolicyHolder
@@ -160,7 +161,10 @@ def build_runtime(settings: Settings) -> Runtime:
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
         # Pods are watched when the policy reads them; a webhook that binds starts the watch at
         # its first /bind (webhook/verbs.py), so one registered without bindVerb never pays for it.
-        source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods)
+        # DRA objects only when the policy lists DynamicResources: kube-scheduler allocates the
+        # claims itself before it calls the webhook (docs/dra.md), so the default policy does not.
+        source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods,
+                            watch_dra=names.DYNAMIC_RESOURCES in policy.policy.filter_names)
         # Pod groups need the bind verb (members are held there); their first /filter starts the
         # pod watch as a first /bind does (webhook/verbs.py).
         from extender.webhook.gangs import WebhookGangs
