@@ -1,4 +1,4 @@
-"""Compile and evaluation time of CEL selectors per candidate library (extender/dra/cel.py
+"""Compile and evaluation time of CEL selectors per candidate library (extender/dra/cel/
 explains the choice). A plain script: `python bench/bench_cel.py`."""
 
 from __future__ import annotations
