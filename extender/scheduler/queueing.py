@@ -107,11 +107,15 @@ class SchedulingQueue:
         max_unschedulable_seconds: float = MAX_UNSCHEDULABLE_SECONDS,
         publish_metrics: bool = True,
         pre_enqueue: Callable[[PodView], bool] | None = None,
+        claims_ready: Callable[[PodView], bool] | None = None,
     ) -> None:
-        """`pre_enqueue(pod)`, asked only for pods of a pod group (`pod.group`), with the queue's
-        lock held (it must not call back into the queue): may the pod be tried now?"""
+        """`pre_enqueue(pod)`, asked only for pods of a pod group (`pod.group`), and
+        `claims_ready(pod)` (DynamicResources' PreEnqueue: scheduler/claim_gate.py), asked for
+        every pod, each with the queue's lock held (they must not call back into the queue):
+        may the pod be tried now?"""
         self._clock = clock
         self.pre_enqueue = pre_enqueue
+        self.claims_ready = claims_ready
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable_seconds = max_unschedulable_seconds
@@ -249,8 +253,8 @@ class SchedulingQueue:
             return moved
 
     def ungate(self, keys: Iterable[str]) -> int:
-        """Ask `pre_enqueue` again for these gated pods (their pod group or its members changed);
-        the admitted ones become active. Returns how many moved."""
+        """Ask `pre_enqueue` and `claims_ready` again for these gated pods (their pod group, its
+        members or their claims changed); the admitted ones become active. Returns how many moved."""
         moved = 0
         with self._lock:
             for key in keys:
@@ -385,10 +389,13 @@ class SchedulingQueue:
     # ---- internals (lock held) ------------------------------------------------------------
 
     def _admitted(self, pod: PodView) -> bool:
-        """Not gated: no scheduling gates, and admitted by `pre_enqueue` if it is a group's member."""
+        """Not gated: no scheduling gates, admitted by `pre_enqueue` if it is a group's member, and
+        by `claims_ready`."""
         if pod.scheduling_gates:
             return False
-        return pod.group is None or self.pre_enqueue is None or self.pre_enqueue(pod)
+        if pod.group is not None and self.pre_enqueue is not None and not self.pre_enqueue(pod):
+            return False
+        return self.claims_ready is None or self.claims_ready(pod)
 
     def _backoff_for(self, entry: QueuedPod) -> float:
         return backoff_seconds(entry.attempts, self.initial_backoff, self.max_backoff)

@@ -26,7 +26,7 @@ from typing import Any
 
 from extender import metrics
 from extender.cluster import listeners
-from extender.cluster.dra import DRA_CHANGED
+from extender.cluster.dra import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.errors import ExtenderError
@@ -38,6 +38,7 @@ from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 from extender.scheduler.binding import BindPool
+from extender.scheduler.claim_gate import ClaimGate
 from extender.scheduler.cycle import CycleResult, schedule_one
 from extender.scheduler.gangs import GangScheduling
 from extender.scheduler.leader import LeaderElector
@@ -59,6 +60,7 @@ _OTHER_CONNECTIONS = 12
 _INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
 _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 _RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
+_DYNAMIC_RESOURCES = frozenset({names.DYNAMIC_RESOURCES})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -125,6 +127,8 @@ class Scheduler:
         self.gangs = GangScheduling(self, api_client, **options)
         if self.gangs.enabled:
             self.queue.pre_enqueue = self.gangs.pre_enqueue
+        self.claim_gate = ClaimGate(self.state.dra_store)
+        self.queue.claims_ready = self.claim_gate.admits
         self.reporter = reporter if reporter is not None else Reporter(
             api_client, instance=instance or (leader.identity if leader else ""), is_placed=self._is_placed)
         self.binds = BindPool(binder, self.state, self.queue, self.reporter, workers=parallel_binds,
@@ -398,8 +402,18 @@ class Scheduler:
             self.queue.move_all(event, rejected_by=_RESOURCE_FIT)
         elif event == listeners.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
-        elif event in (STORAGE_CHANGED, DRA_CHANGED):
+        elif event == STORAGE_CHANGED:
             self.queue.move_all(event)
+        elif event == DRA_CHANGED:
+            self._dra_event(*obj)
+
+    def _dra_event(self, resource: str, key: str) -> None:
+        """A class, slice or claim changed: the pods held for that claim are let in (PreEnqueue),
+        and the pods DynamicResources refused may fit now (kube-scheduler's queueing hints for
+        these kinds wake only the pods the plugin rejected)."""
+        if resource == CLAIMS:
+            self.queue.ungate(self.claim_gate.waiting_on(key))
+        self.queue.move_all(DRA_CHANGED, rejected_by=_DYNAMIC_RESOURCES)
 
     def _is_placed(self, key: str) -> bool:
         """Bound or being bound. A gang member is assumed by every group cycle that tries it and

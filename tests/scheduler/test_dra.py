@@ -124,16 +124,29 @@ def test_a_shared_claim_takes_every_pod_to_its_devices(kube, make_scheduler):
     assert len(devices_of(claim)) == 1
 
 
-def test_a_missing_claim_or_class_keeps_the_pod_pending_until_it_exists(kube, make_scheduler):
+def wait_gated(scheduler: Any, name: str) -> None:
+    """Held before the queue (PreEnqueue): never tried, so no event and no backoff."""
+    deadline = time.monotonic() + 10
+    while scheduler.queue.where(f"default/{name}") != "gated":
+        assert time.monotonic() < deadline, f"pod {name} was not held before the queue"
+        time.sleep(0.02)
+
+
+def failures(kube: Any, name: str) -> list[str]:
+    return [e["message"] for e in kube.list_events("default", reason="FailedScheduling", involved_name=name)]
+
+
+def test_a_missing_claim_holds_the_pod_untried_and_a_missing_class_keeps_it_pending(kube, make_scheduler):
     gpu_cluster(kube)
-    make_scheduler()
+    scheduler = make_scheduler()
     create_pod(kube, "early", "later")
-    assert "could not find ResourceClaim \"default/later\"" in wait_failure(kube, "early", "later")
+    wait_gated(scheduler, "early")
     create_claim(kube, "odd", device_class="tpu")
     create_pod(kube, "odd", "odd")
     wait_failure(kube, "odd", "request gpu: device class tpu does not exist")
-    create_claim(kube, "later")  # the claim event brings the pod back
-    assert wait_bound(kube, "early") == "node-2"
+    assert failures(kube, "early") == []  # kube-scheduler's PreEnqueue records nothing on the pod
+    create_claim(kube, "later")  # the claim event lets the pod in, with no backoff to wait out
+    assert wait_bound(kube, "early", timeout=3) == "node-2"
     time.sleep(0.3)
     assert node_of(kube, "odd") == ""
 
@@ -144,8 +157,8 @@ def test_a_template_claim_is_found_through_the_pod_status(kube, make_scheduler):
     gpu_cluster(kube)
     pod = kube.create_pod("tpl", scheduler_name=SCHEDULER_NAME,
                           spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]})
-    make_scheduler()
-    wait_failure(kube, "tpl", 'pod "default/tpl": ResourceClaim not created yet')
+    scheduler = make_scheduler()
+    wait_gated(scheduler, "tpl")
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
              "metadata": {"name": "tpl-gpu-x1", "ownerReferences": [
                  {"apiVersion": "v1", "kind": "Pod", "name": "tpl", "uid": pod["metadata"]["uid"],

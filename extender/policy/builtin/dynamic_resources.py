@@ -2,7 +2,8 @@
 
 The facts, from pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go:
 
-* PreEnqueue / PreFilter: every claim the pod names must exist (a template's claim is
+* PreEnqueue (`pre_enqueue`, asked by the standalone queue before a pod is tried) and
+  PreFilter: every claim the pod names must exist (a template's claim is
   found through `pod.status.resourceClaimStatuses`, and must be owned by the pod), must not
   be being deleted, and, when allocated already, must still take the pod (reservedFor
   below its 256 limit, or the pod in it); a claim to allocate must not be in flight for
@@ -102,7 +103,17 @@ def has_claims(pod: PodView) -> bool:
     return bool(_claim_refs(pod))
 
 
-def pod_claims(pod: PodView, dra: DraView) -> list[ResourceClaim] | Status:
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Why the pod cannot be tried yet (PreEnqueue), and what it waits for: the key of the claim
+    whose arrival or change may let it in, or "" when it waits for its own status (a template's
+    claim name, which kube-controller-manager writes there)."""
+
+    reason: str
+    claim: str
+
+
+def pod_claims(pod: PodView, dra: DraView) -> list[ResourceClaim] | Waiting:
     """foreachPodResourceClaim: the pod's claims, or why the pod cannot be scheduled yet."""
     generated: dict[str, str | None] | None = None
     claims = []
@@ -111,25 +122,35 @@ def pod_claims(pod: PodView, dra: DraView) -> list[ResourceClaim] | Status:
         must_own = False
         if not (isinstance(name, str) and name):
             if not ref.get("resourceClaimTemplateName"):
-                return _unresolvable(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{ref.get("name")}": '
-                                     "none of the supported fields are set")
+                return Waiting(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{ref.get("name")}": '
+                               "none of the supported fields are set", "")
             generated = _generated_names(pod) if generated is None else generated
             if ref.get("name") not in generated:
-                return _unresolvable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+                return Waiting(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet', "")
             name = generated[ref.get("name")]  # type: ignore[index]
             if name is None:
                 continue  # no claim is needed for this entry (resourceclaim.Name)
             must_own = True
+        key = f"{pod.namespace}/{name}"
         claim = dra.claim(pod.namespace, name)
         if claim is None:
-            return _unresolvable(f'could not find ResourceClaim "{pod.namespace}/{name}"')
+            return Waiting(f'could not find ResourceClaim "{key}"', key)
         if claim.deleting:
-            return _unresolvable(f'resourceclaim "{claim.name}" is being deleted')
+            return Waiting(f'resourceclaim "{claim.name}" is being deleted', key)
         if must_own and not _owned_by(claim, pod):
-            return _unresolvable(f"ResourceClaim {claim.key} was not created for Pod {pod.namespace}/{pod.name} "
-                                 "(Pod is not owner)")
+            return Waiting(f"ResourceClaim {claim.key} was not created for Pod {pod.namespace}/{pod.name} "
+                           "(Pod is not owner)", key)
         claims.append(claim)
     return claims
+
+
+def pre_enqueue(pod: PodView, dra: DraView) -> Waiting | None:
+    """PreEnqueue: None when the pod may be tried (no claims, DRA off: PreFilter says why, or every
+    claim there), else what it waits for, so that the queue holds it without an attempt."""
+    if not dra.enabled or not _claim_refs(pod):
+        return None
+    found = pod_claims(pod, dra)
+    return found if isinstance(found, Waiting) else None
 
 
 def _classes_missing(claim: ResourceClaim, dra: DraView) -> Status | None:
@@ -157,8 +178,8 @@ def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
         return _unresolvable("pod uses dynamic resource claims, but the API server does not serve "
                              "resource.k8s.io/v1")
     found = pod_claims(pod, dra)
-    if isinstance(found, Status):
-        return found
+    if isinstance(found, Waiting):
+        return _unresolvable(found.reason)
     if not found:
         return None
     to_allocate = []
@@ -214,7 +235,7 @@ def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: Clu
     if not refused or not dra.enabled:
         return None
     claims = pod_claims(pod, dra)
-    if isinstance(claims, Status):
+    if isinstance(claims, Waiting):
         return None
     for claim in claims:
         allocation = claim.allocation
