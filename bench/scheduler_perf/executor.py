@@ -11,9 +11,12 @@ workload ends. Every pod we create or update names ``scheduler_name`` when one i
 which is kube-scheduler's ``default-scheduler``).
 
 What differs, on purpose: objects are created by 16 threads (client-go's creators use up
-to 30), the wait for scheduled pods gives up after ``stall`` seconds without progress
-(executor.go waits 10 minutes, then fails the test), and there is no fake PV controller:
-the volumes of ``createPods`` are created bound, as test/utils does, so none is needed.
+to 30; createAny's objects, created one by one in operations.go, too), the wait for
+scheduled pods gives up after ``stall`` seconds without progress (executor.go waits 10
+minutes, then fails the test), and there is no fake PV controller: the volumes of
+``createPods`` are created bound, as test/utils does, so none is needed. The DRA opcodes
+(createResourceDriver, allocResourceClaims) build their objects in dra.py; the
+ResourceClaims of pods' templates come from kube-controller-manager (schedulers.py).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 import requests
 
-from bench.scheduler_perf import corpus
+from bench.scheduler_perf import corpus, dra
 from bench.scheduler_perf.informer import PodCache, ThroughputCollector
 
 WORKERS = 16
@@ -81,6 +84,7 @@ class Measurement:
     found: int = 0
     wall_s: float = 0.0
     create_s: float | None = None  # how long creating the measured pods took (createPods only)
+    steady: bool = False  # createPods' steadyState: ``scheduled`` counts every pod of the duration
 
 
 def _retryable(exc: Any, body: Any) -> bool:
@@ -123,6 +127,7 @@ class Executor:
             "barrier": self._barrier, "sleep": self._sleep, "createAny": self._create_any,
             "updateAny": self._update_any, "startCollectingMetrics": self._start_collecting,
             "stopCollectingMetrics": self._stop_collecting,
+            "createResourceDriver": self._create_resource_driver, "allocResourceClaims": self._alloc_resource_claims,
         }
         try:
             for index, op in enumerate(self.workload.ops):
@@ -310,6 +315,8 @@ class Executor:
         if op.get("collectMetrics"):
             measurement = self._begin(namespace, index, [namespace], None, expected=count)
         if op.get("steadyState"):
+            if measurement is not None:
+                measurement.steady, measurement.expected = True, 0
             self._steady(op, namespace, count)
         else:
             creating = time.monotonic()
@@ -454,8 +461,49 @@ class Executor:
         if namespace:
             self.ensure_namespace(namespace)
         count = op.get("count", 1)
-        for i in range(count):
-            self._create(corpus.load_object(op["templatePath"], i, count), namespace)
+        self._parallel(lambda i: self._create(corpus.load_object(op["templatePath"], i, count), namespace), count)
+
+    def _create_resource_driver(self, index: int, op: dict[str, Any]) -> None:
+        """createResourceDriverOp: one ResourceSlice per node matching ``nodes``. The Go op
+        then waits for the scheduler's informer to hold them all; neither scheduler here
+        exposes its informer, so the wait is for the API server to list them."""
+        names = [n["metadata"]["name"] for n in self._list("/api/v1/nodes")]
+        matched = dra.driver_nodes(op["nodes"], names)
+        driver, capacity = op["driverName"], op["maxClaimsPerNode"]
+        self._parallel(lambda i: self._send("POST", f"/apis/{dra.API}/resourceslices",
+                                            dra.resource_slice(driver, matched[i], capacity)), len(matched))
+        listed = self._list(f"/apis/{dra.API}/resourceslices", {"fieldSelector": f"spec.driver={driver}"})
+        if len(listed) != len(matched):
+            raise WorkloadFailed(f"op {index}: {len(listed)} of {len(matched)} ResourceSlices listed")
+
+    def _alloc_resource_claims(self, index: int, op: dict[str, Any]) -> None:
+        """allocResourceClaimsOp: every unallocated claim of ``namespace`` (all when empty)
+        allocated on a random node with room (dra.plan_allocations); each status written as
+        soon as it is decided, the writes sent by the pool while the next claims are placed."""
+        namespace = op.get("namespace") or ""
+        everything = self._list(f"/apis/{dra.API}/resourceclaims")
+        claims = [c for c in everything if not namespace or c["metadata"]["namespace"] == namespace]
+        others = [c for c in everything if c not in claims]
+        nodes = self._list("/api/v1/nodes")
+        slices = self._list(f"/apis/{dra.API}/resourceslices")
+        classes = self._list(f"/apis/{dra.API}/deviceclasses")
+
+        def write(claim: dict[str, Any], allocation: dict[str, Any]) -> None:
+            meta = claim["metadata"]
+            body = {**claim, "apiVersion": dra.API, "kind": "ResourceClaim", "status": {**(claim.get("status") or {}), "allocation": allocation}}
+            self._send("PUT", f"/apis/{dra.API}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}/status", body)
+
+        try:
+            with ThreadPoolExecutor(WORKERS) as pool:
+                writes = [pool.submit(write, claim, allocation)
+                          for claim, allocation in dra.plan_allocations(claims, nodes, slices, classes, others)]
+                for future in writes:
+                    future.result()
+        except dra.AllocationFailed as exc:
+            raise WorkloadFailed(f"op {index}: {exc}") from exc
+
+    def _list(self, path: str, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return self._send("GET", path, None, params=params).get("items") or []
 
     def _update_any(self, index: int, op: dict[str, Any]) -> None:
         """update.go: PUT each object (and each named subresource), then its status, at
@@ -492,6 +540,8 @@ class Executor:
             s, a, u = self.cache.counts(namespace, measurement.selector)
             found, scheduled = found + s + a + u, scheduled + s
         measurement.found, measurement.scheduled = found, scheduled
+        if measurement.steady:  # the batches deleted along the way count too
+            measurement.scheduled = measurement.expected = measurement.collector.scheduled
         if measurement.expected is None:
             measurement.expected = found
         self.measurements.append(measurement)

@@ -12,6 +12,9 @@ nodeName appeared since the last sample; the first sample with any pod scheduled
 starts the clock, a sample with none is skipped and the next one's rate is recorded once
 per skipped interval too. ``summary`` gives Average and Perc50/90/95/99 over the sorted
 samples with the same ``ceil(n * p / 100) - 1`` index.
+
+:class:`ClaimWatch` follows the ResourceClaims of a DRA workload the same way, for the
+invariant that no device is allocated twice at any moment.
 """
 
 from __future__ import annotations
@@ -245,3 +248,75 @@ class ThroughputCollector:
 
         return {"Average": sum(values) / len(values), "Perc50": percentile(50), "Perc90": percentile(90),
                 "Perc95": percentile(95), "Perc99": percentile(99)}
+
+
+@dataclass
+class ClaimWatch:
+    """Every ResourceClaim event, in order, handed to ``observe(kind, claim)`` (for
+    invariants.DeviceHolders): one list, then a watch resumed from the last
+    resourceVersion; a 410 lists again, reporting the claims that vanished as DELETED."""
+
+    kube: Any  # tests.fakeapi.client.KubeTestClient
+    observe: Any  # Callable[[str, dict], None]
+    path: str = "/apis/resource.k8s.io/v1/resourceclaims"
+    _uids: set[str] = field(default_factory=set)
+    _version: str = ""
+    _stop: bool = False
+    _response: Any = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> ClaimWatch:
+        self._list()
+        self._thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _list(self) -> None:
+        listed = self.kube.call("GET", self.path)
+        items = listed.get("items") or []
+        fresh = {c["metadata"]["uid"] for c in items}
+        for uid in self._uids - fresh:
+            self.observe("DELETED", {"metadata": {"uid": uid}})
+        for claim in items:
+            self.observe("MODIFIED" if claim["metadata"]["uid"] in self._uids else "ADDED", claim)
+        self._uids = fresh
+        self._version = listed["metadata"]["resourceVersion"]
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self._response = self.kube.session.get(
+                    f"{self.kube.base_url}{self.path}",
+                    params={"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600",
+                            "allowWatchBookmarks": "true"},
+                    stream=True, verify=self.kube.verify, timeout=(10, 3600))
+                self._response.raise_for_status()
+                for event, _ in watch_events(self._response.raw, lambda: self._stop):
+                    self._event(event)
+            except Exception as exc:  # noqa: BLE001 (reconnects from the last resourceVersion)
+                if not self._stop:
+                    print(f"# claim watch: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
+                    time.sleep(0.2)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                self._list()
+                return
+            raise RuntimeError(f"watch error: {obj.get('message')}")
+        meta = obj.get("metadata") or {}
+        self._version = meta.get("resourceVersion") or self._version
+        if kind == "BOOKMARK":
+            return
+        (self._uids.discard if kind == "DELETED" else self._uids.add)(meta.get("uid", ""))
+        self.observe(kind, obj)
+
+    def close(self) -> None:
+        self._stop = True
+        with contextlib.suppress(Exception):
+            self._response.raw._fp.fp.raw._sock.shutdown(2)
+        with contextlib.suppress(Exception):
+            self._response.close()
+        if self._thread is not None:
+            self._thread.join(5)

@@ -14,6 +14,11 @@ PodScheduled condition; pods the templates bind themselves with ``nodeName`` hav
   maxSkew (domains of the nodes that have the key and, per nodeAffinityPolicy and
   nodeTaintsPolicy, would admit the pod). Nodes added after the pods were placed make a
   domain the scheduler could not have seen: a violation both schedulers show is that.
+
+For dynamic resource allocation (resource.k8s.io/v1), :class:`DeviceHolders` checks that
+no device is allocated to two claims at any moment (fed the claims' watch), and
+:func:`check_claims` the final claims: their devices exist and sit on the node of the pods
+reserving them, and each placed pod holds its claims allocated and reserved for it.
 """
 
 from __future__ import annotations
@@ -202,3 +207,144 @@ def check(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], namespaces: M
 
 def _key(pod: Mapping[str, Any]) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+# ---- dynamic resource allocation ---------------------------------------------------------------
+
+Device = tuple[str, str, str]  # (driver, pool, device), as structured.DeviceID names one
+
+
+def claim_devices(claim: Mapping[str, Any]) -> set[Device]:
+    """The devices a claim's status.allocation holds exclusively. Admin access results are
+    left out: such a device may be allocated to other claims at the same time
+    (resource/v1 types.go, DeviceRequestAllocationResult.AdminAccess)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return {(r["driver"], r["pool"], r["device"]) for r in (allocation.get("devices") or {}).get("results") or []
+            if not r.get("adminAccess")}
+
+
+class DeviceHolders:
+    """Which claim holds each device at every moment, fed the claims' watch events in
+    resourceVersion order; a device that a second claim gets while the first still holds it
+    is a violation, however briefly it lasted (a final snapshot would miss the steady
+    state's deleted claims)."""
+
+    def __init__(self, limit: int = 5) -> None:
+        self.holder: dict[Device, str] = {}
+        self.held: dict[str, set[Device]] = {}
+        self.names: dict[str, str] = {}
+        self.violations: list[str] = []
+        self.overflow = 0
+        self.limit = limit
+
+    def observe(self, kind: str, claim: Mapping[str, Any]) -> None:
+        """One ADDED/MODIFIED/DELETED event of a ResourceClaim."""
+        meta = claim.get("metadata") or {}
+        uid = meta.get("uid", "")
+        self.names[uid] = f"{meta.get('namespace')}/{meta.get('name')}"
+        new = set() if kind == "DELETED" else claim_devices(claim)
+        old = self.held.get(uid, set())
+        for device in old - new:
+            if self.holder.get(device) == uid:
+                del self.holder[device]
+        for device in sorted(new - old):
+            other = self.holder.get(device)
+            if other is not None and other != uid:
+                self._violation(f"device {'/'.join(device)} allocated to {self.names[uid]} "
+                                f"while {self.names.get(other, other)} holds it")
+            self.holder[device] = uid
+        if new:
+            self.held[uid] = new
+        else:
+            self.held.pop(uid, None)
+
+    def _violation(self, text: str) -> None:
+        if len(self.violations) < self.limit:
+            self.violations.append(f"device shared: {text}")
+        else:
+            self.overflow += 1
+
+    def report(self) -> list[str]:
+        return self.violations + ([f"device shared: ... {self.overflow} more"] if self.overflow else [])
+
+
+def _pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """(pod claim entry, ResourceClaim name) per spec.resourceClaims entry; a template's
+    claim is named in status.resourceClaimStatuses (None until the controller created it)."""
+    generated = {s.get("name"): s.get("resourceClaimName")
+                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    out = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        out.append((entry["name"], entry.get("resourceClaimName") or generated.get(entry["name"])))
+    return out
+
+
+def check_claims(pods: list[dict[str, Any]], claims: list[dict[str, Any]], slices: list[dict[str, Any]],
+                 limit: int = 5) -> list[str]:
+    """The claims of the final cluster: no device in two claims, every device of an
+    allocation published by a slice, the devices of a claim on the node of each pod
+    reserving it (a node-local slice's nodeName, or the allocation's metadata.name node
+    selector), and every pod a scheduler placed holding each of its claims allocated and
+    reserved for it."""
+    found: dict[str, list[str]] = defaultdict(list)
+    device_node: dict[Device, str | None] = {}
+    for slice_ in slices:
+        spec = slice_.get("spec") or {}
+        for device in spec.get("devices") or []:
+            device_node[(spec.get("driver"), (spec.get("pool") or {}).get("name"), device.get("name"))] = spec.get("nodeName")
+    pods_by_uid = {p["metadata"].get("uid"): p for p in pods}
+    by_key = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
+    owner: dict[Device, str] = {}
+    for claim in claims:
+        key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+        status = claim.get("status") or {}
+        devices = claim_devices(claim)
+        for device in sorted(devices):
+            if device in owner:
+                found["device shared"].append(f"{'/'.join(device)} in {owner[device]} and {key}")
+            owner.setdefault(device, key)
+            if device not in device_node:
+                found["unknown device"].append(f"{key}: {'/'.join(device)} is in no ResourceSlice")
+        selector_nodes = None
+        for term in ((status.get("allocation") or {}).get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+            for field in term.get("matchFields") or []:
+                if field.get("key") == "metadata.name" and field.get("operator") == "In":
+                    selector_nodes = set(field.get("values") or [])
+        for ref in status.get("reservedFor") or []:
+            pod = pods_by_uid.get(ref.get("uid"))
+            node = (pod or {}).get("spec", {}).get("nodeName")
+            if not node:
+                continue
+            wrong = sorted({n for d in devices if (n := device_node.get(d)) and n != node})
+            if wrong or (status.get("allocation") and selector_nodes is not None and node not in selector_nodes):
+                found["claim node"].append(f"{key}: reserved by {_key(pod)} on {node}, devices on "
+                                           f"{', '.join(wrong) or sorted(selector_nodes or ())}")
+    for pod in pods:
+        if not (pod.get("spec") or {}).get("nodeName") or not any(
+                c.get("type") == "PodScheduled" for c in (pod.get("status") or {}).get("conditions") or []):
+            continue
+        for entry, name in _pod_claim_names(pod):
+            claim = by_key.get((pod["metadata"]["namespace"], name)) if name else None
+            status = (claim or {}).get("status") or {}
+            if claim is None:
+                found["pod claims"].append(f"{_key(pod)}: claim {entry} ({name}) does not exist")
+            elif not status.get("allocation"):
+                found["pod claims"].append(f"{_key(pod)}: claim {name} is not allocated")
+            elif not any(r.get("uid") == pod["metadata"].get("uid") for r in status.get("reservedFor") or []):
+                found["pod claims"].append(f"{_key(pod)}: claim {name} is not reserved for it")
+    out = []
+    for kind, items in found.items():
+        out += [f"{kind}: {item}" for item in items[:limit]]
+        if len(items) > limit:
+            out.append(f"{kind}: ... {len(items) - limit} more")
+    return out
+
+
+def claim_counts(claims: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per namespace, (claims, allocated claims): what both schedulers' runs must share."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for claim in claims:
+        row = counts[claim["metadata"]["namespace"]]
+        row[0] += 1
+        row[1] += bool((claim.get("status") or {}).get("allocation"))
+    return {ns: (total, allocated) for ns, (total, allocated) in counts.items()}

@@ -15,7 +15,9 @@ the start of the measurement to its end (creation included, as in scheduler_perf
 ``create_per_s`` the rate this harness created the measured pods at (a ceiling on
 ``pods_per_s``: scheduler_perf's Go creators are faster); ``cpu_s`` and ``rss_mb`` the
 scheduler process's CPU seconds over the whole workload and
-its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile. The
+its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile; ``claims`` the ResourceClaims
+at the end of a DRA workload (whose runs also start kube-controller-manager's
+resource-claim controller and check the DRA invariants). The
 machine's cores are shared with whatever else runs: compare the two schedulers' rows of
 the same run, not runs of different days.
 """
@@ -23,6 +25,7 @@ the same run, not runs of different days.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -33,7 +36,7 @@ from typing import Any
 from bench.bench_e2e import _sampled
 from bench.scheduler_perf import corpus, invariants, schedulers
 from bench.scheduler_perf.executor import Executor, WorkloadFailed
-from bench.scheduler_perf.informer import PodCache, ThroughputCollector
+from bench.scheduler_perf.informer import ClaimWatch, PodCache, ThroughputCollector
 
 MAX_NODES = 5000
 MAX_PODS = 8000
@@ -63,8 +66,14 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
     if workload.skip:
         return row
     started = time.monotonic()
-    with schedulers.control_plane() as cp, schedulers.scheduler(cp, kind, workdir / kind) as running:
+    holders = invariants.DeviceHolders()
+    with contextlib.ExitStack() as stack:
+        cp = stack.enter_context(schedulers.control_plane())
+        if workload.uses_dra:
+            stack.enter_context(schedulers.claim_controller(cp, workdir / kind))
+        running = stack.enter_context(schedulers.scheduler(cp, kind, workdir / kind))
         cache = PodCache(cp.client).start()
+        claims_watch = ClaimWatch(cp.client, holders.observe).start() if workload.uses_dra else None
         control_cpu = schedulers.trees_cpu(cp.plane.pids)
         executor = Executor(cp.client, cache, workload, running.scheduler_name, stall=stall)
         error = None
@@ -80,6 +89,10 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
         row["cp_cpu_s"] = round(schedulers.trees_cpu(cp.plane.pids) - control_cpu, 1)
         cache.close()
         pods, nodes, namespaces = _snapshot(cp.client)
+        claims, slices = _dra_snapshot(cp.client) if workload.uses_dra else ([], [])
+        if claims_watch is not None:
+            time.sleep(1.0)  # the last status writes' events, before the watch stops
+            claims_watch.close()
     row.update(running.figures)
     measured = executor.measurements
     summary = _throughput([m.collector for m in measured])
@@ -94,9 +107,14 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
         row["create_per_s"] = round(sum(m.expected or 0 for m in created) / sum(m.create_s for m in created), 1)
     row["total_s"] = round(time.monotonic() - started, 1)
     violations = invariants.check(pods, nodes, namespaces)
+    if workload.uses_dra:
+        violations += holders.report() + invariants.check_claims(pods, claims, slices)
+        row["claims"] = len(claims)
+        row["_claims"] = invariants.claim_counts(claims)
     row["violations"] = len(violations)
     row["_violations"] = violations
     row["_per_namespace"] = _scheduled_per_namespace(pods)
+    row["_steady"] = {ns for m in measured if m.steady for ns in m.namespaces}
     row["_volatile"] = _volatile(workload, row["_per_namespace"], measured)
     row["error"] = error
     return row
@@ -107,11 +125,17 @@ def _volatile(workload: corpus.Workload, namespaces: dict[str, int], measured: l
     from in the background and, when a churn runs, every unmeasured one (a churned
     high-priority pod preempts as many victims as it had time to)."""
     volatile = {op.get("namespace") or f"namespace-{i}" for i, op in enumerate(workload.ops)
-                if op["opcode"] in ("churn", "deletePods")}
+                if op["opcode"] in ("churn", "deletePods") or (op["opcode"] == "createPods" and op.get("steadyState"))}
     if any(op["opcode"] == "churn" for op in workload.ops):
         kept = {ns for m in measured for ns in m.namespaces}
         volatile |= set(namespaces) - kept
     return volatile
+
+
+def _dra_snapshot(kube: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    api = "/apis/resource.k8s.io/v1"
+    return (kube.call("GET", f"{api}/resourceclaims").get("items") or [],
+            kube.call("GET", f"{api}/resourceslices").get("items") or [])
 
 
 def _scheduled_per_namespace(pods: list[dict[str, Any]]) -> dict[str, int]:
@@ -127,22 +151,31 @@ def parity(kube: dict[str, Any], ours: dict[str, Any]) -> str:
     if kube.get("skipped") or ours.get("skipped") or "_violations" not in kube or "_violations" not in ours:
         return ""
     differences = []
-    if kube["scheduled"] != ours["scheduled"]:
+    # a steady state's measured count is how many pods its duration let through: the
+    # throughput, not a result to share
+    if kube["scheduled"] != ours["scheduled"] and not kube.get("_steady"):
         differences.append(f"measured scheduled {kube['scheduled']} vs {ours['scheduled']}")
     # namespaces churned or deleted from in the background hold a number of pods that
     # depends on timing: there, only "none scheduled" (Unschedulable's churn) must agree
     for ns in sorted(set(kube["_per_namespace"]) | set(ours["_per_namespace"])):
+        if ns in kube.get("_steady", ()):  # its last batch, caught at any point of its cycle
+            continue
         a, b = kube["_per_namespace"].get(ns, 0), ours["_per_namespace"].get(ns, 0)
         volatile = ns in kube.get("_volatile", ())
         if (a != b and not volatile) or (volatile and (a == 0) != (b == 0)):
             differences.append(f"{ns} scheduled {a} vs {b}")
+    for ns in sorted(set(kube.get("_claims") or {}) | set(ours.get("_claims") or {})):
+        a, b = (kube.get("_claims") or {}).get(ns, (0, 0)), (ours.get("_claims") or {}).get(ns, (0, 0))
+        if a != b and ns not in kube.get("_volatile", ()):
+            differences.append(f"{ns} claims (all, allocated) {a} vs {b}")
     if ours.get("violations") and not kube.get("violations"):
         differences.append("violations only under ours")
     return "same" if not differences else "; ".join(differences[:4])
 
 
 PUBLIC = ("workload", "variant", "scheduler", "pods_per_s", "p50", "p90", "p99", "scheduled", "expected",
-          "create_per_s", "measured_s", "ops_s", "cpu_s", "rss_mb", "cp_cpu_s", "violations", "parity", "skipped", "error")
+          "create_per_s", "measured_s", "ops_s", "cpu_s", "rss_mb", "cp_cpu_s", "claims", "violations", "parity",
+          "skipped", "error")
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

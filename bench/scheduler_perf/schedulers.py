@@ -6,7 +6,8 @@ scheduler_perf's util.go sets it (``ServiceAccount``, ``TaintNodesByCondition`` 
 the templates give ``spec.priority`` directly). ``kube`` is kube-scheduler v1.36.3 with
 its default profile and client qps/burst 5000 (util.go's ``cfg.QPS``/``cfg.Burst``);
 ``ours`` is ``extender schedule`` with its built-in standalone policy, taking the pods
-that name :data:`OURS`.
+that name :data:`OURS`. DRA workloads also get kube-controller-manager's resource-claim
+controller (:func:`claim_controller`), started before either scheduler.
 """
 
 from __future__ import annotations
@@ -125,3 +126,20 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
         running.read()
     finally:
         ours.stop()
+
+
+@contextlib.contextmanager
+def claim_controller(cp: Any, workdir: Path) -> Iterator[Any]:
+    """kube-controller-manager running only the resource-claim controller, which turns
+    pods' ResourceClaimTemplates into ResourceClaims (and deletes them with their pods),
+    for both schedulers alike. scheduler_perf runs that controller in process on the
+    scheduler's client (util.go mustSetupCluster: QPS and burst 5000); the same limits
+    are passed here, so that creating claims does not throttle the workload."""
+    from tests.e2e.controlplane import start_kube_controller_manager
+
+    manager = start_kube_controller_manager(cp.plane, workdir=workdir,
+                                            extra_args=[f"--kube-api-qps={QPS}", f"--kube-api-burst={QPS}"])
+    try:
+        yield manager
+    finally:
+        manager.stop()

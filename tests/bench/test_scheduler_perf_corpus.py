@@ -86,9 +86,9 @@ def test_unsupported_template_syntax_is_an_error() -> None:
         corpus.render("a: {{ if .Index }}x{{ end }}")
 
 
-def test_dra_skipped_with_reason_and_issue_workloads_covered(workloads: list[corpus.Workload]) -> None:
+def test_unimplemented_folders_skipped_with_reason_and_issue_workloads_covered(workloads: list[corpus.Workload]) -> None:
     for workload in workloads:
-        if workload.folder.startswith(("dra", "nodedeclaredfeatures")):
+        if workload.folder.startswith(("dra/", "nodedeclaredfeatures")) and workload.folder != "dra/prioritizedlist":
             assert workload.skip, workload.key
     covered = {w.name for w in workloads if not w.skip}
     assert {"SchedulingBasic", "SchedulingDaemonset", "PreemptionBasic", "Unschedulable", "SchedulingWithMixedChurn",
@@ -108,7 +108,7 @@ def test_unknown_opcode_makes_the_workload_skipped(tmp_path: Path) -> None:
                       "  - opcode: teleportPods\n  workloads:\n  - name: small\n    params: {n: 3}\n"
                       "  - name: broken\n    params: {}\n")
     small, broken = corpus.load_file(config, tmp_path)
-    assert small.skip == "opcode(s) teleportPods not implemented (DRA driver and claims)"
+    assert small.skip == "opcode(s) teleportPods not implemented"
     assert small.ops[0]["count"] == 3
     assert broken.skip == "cannot resolve its params: parameter n is undefined"
 

@@ -1,4 +1,4 @@
-"""The scheduler_perf runner end to end, on the smallest variants of three workloads.
+"""The scheduler_perf runner end to end, on the smallest variants of five workloads (two DRA).
 
 Each run starts its own etcd and kube-apiserver (with scheduler_perf's admission flags),
 then kube-scheduler or ``extender schedule``; the whole file takes one to two minutes.
@@ -19,6 +19,10 @@ pytestmark = [pytest.mark.e2e]
 
 SMALL = ["SchedulingBasic/5Nodes_AsyncAPICallsEnabled", "SchedulingPodAntiAffinity/5Nodes_QueueingHintsEnabled",
          "TopologySpreading/5Nodes_QueueingHintsEnabled"]
+#: DRA: 10 pods sharing 2 claims (5 each) on one node with 2 devices, and 10 pods whose
+#: template claims kube-controller-manager creates, one device each.
+DRA = ["SchedulingWithResourceClaim/fast_QueueingHintsEnabled",
+       "SchedulingWithResourceClaimTemplate/fast_QueueingHintsEnabled"]
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +32,12 @@ def workloads() -> list[corpus.Workload]:
         pytest.skip("needs a real control plane: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver "
                     "and kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)")
     try:
-        return corpus.select(corpus.load_workloads(corpus.locate()), SMALL)
+        return corpus.select(corpus.load_workloads(corpus.locate()), SMALL + DRA)
     except corpus.CorpusError as exc:
         pytest.skip(f"no kubernetes v1.36.3 source in the Go module cache: {exc}")
 
 
-@pytest.mark.parametrize("key", SMALL)
+@pytest.mark.parametrize("key", SMALL + DRA)
 def test_both_schedulers_schedule_every_measured_pod(workloads: list[corpus.Workload], key: str,
                                                      tmp_path: Path) -> None:
     (workload,) = [w for w in workloads if w.key == key]
@@ -45,3 +49,6 @@ def test_both_schedulers_schedule_every_measured_pod(workloads: list[corpus.Work
         assert row["_violations"] == [], (kind, row["_violations"])
         assert row["cpu_s"] > 0 and row["rss_mb"] > 0, (kind, row)
     assert runner.parity(runs["kube"], runs["ours"]) == "same"
+    if key in DRA:  # every claim there, each allocated, under both
+        claims = 2 if key.startswith("SchedulingWithResourceClaim/") else 10
+        assert runs["kube"]["_claims"] == runs["ours"]["_claims"] == {"test": (claims, claims)}
