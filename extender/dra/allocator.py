@@ -2,21 +2,26 @@
 pending claims, as kube-scheduler's DynamicResources Filter decides it.
 
 The facts, and the order of the search (which is what makes us pick the same device where
-several fit), are those of the GA implementation,
-k8s.io/dynamic-resource-allocation@v0.36.3/structured/internal/stable/allocator_stable.go,
-run with the GA features only (admin access, prioritized list; partitionable devices, device
-taints and binding conditions off):
+several fit), are those of the implementation kube-scheduler v1.36 runs,
+k8s.io/dynamic-resource-allocation@v0.36.3/structured/internal/incubating/allocator_incubating.go,
+with admin access, prioritized list, device taints and partitionable devices; consumable
+capacity and binding conditions are not implemented (such devices are never picked):
 
 - every request of every claim is checked up front (class, selectors present, count mode,
   "All" devices listed, the 32-results limit, constraint types); problems there are errors;
 - then a depth-first search: claims in order, their requests in order, for each wanted
-  device the pools' devices in order (pool, slice, device), with backtracking on failure.
-  A firstAvailable request tries its subrequests in order and takes the first one with
-  which everything that follows can also be allocated;
+  device the pools' devices in order (pool, slice, device), with backtracking on failure;
+  the next device of the same request is looked for only after the previous one (the
+  incubating allocator's startLocation: combinations, not permutations). A firstAvailable
+  request tries its subrequests in order and takes the first one with which everything that
+  follows can also be allocated;
 - a device is allocatable when it is not in use (admin access: unless in use by the same
-  claim), the class selectors then the request selectors are true, and every constraint of
-  the claim accepts it. A CEL compile or runtime error aborts the whole call (an error, not
-  "unschedulable"), as does a class that does not exist.
+  claim), the class selectors then the request selectors are true, it reaches the node (a
+  perDeviceNodeSelection slice names each device's nodes), every counter it consumes has
+  room left in its pool's counter set, each of its NoSchedule/NoExecute taints is tolerated
+  by the request, and every constraint of the claim accepts it. A CEL compile or runtime
+  error aborts the whole call (an error, not "unschedulable"), as does a class that does not
+  exist.
 
 The result of one call is either a `NodeAllocation` (one `Allocation` per claim) or an
 `Unallocatable` whose `status_reason` is the text kube-scheduler reports and whose
@@ -27,7 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
+from itertools import islice
 from typing import Any
 
 from extender.dra.cel import CelError, CelRuntimeError, compile_selector
@@ -45,6 +52,7 @@ from extender.dra.objects import (
     DeviceID,
     DeviceRequest,
     DeviceResult,
+    DeviceTaint,
     Pool,
     Request,
     ResourceClaim,
@@ -125,9 +133,10 @@ def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[st
     """Allocate `claims` together on one node from `pools` (`gather_pools` for that node).
 
     `in_use` holds the devices allocated to other claims or in flight; it should be a set.
+    The counters that those of them in `pools` consume are taken from their counter sets.
     Raises AllocationError where kube-scheduler's Filter returns an error.
     """
-    search = _Search(claims, pools, device_class, in_use, max_backtracks)
+    search = _Search(claims, node_name, labels, pools, device_class, in_use, max_backtracks)
     search.prepare()
     if not search.run():
         if any(pool.invalid for pool in pools):
@@ -234,11 +243,119 @@ def _verdict(expression: str, device: Device) -> bool | ValueError:
         return _RuntimeFailure(str(error))
 
 
+def _untolerated(device: Device, request: DeviceRequest) -> DeviceTaint | None:
+    """taintPreventsAllocation: the first NoSchedule or NoExecute taint that none of the
+    request's tolerations tolerates. Both effects keep a device from being allocated; None
+    and unknown effects are ignored. Admin access does not lift it."""
+    for taint in device.taints:
+        if taint.blocks_allocation and not any(t.tolerates(taint) for t in request.tolerations):
+            return taint
+    return None
+
+
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def _quantity(value: Fraction) -> str:
+    """A counter's value for a reason: whole numbers with the largest binary suffix that divides them."""
+    if value.denominator != 1:
+        return str(float(value))
+    number = int(value)
+    for suffix, size in _BINARY_SUFFIXES:
+        if number and number % size == 0:
+            return f"{number // size}{suffix}"
+    return str(number)
+
+
+class _Counters:
+    """The counters of the node's pools during one search (checkAvailableCounters,
+    deallocateCountersForDevice in allocator_incubating.go).
+
+    A pool's available counters are its counter sets less what its devices in use consume,
+    computed on the first device of that pool that consumes counters, and fixed for the
+    search; they can be below zero (over-committed). `consumed` holds what the devices picked
+    so far take; `take` adds a device's consumption only if every counter of the pool then
+    stays within what is available, and `give_back` undoes it.
+    """
+
+    __slots__ = ("pools", "in_use", "available", "overcommitted", "consumed")
+
+    def __init__(self, pools: Sequence[Pool], in_use: Collection[DeviceID]) -> None:
+        self.pools = {(pool.driver, pool.name): pool for pool in pools}
+        self.in_use = in_use
+        self.available: dict[tuple[str, str], dict[tuple[str, str], Fraction]] = {}  # (set, counter) -> value
+        self.overcommitted: dict[tuple[str, str], bool] = {}
+        self.consumed: dict[tuple[str, str], dict[tuple[str, str], Fraction]] = {}
+
+    def _available(self, key: tuple[str, str]) -> dict[tuple[str, str], Fraction]:
+        available = self.available.get(key)
+        if available is not None:
+            return available
+        pool = self.pools[key]
+        available = {(set_name, counter): value for set_name, counter_set in pool.counter_sets.items()
+                     for counter, value in counter_set.counters.items()}
+        for device_id, device in pool.consumers:
+            if device_id in self.in_use:
+                for consumption in device.consumes_counters:
+                    for counter, value in consumption.counters.items():
+                        available[(consumption.counter_set, counter)] -= value
+        self.available[key] = available
+        # The source compares every counter of the pool for each device: one below zero
+        # refuses every device of the pool that consumes counters, whichever it consumes.
+        self.overcommitted[key] = any(value < 0 for value in available.values())
+        return available
+
+    def take(self, device_id: DeviceID, device: Device) -> bool:
+        key = (device_id.driver, device_id.pool)
+        available = self._available(key)
+        if self.overcommitted[key]:
+            return False
+        consumed = self.consumed.setdefault(key, {})
+        for consumption in device.consumes_counters:
+            for counter, value in consumption.counters.items():
+                name = (consumption.counter_set, counter)
+                consumed[name] = consumed.get(name, 0) + value
+        # Counters this device does not touch were within bounds before it (every earlier take checked them).
+        if all(consumed[(c.counter_set, counter)] <= available[(c.counter_set, counter)]
+               for c in device.consumes_counters for counter in c.counters):
+            return True
+        self.give_back(device_id, device)
+        return False
+
+    def give_back(self, device_id: DeviceID, device: Device) -> None:
+        consumed = self.consumed[(device_id.driver, device_id.pool)]
+        for consumption in device.consumes_counters:
+            for counter, value in consumption.counters.items():
+                consumed[(consumption.counter_set, counter)] -= value
+
+    def shortage(self, device_id: DeviceID, device: Device) -> str:
+        """Why `device` alone does not fit the counters the devices in use leave, or "" if it does."""
+        key = (device_id.driver, device_id.pool)
+        available = self._available(key)
+        counter_sets = self.pools[key].counter_sets
+        for consumption in device.consumes_counters:
+            for counter, value in consumption.counters.items():
+                left = available[(consumption.counter_set, counter)]
+                if value > left:
+                    total = counter_sets[consumption.counter_set].counters[counter]
+                    return (f"counter set {consumption.counter_set} of device {device_id} has "
+                            f"{_quantity(max(left, Fraction(0)))} of {_quantity(total)} {counter} left, "
+                            f"needs {_quantity(value)}")
+        if self.overcommitted[key]:
+            (set_name, counter), _ = next(item for item in available.items() if item[1] < 0)
+            return (f"counter set {set_name} of device {device_id} has 0 of "
+                    f"{_quantity(counter_sets[set_name].counters[counter])} {counter} left "
+                    "(over-committed by the devices in use)")
+        return ""
+
+
 class _Search:
-    def __init__(self, claims: Sequence[ResourceClaim], pools: Sequence[Pool],
-                 device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID],
-                 max_backtracks: int | None) -> None:
+    def __init__(self, claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str],
+                 pools: Sequence[Pool], device_class: Callable[[str], DeviceClass | None],
+                 in_use: Collection[DeviceID], max_backtracks: int | None) -> None:
         self.claims = claims
+        self.node_name = node_name
+        self.labels = labels
         self.pools = pools
         self.device_class = device_class
         self.in_use = in_use
@@ -254,6 +371,13 @@ class _Search:
         self.results: list[list[tuple[DeviceRequest, Candidate]]] = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self._counter_book: _Counters | None = None  # only for pools with devices that consume counters
+
+    @property
+    def counters(self) -> _Counters:
+        if self._counter_book is None:
+            self._counter_book = _Counters(self.pools, self.in_use)
+        return self._counter_book
 
     # -- the checks before the search (Allocate's first loop, validateDeviceRequest) --
 
@@ -325,9 +449,15 @@ class _Search:
             return known
         cls = wanted.device_class
         result = (self._selectors_match(f"class {cls.name}", cls.selectors, candidate)
-                  and self._selectors_match(f"claim {_claim_ref(self.claims[c])}", wanted.request.selectors, candidate))
+                  and self._selectors_match(f"claim {_claim_ref(self.claims[c])}", wanted.request.selectors, candidate)
+                  and (not candidate[2].per_device_node_selection or self._reaches(candidate)))
         self.matches[key] = result
         return result
+
+    def _reaches(self, candidate: Candidate) -> bool:
+        """isSelectable's last check: a device of a perDeviceNodeSelection slice must reach the node itself."""
+        _, device, slice_ = candidate
+        return not slice_.per_device_node_selection or device.available_on(self.node_name, self.labels)
 
     def _selectors_match(self, owner: str, expressions: Sequence[str], candidate: Candidate) -> bool:
         device = candidate[1]
@@ -347,20 +477,22 @@ class _Search:
 
     def run(self) -> bool:
         try:
-            return self._one(0, 0, 0, 0, False)
+            return self._one(0, 0, 0, 0, False, 0)
         except _TooManyResults:
             return False
 
     def _in_use(self, device_id: DeviceID) -> bool:
         return device_id in self.in_use or bool(self.allocating.get(device_id))
 
-    def _one(self, c: int, r: int, s: int, d: int, in_sub: bool) -> bool:
+    def _one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:
+        """allocateOne: device `d` of subrequest `s` of request `r` of claim `c`, looking at
+        the candidates from `start` on (after the request's previous device)."""
         if c >= len(self.claims):
             return True
         claim = self.claims[c]
         if r >= len(claim.requests):
             try:
-                return self._one(c + 1, 0, 0, 0, False)
+                return self._one(c + 1, 0, 0, 0, False, 0)
             except _TooManyResults:
                 # Another choice in this claim's subrequests may need fewer devices.
                 return False
@@ -369,7 +501,7 @@ class _Search:
             all_too_many = True
             for sub in range(len(wanted.parent.first_available)):
                 try:
-                    done = self._one(c, r, sub, d, True)
+                    done = self._one(c, r, sub, d, True, 0)
                 except _TooManyResults:
                     continue
                 all_too_many = False
@@ -383,7 +515,7 @@ class _Search:
         if wanted.all_devices is not None and not wanted.all_devices:
             return False  # "All" needs at least one device
         if d >= wanted.num_devices:
-            return self._one(c, r + 1, 0, 0, False)
+            return self._one(c, r + 1, 0, 0, False, 0)
         if len(self.results[c]) + wanted.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
             raise _TooManyResults
 
@@ -392,7 +524,7 @@ class _Search:
             if undo is None:
                 return False
             try:
-                done = self._one(c, r, s, d + 1, in_sub)
+                done = self._one(c, r, s, d + 1, in_sub, 0)
             except BaseException:
                 undo()
                 raise
@@ -401,7 +533,7 @@ class _Search:
             return done
 
         admin = wanted.request.admin_access
-        for candidate in self.candidates:
+        for index, candidate in enumerate(islice(self.candidates, start, None), start):
             device_id = candidate[0]
             if admin:
                 if c in self.allocating.get(device_id, ()):
@@ -414,7 +546,7 @@ class _Search:
             if undo is None:
                 continue
             try:
-                done = self._one(c, r, s, d + 1, in_sub)
+                done = self._one(c, r, s, d + 1, in_sub, index + 1)
             except BaseException:
                 undo()
                 raise
@@ -440,13 +572,18 @@ class _Search:
                 return None
         elif self._in_use(device_id):
             return None
-        if device.consumes_counters:
-            return None  # DRAPartitionableDevices is off
+        if device.taints and _untolerated(device, request) is not None:
+            return None
+        consumes = bool(device.consumes_counters)
+        if consumes and not self.counters.take(device_id, device):
+            return None
         constraints = self.constraints[c]
         for added, constraint in enumerate(constraints):
             if not constraint.add(request, device):
                 for previous in reversed(constraints[:added]):
                     previous.remove(request)
+                if consumes:
+                    self.counters.give_back(device_id, device)
                 if must:
                     raise AllocationError(
                         f"claim {_claim_ref(self.claims[c])}, request {request.subrequest or request.request}: "
@@ -461,6 +598,8 @@ class _Search:
             self.allocating[device_id].discard(c)
             for constraint in reversed(constraints):
                 constraint.remove(request)
+            if consumes:
+                self.counters.give_back(device_id, device)
 
         return undo
 
@@ -505,19 +644,22 @@ class _Search:
                     config.append({"source": FROM_CLAIM, "requests": list(names), **rest})
         return tuple(config)
 
-    @staticmethod
-    def _node_selector(claim: ResourceClaim, results: list[tuple[DeviceRequest, Candidate]]) -> dict[str, Any] | None:
-        """createNodeSelector: a node-local device pins the claim to that node; otherwise the
-        union of the slices' single-term selectors; allNodes slices add nothing."""
+    def _node_selector(self, claim: ResourceClaim, results: list[tuple[DeviceRequest, Candidate]]
+                       ) -> dict[str, Any] | None:
+        """createNodeSelector: a node-local device pins the claim to this node; otherwise the
+        union of the single-term selectors; allNodes adds nothing. In a perDeviceNodeSelection
+        slice the device's own nodeName, nodeSelector or allNodes counts, not the slice's."""
         fields: list[Mapping[str, Any]] = []
         expressions: list[Mapping[str, Any]] = []
-        for _, (_, _, slice_) in results:
-            if slice_.node_name:
+        for _, (_, device, slice_) in results:
+            node_name, selector = ((device.node_name, device.node_selector) if slice_.per_device_node_selection
+                                   else (slice_.node_name, slice_.node_selector))
+            if node_name:
                 return {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [slice_.node_name]}]}]}
-            if slice_.node_selector is None:
+                    {"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
+            if selector is None:
                 continue
-            terms = slice_.node_selector.raw.get("nodeSelectorTerms") or []
+            terms = selector.raw.get("nodeSelectorTerms") or []
             if len(terms) > 1:
                 raise AllocationError(f"create NodeSelector for claim {claim.name}: "
                                       f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
@@ -561,9 +703,11 @@ class _Search:
         wanted = self.wanted[(c, r, s)]
         request, cls = wanted.request, wanted.device_class
         label = f"claim {_claim_ref(self.claims[c])}, request {request.name}"
-        of_class = matching = free = 0
-        first_failing = ""
+        of_class = matching = free = usable = 0
+        first_failing = first_blocked = ""
         for candidate in self.candidates:
+            if not self._reaches(candidate):
+                continue
             try:
                 if not self._selectors_match(f"class {cls.name}", cls.selectors, candidate):
                     continue
@@ -576,8 +720,14 @@ class _Search:
             except AllocationError as error:
                 return f"{label}: {error}"
             matching += 1
-            if request.admin_access or candidate[0] not in self.in_use:
-                free += 1
+            if not request.admin_access and candidate[0] in self.in_use:
+                continue
+            free += 1
+            blocked = self._blocked(request, candidate)
+            if blocked:
+                first_blocked = first_blocked or blocked
+            else:
+                usable += 1
         if of_class == 0:
             return f"{label}: no device on this node matches device class {cls.name}"
         if matching == 0:
@@ -586,9 +736,24 @@ class _Search:
         if wanted.all_devices is not None:
             if free < matching:
                 return f"{label}: asks for all {matching} matching devices, {matching - free} in use"
+            if usable < free:
+                return f"{label}: asks for all {matching} matching devices: {first_blocked}"
             return ""
         if free < request.count:
             return f"{label}: {request.count} requested, {free} free"
+        if usable < request.count:
+            return f"{label}: {request.count} requested, {usable} usable: {first_blocked}"
+        return ""
+
+    def _blocked(self, request: DeviceRequest, candidate: Candidate) -> str:
+        """Why a free, matching device cannot be taken for `request`: an untolerated taint, or
+        a counter the devices in use leave too little of; "" when neither."""
+        device_id, device, _ = candidate
+        taint = _untolerated(device, request) if device.taints else None
+        if taint is not None:
+            return f"device {device_id} has taint {taint} that request {request.name} does not tolerate"
+        if device.consumes_counters:
+            return self.counters.shortage(device_id, device)
         return ""
 
 

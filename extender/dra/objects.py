@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, NamedTuple
 
 from extender.dra.cel import CelDevice, cel_device
 from extender.errors import InvalidObject
 from extender.model.fields import as_list, as_object, as_str, object_name, object_parts
+from extender.model.quantities import parse_quantity
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 
 # types.go: ResourceClaimReservedForMaxSize, AllocationResultsMaxSize,
@@ -30,6 +32,12 @@ EXACT_COUNT = "ExactCount"
 ALL = "All"
 FROM_CLASS = "FromClass"
 FROM_CLAIM = "FromClaim"
+
+# types.go DeviceTaintEffect: the effects that keep a device from being allocated
+# (allocator_incubating.go taintPreventsAllocation); None and unknown effects do not.
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+ALLOCATION_BLOCKING_EFFECTS = frozenset({NO_SCHEDULE, NO_EXECUTE})
 
 
 class DeviceID(NamedTuple):
@@ -80,6 +88,117 @@ def _selectors(raw: Any, where: str) -> tuple[str, ...]:
         cel = as_object(selector.get("cel"), f"{where}[{i}].cel")
         expressions.append(as_str(cel.get("expression"), f"{where}[{i}].cel.expression"))
     return tuple(expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """types.go DeviceTaint. `time_added` is kept as the API's RFC 3339 text: the allocator
+    does not read it (only the eviction controller does, with tolerationSeconds)."""
+
+    key: str
+    value: str
+    effect: str
+    time_added: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+    @property
+    def blocks_allocation(self) -> bool:
+        return self.effect in ALLOCATION_BLOCKING_EFFECTS
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> DeviceTaint:
+        spec = as_object(raw, where)
+        added = spec.get("timeAdded")
+        return cls(as_str(spec.get("key"), f"{where}.key"), as_str(spec.get("value"), f"{where}.value"),
+                   as_str(spec.get("effect"), f"{where}.effect"),
+                   None if added is None else as_str(added, f"{where}.timeAdded"))
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """types.go DeviceToleration, on a request or subrequest; copied into each allocation
+    result of that request (allocator_incubating.go: `Tolerations: ...tolerations()`)."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """resourceclaim/devicetoleration.go ToleratesTaint: an empty effect or key matches any;
+        Equal (or no operator) compares values, Exists matches any value, other operators nothing."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON Go writes for the struct: every field omitempty."""
+        out: dict[str, Any] = {}
+        for name, value in (("key", self.key), ("operator", self.operator), ("value", self.value),
+                            ("effect", self.effect)):
+            if value:
+                out[name] = value
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> DeviceToleration:
+        spec = as_object(raw, where)
+        seconds = spec.get("tolerationSeconds")
+        return cls(as_str(spec.get("key"), f"{where}.key"), as_str(spec.get("operator"), f"{where}.operator"),
+                   as_str(spec.get("value"), f"{where}.value"), as_str(spec.get("effect"), f"{where}.effect"),
+                   None if seconds is None else _int(seconds, f"{where}.tolerationSeconds"))
+
+
+def _tolerations(raw: Any, where: str) -> tuple[DeviceToleration, ...]:
+    return tuple(DeviceToleration.parse(item, f"{where}[{i}]") for i, item in enumerate(as_list(raw, where)))
+
+
+def _counters(raw: Any, where: str) -> Mapping[str, Fraction]:
+    """A `counters` map (name -> {value: quantity}) as exact numbers."""
+    counters = as_object(raw, where)
+    out = {}
+    for name, counter in counters.items():
+        value = as_object(counter, f"{where}.{name}").get("value")
+        if value is None:
+            raise InvalidObject(f"{where}.{name}.value: required")
+        out[name] = parse_quantity(value)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    """types.go CounterSet, in a slice's sharedCounters (DRAPartitionableDevices)."""
+
+    name: str
+    counters: Mapping[str, Fraction]
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> CounterSet:
+        spec = as_object(raw, where)
+        return cls(as_str(spec.get("name"), f"{where}.name"), _counters(spec.get("counters"), f"{where}.counters"))
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    """types.go DeviceCounterConsumption: what a device takes from one counter set of its pool."""
+
+    counter_set: str
+    counters: Mapping[str, Fraction]
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> CounterConsumption:
+        spec = as_object(raw, where)
+        return cls(as_str(spec.get("counterSet"), f"{where}.counterSet"),
+                   _counters(spec.get("counters"), f"{where}.counters"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +262,14 @@ class Device:
     driver: str
     attributes: Mapping[str, Any]
     capacity: Mapping[str, Any]
-    consumes_counters: tuple[Mapping[str, Any], ...] = ()
-    taints: tuple[Mapping[str, Any], ...] = ()
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    taints: tuple[DeviceTaint, ...] = ()
     binding_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
+    # Where the device is, in a slice with perDeviceNodeSelection (the three are then exclusive).
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
     # Selector verdicts on this device, by expression: True, False, or the CEL error. A device is
     # immutable (a changed slice is parsed anew), so a verdict holds for every pod and node that
     # meets the device again: each selector runs once per device, not once per pod per node.
@@ -163,17 +286,28 @@ class Device:
         name = device.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidObject(f"{where}.name: required")
+        node_name = device.get("nodeName")
+        selector = device.get("nodeSelector")
         return cls(
             name=name,
             driver=driver,
             attributes=as_object(device.get("attributes"), f"{where}.attributes"),
             capacity=as_object(device.get("capacity"), f"{where}.capacity"),
-            consumes_counters=_objects(device.get("consumesCounters"), f"{where}.consumesCounters"),
-            taints=_objects(device.get("taints"), f"{where}.taints"),
+            consumes_counters=tuple(CounterConsumption.parse(item, f"{where}.consumesCounters[{i}]") for i, item
+                                    in enumerate(as_list(device.get("consumesCounters"), f"{where}.consumesCounters"))),
+            taints=tuple(DeviceTaint.parse(item, f"{where}.taints[{i}]")
+                         for i, item in enumerate(as_list(device.get("taints"), f"{where}.taints"))),
             binding_conditions=_strings(device.get("bindingConditions"), f"{where}.bindingConditions"),
             allow_multiple_allocations=_bool(device.get("allowMultipleAllocations"),
                                              f"{where}.allowMultipleAllocations"),
+            node_name=None if node_name is None else as_str(node_name, f"{where}.nodeName") or None,
+            node_selector=None if selector is None else NodeSelector.parse(selector, f"{where}.nodeSelector"),
+            all_nodes=_bool(device.get("allNodes"), f"{where}.allNodes"),
         )
+
+    def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """For a device of a perDeviceNodeSelection slice: its own nodeName, allNodes or nodeSelector."""
+        return node_matches(node_name, labels, self.node_name, self.all_nodes, self.node_selector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +323,7 @@ class ResourceSlice:
     devices: tuple[Device, ...]
     resource_version: str
     per_device_node_selection: bool = False
-    shared_counters: tuple[Mapping[str, Any], ...] = ()
+    shared_counters: tuple[CounterSet, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -212,12 +346,23 @@ class ResourceSlice:
                           for i, device in enumerate(as_list(spec.get("devices"), "spec.devices"))),
             resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
             per_device_node_selection=_bool(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection"),
-            shared_counters=_objects(spec.get("sharedCounters"), "spec.sharedCounters"),
+            shared_counters=tuple(CounterSet.parse(item, f"spec.sharedCounters[{i}]") for i, item
+                                  in enumerate(as_list(spec.get("sharedCounters"), "spec.sharedCounters"))),
             raw=raw,
         )
 
     def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
-        return node_matches(node_name, labels, self.node_name, self.all_nodes, self.node_selector)
+        """Whether the slice matters to the node (pools_incubating.go GatherPools): a slice of
+        shared counters always does (its pool's devices may be anywhere); then nodeName,
+        allNodes or nodeSelector; with perDeviceNodeSelection, any of its devices reaching
+        the node. None of them set is a future extension: the slice is ignored."""
+        if self.shared_counters:
+            return True
+        if self.node_name or self.all_nodes or self.node_selector is not None:
+            return node_matches(node_name, labels, self.node_name, self.all_nodes, self.node_selector)
+        if self.per_device_node_selection:
+            return any(device.available_on(node_name, labels) for device in self.devices)
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +376,7 @@ class DeviceRequest:
     allocation_mode: str
     count: int
     admin_access: bool
-    tolerations: tuple[Mapping[str, Any], ...] = ()
+    tolerations: tuple[DeviceToleration, ...] = ()
     request: str = ""
     subrequest: str = ""
 
@@ -247,7 +392,7 @@ class DeviceRequest:
             allocation_mode=mode,
             count=_int(spec.get("count"), f"{where}.count", 1 if mode == EXACT_COUNT else 0),
             admin_access=_bool(spec.get("adminAccess"), f"{where}.adminAccess"),
-            tolerations=_objects(spec.get("tolerations"), f"{where}.tolerations"),
+            tolerations=_tolerations(spec.get("tolerations"), f"{where}.tolerations"),
             request=request,
             subrequest=subrequest,
         )
@@ -303,7 +448,7 @@ class DeviceResult:
     pool: str
     device: str
     admin_access: bool
-    tolerations: tuple[Mapping[str, Any], ...] = ()
+    tolerations: tuple[DeviceToleration, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -311,13 +456,14 @@ class DeviceResult:
 
     def to_api(self) -> dict[str, Any]:
         """DeviceRequestAllocationResult: adminAccess only when true, as the allocator sets it
-        (allocator_stable.go allocateDevice); the request's tolerations are copied."""
+        (allocator_incubating.go allocateDevice); the tolerations of the request (or of the
+        chosen subrequest) are copied, as the allocator does whether or not they were needed."""
         out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool,
                                "device": self.device}
         if self.admin_access:
             out["adminAccess"] = True
         if self.tolerations:
-            out["tolerations"] = [dict(t) for t in self.tolerations]
+            out["tolerations"] = [t.to_api() for t in self.tolerations]
         return out
 
     @classmethod
@@ -326,7 +472,7 @@ class DeviceResult:
         return cls(as_str(spec.get("request"), f"{where}.request"), as_str(spec.get("driver"), f"{where}.driver"),
                    as_str(spec.get("pool"), f"{where}.pool"), as_str(spec.get("device"), f"{where}.device"),
                    _bool(spec.get("adminAccess"), f"{where}.adminAccess"),
-                   _objects(spec.get("tolerations"), f"{where}.tolerations"))
+                   _tolerations(spec.get("tolerations"), f"{where}.tolerations"))
 
 
 @dataclass(frozen=True)
@@ -453,7 +599,14 @@ class ResourceClaim:
 @dataclass(frozen=True)
 class Pool:
     """The slices of one pool that a node can reach. An incomplete pool (not every slice of
-    its newest generation published) has no slices; an invalid one says why in `invalid`."""
+    its newest generation published) has no slices; an invalid one says why in `invalid`.
+
+    With partitionable devices (pools_incubating.go buildPool): `slices` holds the slices of
+    devices, `counter_sets` the pool's shared counters by name (from its sharedCounters
+    slices), and `elsewhere` the pool's device slices of that generation that do not reach
+    the node: their devices cannot be picked here but, once allocated, still consume the
+    pool's counters.
+    """
 
     driver: str
     name: str
@@ -461,6 +614,8 @@ class Pool:
     slices: tuple[ResourceSlice, ...]
     incomplete: bool = False
     invalid: str = ""
+    counter_sets: Mapping[str, CounterSet] = field(default_factory=dict)
+    elsewhere: tuple[ResourceSlice, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.name}"
@@ -471,32 +626,37 @@ class Pool:
         return tuple((DeviceID(self.driver, self.name, device.name), device, slice_)
                      for slice_ in self.slices for device in slice_.devices)
 
-
-def _usable(slice_: ResourceSlice) -> bool:
-    """Slices of the beta partitionable-devices feature (per-device node selection, shared
-    counters) are skipped when it is off, as the GA allocator does (pools_stable.go)."""
-    return not slice_.per_device_node_selection and not slice_.shared_counters
+    @cached_property
+    def consumers(self) -> tuple[tuple[DeviceID, Device], ...]:
+        """Every device of the pool that consumes counters, reaching the node or not: those in
+        use are subtracted from the counter sets (allocator_incubating.go checkAvailableCounters)."""
+        return tuple((DeviceID(self.driver, self.name, device.name), device)
+                     for slice_ in (*self.slices, *self.elsewhere) for device in slice_.devices
+                     if device.consumes_counters)
 
 
 def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mapping[str, str], *,
                  all_slices: Iterable[ResourceSlice] | None = None) -> list[Pool]:
-    """The pools whose devices this node can reach (pools_stable.go GatherPools).
+    """The pools whose devices this node can reach (pools_incubating.go GatherPools, with
+    DRAPartitionableDevices on as in kube-scheduler v1.36).
 
-    Per pool, only the newest generation among the node's slices counts; the pool is
-    complete when that generation has `resourceSliceCount` slices. When the node sees fewer,
-    every slice of the pool is consulted (`all_slices`, default `slices`; pass the whole
-    cluster's when `slices` is a pre-filtered subset): a newer generation elsewhere makes the
-    node's slices obsolete and the pool is dropped; otherwise the count over all slices of
-    that generation decides. A pool whose slices repeat a device name is invalid.
+    A slice counts for the node when `ResourceSlice.available_on` says so (slices of shared
+    counters always do). Per pool, only the newest generation among the node's slices
+    counts; the pool is complete when that generation has `resourceSliceCount` slices. When
+    the node sees fewer, every slice of the pool is consulted (`all_slices`, default `slices`;
+    pass the whole cluster's when `slices` is a pre-filtered subset): a newer generation
+    elsewhere makes the node's slices obsolete and the pool is dropped; otherwise the count
+    over all slices of that generation decides, and the other slices become the pool's
+    `elsewhere`. A pool is invalid when its device slices repeat a device name, its counter
+    sets repeat a name, or a device consumes a counter set or counter the pool does not have.
 
-    Go collects pools in a map, so kube-scheduler's stable allocator visits them in random
-    order; we sort pools by (driver, pool) and slices by name, as the experimental allocator
-    does (internal/experimental/pools_experimental.go), so that the first fit is reproducible.
+    Pools are sorted by (driver, pool) and slices by name, as pools_incubating.go does, so
+    that the first fit is reproducible.
     """
     slices = list(slices)
     pools: dict[tuple[str, str], list[ResourceSlice]] = {}
     for slice_ in slices:
-        if not _usable(slice_) or not slice_.available_on(node_name, labels):
+        if not slice_.available_on(node_name, labels):
             continue
         key = (slice_.driver, slice_.pool)
         current = pools.get(key)
@@ -509,6 +669,7 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
     result = []
     for (driver, name), found in sorted(pools.items()):
         generation, wanted = found[0].generation, found[0].slice_count
+        others: list[ResourceSlice] = []
         if len(found) != wanted:
             if by_pool is None:
                 by_pool = {}
@@ -517,12 +678,35 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
             pool_slices = by_pool.get((driver, name), [])
             if any(s.generation > generation for s in pool_slices):
                 continue
-            if sum(1 for s in pool_slices if s.generation == generation) != wanted:
+            current = [s for s in pool_slices if s.generation == generation]
+            if len(current) != wanted:
                 result.append(Pool(driver, name, generation, (), incomplete=True))
                 continue
-        ordered = tuple(sorted(found, key=lambda s: s.name))
-        result.append(Pool(driver, name, generation, ordered, invalid=_duplicate_device(ordered)))
+            seen = {s.name for s in found}
+            rest = [s for s in current if s.name not in seen]
+            # Slices of shared counters reach every node; a caller whose `slices` left one out
+            # (filed under the node it names) gets it back here, as the source always has it.
+            found = [*found, *(s for s in rest if s.shared_counters)]
+            others = sorted((s for s in rest if not s.shared_counters), key=lambda s: s.name)
+        result.append(_build_pool(driver, name, generation, sorted(found, key=lambda s: s.name), others))
     return result
+
+
+def _build_pool(driver: str, name: str, generation: int, found: list[ResourceSlice],
+                others: list[ResourceSlice]) -> Pool:
+    """pools_incubating.go buildPool: device slices and counter sets apart, then validated."""
+    device_slices = tuple(s for s in found if not s.shared_counters)
+    invalid = _duplicate_device(device_slices)
+    counter_sets: dict[str, CounterSet] = {}
+    for slice_ in found:
+        for counter_set in slice_.shared_counters:
+            if not invalid and counter_set.name in counter_sets:
+                invalid = f"duplicate counter set name {counter_set.name}"
+            counter_sets.setdefault(counter_set.name, counter_set)
+    invalid = invalid or _unknown_counter(counter_sets, device_slices) or _unknown_counter(counter_sets, others)
+    if invalid:
+        return Pool(driver, name, generation, device_slices, invalid=invalid)
+    return Pool(driver, name, generation, device_slices, counter_sets=counter_sets, elsewhere=tuple(others))
 
 
 def _duplicate_device(slices: Iterable[ResourceSlice]) -> str:
@@ -532,4 +716,18 @@ def _duplicate_device(slices: Iterable[ResourceSlice]) -> str:
             if device.name in seen:
                 return f"duplicate device name {device.name}"
             seen.add(device.name)
+    return ""
+
+
+def _unknown_counter(counter_sets: Mapping[str, CounterSet], slices: Iterable[ResourceSlice]) -> str:
+    """validateDeviceCounterConsumption: every consumed counter set and counter exists in the pool."""
+    for slice_ in slices:
+        for device in slice_.devices:
+            for consumption in device.consumes_counters:
+                counter_set = counter_sets.get(consumption.counter_set)
+                if counter_set is None:
+                    return f"counter set {consumption.counter_set} not found"
+                for counter in consumption.counters:
+                    if counter not in counter_set.counters:
+                        return f"counter {counter} not found in counter set {counter_set.name}"
     return ""

@@ -13,6 +13,7 @@ CLASS_A, CLASS_B = "class-a", "class-b"
 NODE_1, NODE_2 = "node-1", "node-2"
 LABELS = {NODE_1: {"region": "region-1", "planet": "earth"}, NODE_2: {"region": "region-2", "planet": "earth"}}
 ALL_NODES = object()
+PER_DEVICE = object()  # a slice with perDeviceNodeSelection: each device says where it is
 
 
 def device(name: str, capacity: dict[str, str] | None = None, attributes: dict[str, Any] | None = None,
@@ -31,6 +32,8 @@ def raw_slice(name: str, where: Any, pool: str, driver: str, *devices: dict[str,
                                                        "resourceSliceCount": count}}
     if where is ALL_NODES:
         spec["allNodes"] = True
+    elif where is PER_DEVICE:
+        spec["perDeviceNodeSelection"] = True
     elif isinstance(where, dict):
         spec["nodeSelector"] = where
     else:
@@ -72,7 +75,7 @@ def memory_at_least(quantity: str, driver: str = DRIVER_A) -> dict[str, Any]:
 
 
 def exact(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount",
-          admin: bool | None = None) -> dict[str, Any]:
+          admin: bool | None = None, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"deviceClassName": cls, "allocationMode": mode}
     if mode == "ExactCount":
         spec["count"] = count
@@ -80,6 +83,8 @@ def exact(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode:
         spec["selectors"] = list(selectors)
     if admin is not None:
         spec["adminAccess"] = admin
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
     return {"name": name, "exactly": spec}
 
 
@@ -87,12 +92,15 @@ def all_of(name: str, cls: str, *selectors: dict[str, Any], admin: bool | None =
     return exact(name, cls, 0, *selectors, mode="All", admin=admin)
 
 
-def sub(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount") -> dict[str, Any]:
+def sub(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount",
+        tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": name, "deviceClassName": cls, "allocationMode": mode}
     if mode == "ExactCount":
         spec["count"] = count
     if selectors:
         spec["selectors"] = list(selectors)
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
     return spec
 
 
@@ -124,3 +132,33 @@ def node_label_selector(key: str, *values: str) -> dict[str, Any]:
 
 def local_node_selector(node: str) -> dict[str, Any]:
     return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+
+
+def taint(key: str, value: str, effect: str) -> dict[str, Any]:
+    return {"key": key, "value": value, "effect": effect}
+
+
+def toleration(key: str = "", operator: str = "", value: str = "", effect: str = "") -> dict[str, Any]:
+    """A DeviceToleration as the API server stores it (empty fields omitted)."""
+    raw = {"key": key, "operator": operator, "value": value, "effect": effect}
+    return {name: field for name, field in raw.items() if field}
+
+
+def counters(**values: str) -> dict[str, Any]:
+    return {name: {"value": value} for name, value in values.items()}
+
+
+def counter_set(name: str, **values: str) -> dict[str, Any]:
+    return {"name": name, "counters": counters(**values)}
+
+
+def consumes(counter_set_name: str, **values: str) -> dict[str, Any]:
+    return {"counterSet": counter_set_name, "counters": counters(**values)}
+
+
+def counter_slice(name: str, where: Any, pool: str, driver: str, *sets: dict[str, Any], count: int = 1,
+                  generation: int = 1) -> ResourceSlice:
+    """sliceWithCounterSets: a slice of sharedCounters and no devices."""
+    raw = raw_slice(name, where, pool, driver, count=count, generation=generation)
+    raw["spec"]["sharedCounters"] = list(sets)
+    return ResourceSlice.parse(raw)

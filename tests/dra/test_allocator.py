@@ -669,10 +669,10 @@ def test_check_combinations_within_single_request_is_exhaustive_and_bounded() ->
         run([claim("claim-0", exact("req-0", CLASS_A, 5))], slices, max_backtracks=3)
 
 
-def test_binding_conditions_and_counters_are_not_offered_without_their_features() -> None:
+def test_binding_conditions_are_not_offered_without_their_feature() -> None:
     slices = [slice_("slice-1", NODE_1, "pool-1", DRIVER_A, device("device-1", bindingConditions=["ready"]),
-                     device("device-2", consumesCounters=[{"counterSet": "set", "counters": {}}]), device("device-3"))]
-    assert picked(run([claim("claim-0", exact("req-0", CLASS_A))], slices)) == [[a("req-0", "pool-1", "device-3")]]
+                     device("device-2"))]
+    assert picked(run([claim("claim-0", exact("req-0", CLASS_A))], slices)) == [[a("req-0", "pool-1", "device-2")]]
 
 
 def test_pools_are_visited_sorted_by_driver_and_name() -> None:

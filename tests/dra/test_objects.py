@@ -1,6 +1,7 @@
 """Parsing the resource.k8s.io/v1 objects (field names and defaults of
 k8s.io/api@v0.36.3/resource/v1/types.go) and gathering a node's pools
-(structured/internal/stable/pools_stable.go GatherPools)."""
+(structured/internal/incubating/pools_incubating.go GatherPools; the partitionable-devices
+pools are in test_partitionable.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from extender.dra.objects import (
     DeviceClass,
     DeviceID,
     DeviceResult,
+    DeviceTaint,
+    DeviceToleration,
     Pool,
     ResourceClaim,
     ResourceSlice,
@@ -75,7 +78,8 @@ def test_resource_slice() -> None:
     d0 = parsed.devices[0]
     assert d0.name == "d0" and d0.driver == DRIVER_A
     assert d0.attributes == {"model": {"string": "a100"}} and d0.capacity == {"memory": {"value": "1Gi"}}
-    assert d0.binding_conditions == ("ready",) and d0.allow_multiple_allocations and d0.taints[0]["key"] == "k"
+    assert d0.binding_conditions == ("ready",) and d0.allow_multiple_allocations
+    assert d0.taints == (DeviceTaint("k", "", "NoSchedule"),) and str(d0.taints[0]) == "k:NoSchedule"
     assert d0.cel is d0.cel  # built once
 
 
@@ -133,7 +137,7 @@ def test_resource_claim() -> None:
     assert gpu.alternatives() == (gpu.exactly,) and gpu.exactly is not None
     assert (gpu.exactly.name, gpu.exactly.device_class, gpu.exactly.selectors, gpu.exactly.allocation_mode,
             gpu.exactly.count, gpu.exactly.admin_access) == ("gpu", "gpu", ("true",), "ExactCount", 1, True)
-    assert gpu.exactly.tolerations == ({"operator": "Exists"},)
+    assert gpu.exactly.tolerations == (DeviceToleration(operator="Exists"),)
     assert nic.exactly is None and [s.name for s in nic.alternatives()] == ["nic/fast", "nic/slow"]
     fast, slow = nic.first_available
     assert (fast.request, fast.subrequest, fast.count, slow.allocation_mode, slow.count) == ("nic", "fast", 2, "All", 0)
@@ -213,10 +217,3 @@ def test_gather_pools_incomplete_invalid_and_obsolete() -> None:
     assert pool.invalid == "duplicate device name x" and str(pool) == "driver-a/pool-1"
 
 
-def test_gather_pools_skips_partitionable_slices() -> None:
-    raw = raw_slice("s", NODE_1, "pool-1", DRIVER_A, device("x"))
-    raw["spec"]["sharedCounters"] = [{"name": "set", "counters": {"mem": {"value": "1"}}}]
-    per_device = raw_slice("t", NODE_1, "pool-2", DRIVER_A, device("x"))
-    del per_device["spec"]["nodeName"]
-    per_device["spec"]["perDeviceNodeSelection"] = True
-    assert gather_pools([ResourceSlice.parse(raw), ResourceSlice.parse(per_device)], NODE_1, {}) == []
