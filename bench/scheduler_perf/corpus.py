@@ -268,13 +268,9 @@ def unroll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
 SKIPPED_FOLDERS = {
     "dra/consumablecapacity": "DRA consumable capacity (DRAConsumableCapacity: shared devices, "
                               "capacity requests, ShareID) is not implemented in our scheduler yet (issue 34)",
-    "dra/devicetaints": "DRA device taints and tolerations (DRADeviceTaints) are not implemented in our "
-                        "scheduler yet (issue 34)",
     "dra/extendedresource": "DRA extended resources (DRAExtendedResource: extendedResourceName classes, "
                             "special claims for extended resource requests) are not implemented in our "
                             "scheduler yet (issue 34)",
-    "dra/partitionabledevices": "DRA partitionable devices (DRAPartitionableDevices: shared counters, "
-                                "per-device node selection) are not implemented in our scheduler yet (issue 34)",
     "nodedeclaredfeatures": "needs the alpha NodeDeclaredFeatures gate and node.status.declaredFeatures, "
                             "which scheduler_perf fills in Go (nodeUpdateFn); not covered by this benchmark",
 }

@@ -159,14 +159,15 @@ class DraStore:
 
     def pools_for(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
         """gather_pools for the node, remembered until a slice it may reach changes. A pool the
-        node sees only part of is not remembered (its other slices live on other nodes' tables)."""
+        node sees only part of (incomplete here, or with device slices for other nodes whose
+        counters it shares) is not remembered: its other slices live in other nodes' tables."""
         own, shared = self._node_generation.get(node_name, 0), self._shared_generation
         cached = self._pools.get(node_name)
         if cached is not None and cached[0] == own and cached[1] == shared and (
                 cached[2] is labels or cached[2] == labels):
             return cached[3]
         pools = gather_pools(self.slices_for(node_name), node_name, labels, all_slices=self.all_slices())
-        if not any(pool.incomplete for pool in pools):
+        if not any(pool.incomplete or pool.elsewhere for pool in pools):
             self._pools[node_name] = (own, shared, labels, pools)
         return pools
 
@@ -267,11 +268,19 @@ class DraStore:
         else:
             self._shared_generation += 1
 
+    @staticmethod
+    def _own_node(item: ResourceSlice) -> str | None:
+        """The node whose table holds the slice; None for those that may reach any node (a
+        nodeSelector, allNodes, per-device node selection, or shared counters, which reach every
+        node whatever their nodeName says: pools_incubating.go)."""
+        return item.node_name if item.node_name and not item.shared_counters else None
+
     def _file_slice(self, item: ResourceSlice) -> None:
         self._slices[item.name] = item
-        self._touch_slices(item.node_name)
-        if item.node_name:
-            self._node_slices.setdefault(item.node_name, {})[item.name] = item
+        own = self._own_node(item)
+        self._touch_slices(own)
+        if own:
+            self._node_slices.setdefault(own, {})[item.name] = item
         else:
             self._shared_slices[item.name] = item
 
@@ -279,13 +288,14 @@ class DraStore:
         old = self._slices.pop(name, None)
         if old is None:
             return
-        self._touch_slices(old.node_name)
-        if old.node_name:
-            own = self._node_slices.get(old.node_name)
+        node = self._own_node(old)
+        self._touch_slices(node)
+        if node:
+            own = self._node_slices.get(node)
             if own is not None:
                 own.pop(name, None)
                 if not own:
-                    del self._node_slices[old.node_name]
+                    del self._node_slices[node]
         else:
             self._shared_slices.pop(name, None)
 

@@ -51,12 +51,12 @@ def test_gates_off_by_default_or_locked_and_unimplemented_features_skipped(workl
     assert found["SchedulingWithResourceClaimTemplate/5000pods_500nodes"].skip == \
         "needs feature gate SchedulerQueueingHints=false, locked to true in v1.36.3"
     assert "DRAConsumableCapacity" in found["ConsumableCapacity/fast"].skip
-    assert "DRADeviceTaints" in found["DeviceTaintToleration/fast"].skip
     assert "DRAExtendedResource" in found["ExtendedResource/fast"].skip
-    assert "DRAPartitionableDevices" in found["Partitionable/fast"].skip
     assert all("issue 34" in w.skip for w in workloads
-               if w.folder in ("dra/consumablecapacity", "dra/devicetaints", "dra/partitionabledevices")
-               or w.folder.startswith("dra/extendedresource"))
+               if w.folder == "dra/consumablecapacity" or w.folder.startswith("dra/extendedresource"))
+    # device taints and partitionable devices are implemented: their default-gate variants run
+    assert found["DeviceTaintToleration/fast_QueueingHintsEnabled"].skip == ""
+    assert found["Partitionable/2000pods_100nodes"].skip == ""
     assert corpus._gate_skip({"DRADeviceTaintRules": True}) == \
         "needs feature gate DRADeviceTaintRules=true, off by default, default false in v1.36.3"
     assert "not recorded" in corpus._gate_skip({"SomeNewGate": True})
