@@ -26,6 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from extender.dra.objects import (
@@ -220,7 +221,8 @@ class DraStore:
 
     def upsert(self, resource: str, raw: Mapping[str, Any]) -> bool:
         """Add or replace one object; False when it cannot be read (counted, logged, skipped)."""
-        parsed = self._parsed(resource, [raw])
+        previous = self._claims.get(raw_key(CLAIMS, raw) or "") if resource == CLAIMS else None
+        parsed = self._parsed(resource, [raw], previous)
         if not parsed:
             return False
         item = parsed[0]
@@ -251,8 +253,11 @@ class DraStore:
                     self._drop_in_flight(claim.uid)
         self._notify(DRA_CHANGED, (resource, key))
 
-    def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]]) -> list[Any]:
-        parse = {CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse, CLAIMS: ResourceClaim.parse}[resource]
+    def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]], previous: ResourceClaim | None = None
+                ) -> list[Any]:
+        parse: Callable[[Mapping[str, Any]], Any] = {
+            CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse,
+            CLAIMS: partial(ResourceClaim.parse, previous=previous)}[resource]
         parsed = []
         for raw in raws:
             try:

@@ -561,9 +561,12 @@ class ResourceClaim:
         return len(self.reserved_for) < RESERVED_FOR_MAX_SIZE
 
     @classmethod
-    def parse(cls, raw: Any) -> ResourceClaim:
+    def parse(cls, raw: Any, previous: ResourceClaim | None = None) -> ResourceClaim:
+        """`previous`: the version stored before this one. A claim's spec is immutable (the API
+        server refuses a change: validation.go), so the requests of the same claim (same uid) are
+        taken from it instead of parsed again: a claim is written three or four times in its
+        life (created, allocated, reserved, released), and the spec is most of its parse."""
         meta, spec, status = object_parts(raw, "ResourceClaim")
-        devices = as_object(spec.get("devices"), "spec.devices")
         owners = []
         for i, ref in enumerate(_objects(meta.get("ownerReferences"), "metadata.ownerReferences")):
             where = f"metadata.ownerReferences[{i}]"
@@ -577,23 +580,36 @@ class ResourceClaim:
                                         as_str(ref.get("uid"), f"{where}.uid"),
                                         as_str(ref.get("apiGroup"), f"{where}.apiGroup")))
         allocation = status.get("allocation")
+        uid = as_str(meta.get("uid"), "metadata.uid")
+        if previous is not None and uid and previous.uid == uid:
+            requests, constraints, config = previous.requests, previous.constraints, previous.config
+        else:
+            requests, constraints, config = _claim_spec(spec)
         return cls(
             namespace=as_str(meta.get("namespace"), "metadata.namespace"),
             name=object_name(meta),
-            uid=as_str(meta.get("uid"), "metadata.uid"),
+            uid=uid,
             resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
             deleting=meta.get("deletionTimestamp") is not None,
             finalizers=_strings(meta.get("finalizers"), "metadata.finalizers"),
             owner_uids=tuple(owners),
-            requests=tuple(Request.parse(r, f"spec.devices.requests[{i}]")
-                           for i, r in enumerate(as_list(devices.get("requests"), "spec.devices.requests"))),
-            constraints=tuple(Constraint.parse(c, f"spec.devices.constraints[{i}]")
-                              for i, c in enumerate(as_list(devices.get("constraints"), "spec.devices.constraints"))),
-            config=_objects(devices.get("config"), "spec.devices.config"),
+            requests=requests,
+            constraints=constraints,
+            config=config,
             allocation=None if allocation is None else Allocation.parse(allocation),
             reserved_for=tuple(reserved),
             raw=raw,
         )
+
+
+def _claim_spec(spec: Mapping[str, Any]) -> tuple[tuple[Request, ...], tuple[Constraint, ...],
+                                                    tuple[Mapping[str, Any], ...]]:
+    devices = as_object(spec.get("devices"), "spec.devices")
+    requests = tuple(Request.parse(r, f"spec.devices.requests[{i}]")
+                     for i, r in enumerate(as_list(devices.get("requests"), "spec.devices.requests")))
+    constraints = tuple(Constraint.parse(c, f"spec.devices.constraints[{i}]")
+                        for i, c in enumerate(as_list(devices.get("constraints"), "spec.devices.constraints")))
+    return requests, constraints, _objects(devices.get("config"), "spec.devices.config")
 
 
 @dataclass(frozen=True)

@@ -217,3 +217,18 @@ def test_gather_pools_incomplete_invalid_and_obsolete() -> None:
     assert pool.invalid == "duplicate device name x" and str(pool) == "driver-a/pool-1"
 
 
+
+
+def test_an_update_of_the_same_claim_keeps_its_parsed_requests_and_a_recreated_one_is_parsed_anew() -> None:
+    raw = {"metadata": {"name": "c", "namespace": "default", "uid": "u1", "resourceVersion": "1"},
+           "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+    first = ResourceClaim.parse(raw)
+    allocated = {**raw, "metadata": {**raw["metadata"], "resourceVersion": "2"},
+                 "status": {"allocation": {"devices": {"results": [
+                     {"request": "gpu", "driver": "d", "pool": "p", "device": "x"}]}}}}
+    second = ResourceClaim.parse(allocated, previous=first)
+    assert second.requests is first.requests and second.allocation is not None
+    recreated = {**raw, "metadata": {**raw["metadata"], "uid": "u2"},
+                 "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic"}}]}}}
+    third = ResourceClaim.parse(recreated, previous=first)
+    assert [r.name for r in third.requests] == ["nic"]
