@@ -39,18 +39,40 @@ from extender.dra.objects import (
     gather_pools,
 )
 from extender.errors import InvalidObject
+from extender.policy.dra import extended_claim_owner, extended_key
 
 log = logging.getLogger(__name__)
 
 DRA_CHANGED = "dra-changed"
 
 CLASSES = "deviceclasses"
+# resourceapi.ResourceDeviceClassPrefix: every class serves the extended resource of its name.
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 SLICES = "resourceslices"
 CLAIMS = "resourceclaims"
 RESOURCES = (CLASSES, SLICES, CLAIMS)
 KIND_NAMES = {"DeviceClass": CLASSES, "ResourceSlice": SLICES, "ResourceClaim": CLAIMS}
 
 Notify = Callable[[str, Any], None]
+
+
+def extended_resources(classes: Iterable[DeviceClass]) -> dict[str, DeviceClass]:
+    """Extended resource name -> DeviceClass, as kube-scheduler's ExtendedResourceCache
+    (dynamic-resource-allocation/deviceclass/extendedresourcecache): every class serves
+    `deviceclass.resource.kubernetes.io/<name>`; where several name the same
+    `extendedResourceName`, the newest class wins, and the lower name between equals."""
+    table: dict[str, DeviceClass] = {}
+    chosen: dict[str, tuple[str, str]] = {}  # resource -> (creationTimestamp, name) of its class
+    for cls in classes:
+        table[IMPLICIT_PREFIX + cls.name] = cls
+        if not cls.extended_resource_name:
+            continue
+        created = str((cls.raw.get("metadata") or {}).get("creationTimestamp") or "")
+        known = chosen.get(cls.extended_resource_name)
+        if known is None or created > known[0] or (created == known[0] and cls.name < known[1]):
+            chosen[cls.extended_resource_name] = (created, cls.name)
+            table[cls.extended_resource_name] = cls
+    return table
 
 
 def held_devices(claim: ResourceClaim) -> list[DeviceID]:
@@ -91,6 +113,7 @@ class DraStore:
         self._notify = notify or (lambda event, obj: None)
         self._lock = threading.RLock()
         self._classes: dict[str, DeviceClass] = {}
+        self._extended: dict[str, DeviceClass] = {}  # extended resource name -> the class serving it
         self._slices: dict[str, ResourceSlice] = {}
         self._node_slices: dict[str, dict[str, ResourceSlice]] = {}  # node name -> slice name -> slice
         self._shared_slices: dict[str, ResourceSlice] = {}  # nodeSelector / allNodes slices
@@ -101,6 +124,7 @@ class DraStore:
         self._pools: dict[str, tuple[int, int, Mapping[str, str], list[Pool]]] = {}
         self._claims: dict[str, ResourceClaim] = {}
         self._by_uid: dict[str, str] = {}
+        self._extended_claims: dict[str, str] = {}  # pod uid -> key of its extended-resource claim
         self._held: Counter[DeviceID] = Counter()  # devices held by stored allocations (and in flight)
         self._in_flight: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
         self._unsynced: set[str] = set()
@@ -136,11 +160,22 @@ class DraStore:
     def device_class(self, name: str) -> DeviceClass | None:
         return self._classes.get(name)
 
+    def extended_class(self, resource: str) -> DeviceClass | None:
+        """The class that serves an extended resource (DRAExtendedResource): the one naming it in
+        `extendedResourceName`, or the class of the implicit `deviceclass.resource.kubernetes.io/<class>`."""
+        return self._extended.get(resource)
+
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self._claims.get(f"{namespace}/{name}")
 
     def claims(self) -> list[ResourceClaim]:
         return list(self._claims.values())
+
+    def extended_claim_of(self, pod_uid: str) -> ResourceClaim | None:
+        """The claim the scheduler made for the pod's extended resources (owned by the pod and
+        annotated resource.kubernetes.io/extended-resource-claim), if one exists."""
+        key = self._extended_claims.get(pod_uid)
+        return self._claims.get(key) if key is not None else None
 
     def slices(self) -> list[ResourceSlice]:
         return list(self._slices.values())
@@ -201,6 +236,7 @@ class DraStore:
         with self._lock:
             if resource == CLASSES:
                 self._classes = {c.name: c for c in parsed}
+                self._extended = extended_resources(self._classes.values())
             elif resource == SLICES:
                 self._slices = {}
                 self._node_slices = {}
@@ -211,6 +247,7 @@ class DraStore:
             else:
                 self._claims = {}
                 self._by_uid = {}
+                self._extended_claims = {}
                 self._held = Counter()
                 for item in parsed:
                     self._file_claim(item)
@@ -229,6 +266,7 @@ class DraStore:
         with self._lock:
             if resource == CLASSES:
                 self._classes[item.name] = item
+                self._extended = extended_resources(self._classes.values())
                 key = item.name
             elif resource == SLICES:
                 self._unfile_slice(item.name)
@@ -245,6 +283,7 @@ class DraStore:
         with self._lock:
             if resource == CLASSES:
                 self._classes.pop(key, None)
+                self._extended = extended_resources(self._classes.values())
             elif resource == SLICES:
                 self._unfile_slice(key)
             else:
@@ -308,9 +347,14 @@ class DraStore:
         self._claims[claim.key] = claim
         self._by_uid[claim.uid] = claim.key
         self._held.update(held_devices(claim))
+        pod = extended_claim_owner(claim)
+        if pod:
+            self._extended_claims[pod] = claim.key
         if claim.allocation is not None:
             # Our own write (or anyone's) is visible now: the stored allocation is authoritative.
             self._drop_in_flight(claim.uid)
+            if pod:
+                self._drop_in_flight(extended_key(pod))
 
     def _unfile_claim(self, key: str) -> ResourceClaim | None:
         old = self._claims.pop(key, None)
@@ -318,6 +362,9 @@ class DraStore:
             return None
         if self._by_uid.get(old.uid) == key:
             del self._by_uid[old.uid]
+        pod = extended_claim_owner(old)
+        if pod and self._extended_claims.get(pod) == key:
+            del self._extended_claims[pod]
         self._unhold(held_devices(old))
         return old
 
@@ -338,6 +385,19 @@ class DraStore:
             if taken:
                 raise ValueError(f"device {taken[0].driver}/{taken[0].pool}/{taken[0].device} is already allocated")
             self._in_flight[claim.uid] = (claim.key, allocation)
+            self._held.update(_allocation_devices(allocation))
+
+    def assume_extended(self, pod_uid: str, allocation: Allocation) -> None:
+        """Reserve, for the claim of a pod's extended resources, which exists only from PreBind
+        on: its devices are held under the pod until the created claim shows its allocation, or
+        `release_allocation(extended_key(pod_uid))`. ValueError when a device is taken already."""
+        with self._lock:
+            key = extended_key(pod_uid)
+            taken = [d for d in _allocation_devices(allocation) if self._held.get(d, 0) > 0]
+            if taken or key in self._in_flight:
+                raise ValueError(f"device {taken[0]} is already allocated" if taken
+                                 else f"the extended resources of pod {pod_uid} are being allocated")
+            self._in_flight[key] = (key, allocation)
             self._held.update(_allocation_devices(allocation))
 
     def release_allocation(self, uid: str) -> None:

@@ -28,16 +28,21 @@ from extender.policy.claim_actions import (
     CONFLICT_RETRIES,
     BindClaim,
     ClaimWriteRefused,
+    CreateExtendedClaim,
     DeallocateClaim,
+    DeleteClaim,
+    DeleteExtendedClaim,
     UnreserveClaim,
     check_claim,
     with_finalizer,
     with_status,
 )
+from extender.policy.dra import EXTENDED_ANNOTATION
 
 log = logging.getLogger(__name__)
 
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 REASON = "resource-claim"  # BIND_ERRORS' label for a refused claim write
 TIMEOUT = (5.0, 15.0)
 
@@ -107,7 +112,69 @@ def deallocate_claim(api_client: Any, action: DeallocateClaim) -> None:
     log.info("deallocated resource claim %s: its pod fits on no node while it stays allocated", action.key)
 
 
+def claims_path(namespace: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace, safe='')}/resourceclaims"
+
+
+def create_extended_claim(api_client: Any, action: CreateExtendedClaim) -> None:
+    """Create the claim of a pod's extended resources, allocate and reserve it, then name it in
+    the pod's status; a failure after the create deletes the claim again before raising."""
+    try:
+        created = kube_client.request_json(api_client, "POST", claims_path(action.namespace), body=action.claim(),
+                                           timeout=TIMEOUT)
+    except ClusterError as exc:
+        raise ClusterError(f"create claim for extended resources of pod {action.namespace}/{action.pod.name}: "
+                           f"{exc}", status=exc.status, reason=REASON) from exc
+    bind = action.bind(created)
+    try:
+        bind_claim(api_client, bind)
+        kube_client.request_json(
+            api_client, "PATCH",
+            f"/api/v1/namespaces/{quote(action.namespace, safe='')}/pods/{quote(action.pod.name, safe='')}/status",
+            body=action.pod_status(bind.name), content_type=STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
+    except ClusterError:
+        _delete(api_client, action.namespace, bind.name, bind.uid)
+        raise
+
+
+def delete_extended_claim(api_client: Any, action: DeleteExtendedClaim) -> None:
+    """Unreserve: delete the claim made for the pod's extended resources, if it was made."""
+    try:
+        listed = kube_client.request_json(api_client, "GET", claims_path(action.namespace), timeout=TIMEOUT)
+    except ClusterError as exc:
+        log.warning("listing claims to delete the extended-resource claim of pod %s failed: %s", action.pod_uid, exc)
+        return
+    for item in listed.get("items") or []:
+        meta = item.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        owners = meta.get("ownerReferences") or []
+        if annotations.get(EXTENDED_ANNOTATION) == "true" and any(o.get("uid") == action.pod_uid for o in owners):
+            _delete(api_client, action.namespace, str(meta.get("name")), str(meta.get("uid") or ""))
+
+
+def delete_claim(api_client: Any, action: DeleteClaim) -> None:
+    """PostFilter: delete a stale extended-resource claim (finalizer first)."""
+    _delete(api_client, action.namespace, action.name, action.uid)
+
+
+def _delete(api_client: Any, namespace: str, name: str, uid: str) -> None:
+    """Remove kube-scheduler's finalizer, then delete the claim (this uid only); errors are logged."""
+    path = claim_path(namespace, name)
+    try:
+        kube_client.request_json(api_client, "PATCH", path, body={"metadata": {"finalizers": None}},
+                                 content_type=MERGE_PATCH, timeout=TIMEOUT)
+        kube_client.request_json(api_client, "DELETE", path, body={
+            "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None,
+            timeout=TIMEOUT)
+    except NotFoundError:
+        return
+    except ClusterError as exc:
+        log.warning("deleting resource claim %s/%s failed: %s", namespace, name, exc)
+
+
 def api_server_handlers(api_client: Any) -> dict[type, prebinding.Handler]:
     """The DRA bind-time actions carried out against the API server through `api_client`."""
     return {BindClaim: partial(bind_claim, api_client), UnreserveClaim: partial(unreserve_claim, api_client),
-            DeallocateClaim: partial(deallocate_claim, api_client)}
+            DeallocateClaim: partial(deallocate_claim, api_client),
+            CreateExtendedClaim: partial(create_extended_claim, api_client),
+            DeleteExtendedClaim: partial(delete_extended_claim, api_client), DeleteClaim: partial(delete_claim, api_client)}

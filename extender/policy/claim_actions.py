@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
+from extender.policy.dra import EXTENDED_ANNOTATION
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 CONFLICT_RETRIES = 5
@@ -85,6 +86,56 @@ class DeallocateClaim:
         status = {k: v for k, v in (self.raw.get("status") or {}).items()
                   if k not in ("allocation", "reservedFor", "devices")}
         return {**self.raw, "status": status}
+
+
+@dataclass(frozen=True)
+class CreateExtendedClaim:
+    """PreBind for a pod's extended resources backed by DRA: create the claim (owned by the pod,
+    annotated), then allocate and reserve it as BindClaim does, then name it in
+    `pod.status.extendedResourceClaimStatus` with the container-to-request mappings."""
+
+    namespace: str
+    pod: ConsumerRef
+    requests: tuple[Mapping[str, Any], ...]
+    allocation: Allocation
+    mappings: tuple[Mapping[str, str], ...]  # containerName, resourceName, requestName
+
+    def claim(self) -> dict[str, Any]:
+        """The claim to create (createExtendedResourceClaimInAPI)."""
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"generateName": f"{self.pod.name}-extended-resources-", "namespace": self.namespace,
+                             "annotations": {EXTENDED_ANNOTATION: "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": self.pod.name,
+                                                  "uid": self.pod.uid, "controller": True}]},
+                "spec": {"devices": {"requests": [dict(r) for r in self.requests]}}}
+
+    def bind(self, created: Mapping[str, Any]) -> BindClaim:
+        meta = created.get("metadata") or {}
+        return BindClaim(self.namespace, str(meta.get("name") or ""), str(meta.get("uid") or ""), created, self.pod,
+                         self.allocation)
+
+    def pod_status(self, claim_name: str) -> dict[str, Any]:
+        return {"status": {"extendedResourceClaimStatus": {"requestMappings": [dict(m) for m in self.mappings],
+                                                           "resourceClaimName": claim_name}}}
+
+
+@dataclass(frozen=True)
+class DeleteExtendedClaim:
+    """Unreserve for CreateExtendedClaim: the claim made for the pod's extended resources is
+    deleted (finalizer first), so that no orphan holds its devices (unreserveExtendedResourceClaim)."""
+
+    namespace: str
+    pod_uid: str
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    """PostFilter: a stale extended-resource claim from an earlier attempt is deleted (finalizer
+    first), and the next attempt makes a new one."""
+
+    namespace: str
+    name: str
+    uid: str
 
 
 class ClaimWriteRefused(ValueError):

@@ -22,11 +22,31 @@ from extender.dra.objects import (
     ResourceSlice,
 )
 
+EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # resourceapi.ExtendedResourceClaimAnnotation
+
+
+def extended_key(pod_uid: str) -> str:
+    """The in-flight key of a pod's extended-resource allocation (its claim has no uid yet)."""
+    return f"extended-resources/{pod_uid}"
+
+
+def extended_claim_owner(claim: ResourceClaim) -> str:
+    """The uid of the pod whose extended resources the claim serves (annotated, owned by the pod),
+    "" for any other claim (findExtendedResourceClaim)."""
+    annotations = (claim.raw.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(EXTENDED_ANNOTATION) != "true":
+        return ""
+    return next((owner.uid for owner in claim.owner_uids if owner.kind == "Pod" and owner.controller), "")
+
 
 class DraView(Protocol):
     enabled: bool  # False: the API server does not serve resource.k8s.io/v1
 
     def device_class(self, name: str) -> DeviceClass | None: ...
+
+    def extended_class(self, resource: str) -> DeviceClass | None:
+        """The class serving an extended resource (extendedResourceName, or the implicit
+        deviceclass.resource.kubernetes.io/<class>), None when no class does."""
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None: ...
 
@@ -51,6 +71,12 @@ class DraView(Protocol):
     def assume_allocation(self, claim: ResourceClaim, allocation: Allocation) -> None:
         """Reserve: hold the allocation's devices for the claim; ValueError when it cannot."""
 
+    def extended_claim_of(self, pod_uid: str) -> ResourceClaim | None:
+        """The claim made earlier for the pod's extended resources, if any."""
+
+    def assume_extended(self, pod_uid: str, allocation: Allocation) -> None:
+        """Reserve the devices of a pod's extended resources (their claim is made at PreBind)."""
+
     def release_allocation(self, uid: str) -> None:
         """Unreserve: give back an allocation still in flight."""
 
@@ -61,6 +87,9 @@ class _EmptyDra:
     enabled = True
 
     def device_class(self, name: str) -> DeviceClass | None:
+        return None
+
+    def extended_class(self, resource: str) -> DeviceClass | None:
         return None
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
@@ -86,6 +115,12 @@ class _EmptyDra:
 
     def assume_allocation(self, claim: ResourceClaim, allocation: Allocation) -> None:
         raise ValueError(f"resourceclaim {claim.key} is not known")
+
+    def extended_claim_of(self, pod_uid: str) -> ResourceClaim | None:
+        return None
+
+    def assume_extended(self, pod_uid: str, allocation: Allocation) -> None:
+        return None
 
     def release_allocation(self, uid: str) -> None:
         return None

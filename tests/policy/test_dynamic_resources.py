@@ -229,3 +229,74 @@ def test_first_available_scores_the_earlier_choice_higher() -> None:
     scores = dict(zip([n.name for n in decision.scored], decision.raw_scores["DynamicResources"], strict=True))
     assert scores["n1"] > scores["n2"]
     assert decision.normalized_scores["DynamicResources"][[n.name for n in decision.scored].index("n1")] == 100
+
+
+# ---- extended resources backed by DRA (dra_extended.py) ------------------------------------------
+
+
+def gpu_pod(name: str, count: int = 1, resource: str = "example.com/gpu", *, init: int = 0) -> PodView:
+    containers = [{"name": "main", "resources": {"requests": {resource: str(count), "cpu": "100m"},
+                                                 "limits": {resource: str(count)}}}]
+    spec: dict[str, Any] = {"containers": containers}
+    if init:
+        spec["initContainers"] = [{"name": "setup", "resources": {"requests": {resource: str(init)},
+                                                                  "limits": {resource: str(init)}}}]
+    return PodView.from_dict({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec})
+
+
+@pytest.fixture
+def extended(state: ClusterState) -> ClusterState:
+    """The GPUs of n2 are also reachable as `example.com/gpu` (the class names it), and n1
+    advertises 4 of them the classic way (a device plugin)."""
+    gpu = device_class()
+    gpu["spec"]["extendedResourceName"] = "example.com/gpu"
+    state.dra_store.upsert(dra.CLASSES, gpu)
+    plugin_node = node("n1")
+    plugin_node["status"]["allocatable"]["example.com/gpu"] = "4"
+    state.upsert_node(plugin_node)
+    return state
+
+
+def test_an_extended_resource_is_served_by_the_class_or_by_the_node(extended: ClusterState) -> None:
+    assert refusals(extended, gpu_pod("p")) == {}  # n1: its device plugin; n2: the class's devices
+    assert set(refusals(extended, gpu_pod("big", 3))) == {"n2"}  # n2 has 2 GPUs, n1 advertises 4
+    no_class = gpu_pod("other", 1, "example.com/fpga")
+    assert {s.reason for s in refusals(extended, no_class).values()} == {"Insufficient example.com/fpga"}
+
+
+def test_the_implicit_name_of_a_class_serves_too(extended: ClusterState) -> None:
+    failed = refusals(extended, gpu_pod("p", 1, "deviceclass.resource.kubernetes.io/gpu"))
+    assert set(failed) == {"n1"}  # n1 advertises example.com/gpu, not the implicit name
+    assert failed["n1"].plugin == "DynamicResources"
+
+
+def test_prebind_creates_allocates_and_names_the_extended_claim(extended: ClusterState) -> None:
+    pod = gpu_pod("p", 2, init=1)
+    place(extended, pod, "n2")
+    claim = extended.dra_store.extended_claim_of("uid-p")
+    assert claim is not None and claim.name.startswith("p-extended-resources-")
+    # the main container (index 1, after the init one) asks for cpu and the GPUs: the GPUs sort second;
+    # the init container reuses its request
+    assert [(r.name, r.exactly.count) for r in claim.requests] == [("container-1-request-1", 2)]
+    assert sorted(r.device for r in claim.allocation.results) == ["gpu-0", "gpu-1"]
+    assert [r.uid for r in claim.reserved_for] == ["uid-p"]
+    assert claim.raw["metadata"]["ownerReferences"][0]["uid"] == "uid-p"
+    assert extended.dra_store.pending_allocation("extended-resources/uid-p") is None  # the claim holds them now
+
+
+def test_a_stale_extended_claim_is_deleted_at_post_filter(extended: ClusterState) -> None:
+    pod = gpu_pod("p")
+    place(extended, pod, "n2")  # an earlier attempt made the claim; its bind then failed
+    failed = refusals(extended, pod)
+    assert {s.reason for s in failed.values()} == {"cannot schedule extended resource claim"}
+    actions = ENGINE.post_filter(pod, failed, extended)
+    MemoryBinder(extended).prebind(actions)
+    assert extended.dra_store.extended_claim_of("uid-p") is None
+    assert refusals(extended, pod) == {}
+
+
+def test_a_failed_bind_gives_back_the_extended_devices(extended: ClusterState) -> None:
+    reserved = ENGINE.reserve(gpu_pod("p", 2), extended.node_info("n2"), extended)
+    assert set(extended.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-0"), DeviceID(DRIVER, "n2", "gpu-1")}
+    release_all(reserved)
+    assert not set(extended.dra_store.in_use())

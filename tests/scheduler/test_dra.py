@@ -289,3 +289,26 @@ def test_a_restart_after_prebind_binds_the_pod_where_its_claim_is(kube, make_sch
     after = get_claim(kube, "gpu")
     assert after["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
     assert devices_of(after) == ["node-3/gpu-9"]
+
+
+def test_an_extended_resource_backed_by_a_class_gets_a_claim_of_its_own(kube, make_scheduler):
+    """DRAExtendedResource: `example.com/gpu: 1` on a node that does not advertise it is served by
+    the class that names it; the scheduler creates the claim, allocates it, and names it in the
+    pod's status before the Binding."""
+    gpu_cluster(kube)
+    kube.call("PATCH", f"{API}/deviceclasses/gpu", {"spec": {"extendedResourceName": "example.com/gpu"}},
+              content_type="application/merge-patch+json")
+    make_scheduler()
+    pod = kube.create_pod("ext", scheduler_name=SCHEDULER_NAME, requests={"example.com/gpu": "1"},
+                          limits={"example.com/gpu": "1"})
+    assert wait_bound(kube, "ext") == "node-2"
+    status = kube.wait_for(lambda: (kube.get_pod("ext").get("status") or {}).get("extendedResourceClaimStatus"),
+                           message="extendedResourceClaimStatus")
+    assert status["requestMappings"] == [{"containerName": kube.get_pod("ext")["spec"]["containers"][0]["name"],
+                                          "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]
+    claim = get_claim(kube, status["resourceClaimName"])
+    assert claim["metadata"]["name"].startswith("ext-extended-resources-")
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    assert len(devices_of(claim)) == 1 and devices_of(claim)[0].startswith("node-2/")
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]

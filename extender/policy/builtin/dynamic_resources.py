@@ -28,13 +28,17 @@ The facts, from pkg/scheduler/framework/plugins/dynamicresources/dynamicresource
 
 A CEL runtime error in a selector aborts the attempt (an error Status: the pod is retried
 with backoff), as the allocator's error does in kube-scheduler.
+
+Extended resources that a DeviceClass serves (DRAExtendedResource) go through the same steps
+with one more claim, the scheduler's own, built per node and created at PreBind: see
+dra_extended.py.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from extender.dra.allocator import (
@@ -50,10 +54,16 @@ from extender.dra.objects import ConsumerRef, ResourceClaim
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
-from extender.policy.builtin import arguments
-from extender.policy.claim_actions import BindClaim, DeallocateClaim
+from extender.policy.builtin import arguments, dra_extended
+from extender.policy.claim_actions import (
+    BindClaim,
+    CreateExtendedClaim,
+    DeallocateClaim,
+    DeleteClaim,
+    DeleteExtendedClaim,
+)
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
-from extender.policy.dra import DraView
+from extender.policy.dra import DraView, extended_key
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
@@ -96,11 +106,6 @@ def _generated_names(pod: PodView) -> dict[str, str | None]:
 
 def _owned_by(claim: ResourceClaim, pod: PodView) -> bool:
     return any(owner.kind == "Pod" and owner.uid == pod.uid and owner.controller for owner in claim.owner_uids)
-
-
-def has_claims(pod: PodView) -> bool:
-    """Whether the pod names any resource claim (the plugin has nothing to do otherwise)."""
-    return bool(_claim_refs(pod))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,23 +169,47 @@ def _classes_missing(claim: ResourceClaim, dra: DraView) -> Status | None:
 
 @dataclass(frozen=True)
 class PodClaims:
-    """The claims of one pod, as PreFilter found them: allocated ones, and those to allocate."""
+    """The claims of one pod, as PreFilter found them: allocated ones, and those to allocate; and
+    its extended resources that DeviceClasses serve (dra_extended.py), with the claim an earlier
+    attempt made for them, if any (`stale`)."""
 
+    pod: PodView
     claims: tuple[ResourceClaim, ...]
     to_allocate: tuple[ResourceClaim, ...]
+    served: Mapping[str, int] = field(default_factory=dict)
+    stale: ResourceClaim | None = None
+    _node_claims: dict[frozenset[tuple[str, int]], dra_extended.NodeClaim] = field(
+        default_factory=dict, repr=False, compare=False)
+
+    def extended_on(self, node: NodeInfo, dra: DraView) -> dra_extended.NodeClaim | None:
+        """The claim the node must serve the pod's extended resources with (None: it has them all
+        in its allocatable, or the pod asks for none); one per set of resources, not per node."""
+        if not self.served:
+            return None
+        needed = dra_extended.on_node(self.served, node.node.allocatable)
+        if not needed:
+            return None
+        key = frozenset(needed.items())
+        made = self._node_claims.get(key)
+        if made is None:
+            made = self._node_claims[key] = dra_extended.node_claim(self.pod, needed, dra)
+        return made
 
 
 def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
-    """PreFilter: None when the pod names no claim, else its claims or the reason it waits."""
-    if not _claim_refs(pod):
+    """PreFilter: None when the pod names no claim and asks for no extended resource a class
+    serves, else its claims or the reason it waits."""
+    refs = _claim_refs(pod)
+    served = dra_extended.served(pod, dra) if dra.enabled else {}
+    if not refs and not served:
         return None
     if not dra.enabled:
         return _unresolvable("pod uses dynamic resource claims, but the API server does not serve "
                              "resource.k8s.io/v1")
-    found = pod_claims(pod, dra)
+    found = pod_claims(pod, dra) if refs else []
     if isinstance(found, Waiting):
         return _unresolvable(found.reason)
-    if not found:
+    if not found and not served:
         return None
     to_allocate = []
     for claim in found:
@@ -194,21 +223,26 @@ def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
         if missing is not None:
             return missing
         to_allocate.append(claim)
-    return PodClaims(tuple(found), tuple(to_allocate))
+    stale = dra.extended_claim_of(pod.uid) if served else None
+    return PodClaims(pod, tuple(found), tuple(to_allocate), served, stale)
 
 
 def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocation | Status:
     """Filter, on one node: the allocation of the claims still to allocate, or the refusal."""
     view = node.node
+    if claims.stale is not None:
+        return _unresolvable(dra_extended.STALE)
     for claim in claims.claims:
         if claim.allocation is not None and not claim.allocation.available_on(view.name, view.labels):
             return _unresolvable(NOT_AVAILABLE)
-    if not claims.to_allocate:
+    extended = claims.extended_on(node, dra)
+    to_allocate = claims.to_allocate if extended is None else (*claims.to_allocate, extended.claim)
+    if not to_allocate:
         return NOTHING_TO_ALLOCATE
     started = time.perf_counter()  # for the allocator's metrics only, never for a decision
     pools = dra.pools_for(view.name, view.labels)
     try:
-        result = allocate(claims.to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use())
+        result = allocate(to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use())
     except AllocationError as exc:
         dra.record_allocation("error", time.perf_counter() - started, 0)
         return Status(Code.ERROR, (str(exc),), "", NAME)
@@ -232,7 +266,7 @@ def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: Clu
     refused for, and reserved for nobody else; None when there is none."""
     refused = [name for name, status in failed.items() if status.plugin == NAME and status.reasons == (NOT_AVAILABLE,)]
     dra = cluster.dra()
-    if not refused or not dra.enabled:
+    if not refused or not dra.enabled or not _claim_refs(pod):
         return None
     claims = pod_claims(pod, dra)
     if isinstance(claims, Waiting):
@@ -283,8 +317,11 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
         return check if check is None or isinstance(check, Status) else check(node)
 
     def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
-        action = claim_to_deallocate(pod, failed, cluster) if has_claims(pod) else None
-        return (action,) if action is not None else ()
+        deallocate = claim_to_deallocate(pod, failed, cluster)
+        if deallocate is not None:
+            return (deallocate,)
+        stale = cluster.dra().extended_claim_of(pod.uid) if dra_extended.served(pod, cluster.dra()) else None
+        return (DeleteClaim(stale.namespace, stale.name, stale.uid),) if stale is not None else ()
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         dra = cluster.dra()
@@ -300,19 +337,28 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
             for uid in assumed:
                 dra.release_allocation(uid)
 
-        allocations = dict(zip((c.uid for c in claims.to_allocate), result.allocations, strict=True))
-        for claim in claims.to_allocate:
-            try:
+        allocations = dict(zip((c.uid for c in claims.to_allocate), result.allocations, strict=False))
+        extended = claims.extended_on(node, dra)
+        try:
+            for claim in claims.to_allocate:
                 dra.assume_allocation(claim, allocations[claim.uid])
-            except ValueError as exc:
-                release()
-                return _unresolvable(CANNOT_ALLOCATE, str(exc))
-            assumed.append(claim.uid)
+                assumed.append(claim.uid)
+            if extended is not None:
+                dra.assume_extended(pod.uid, result.allocations[-1])
+                assumed.append(extended_key(pod.uid))
+        except ValueError as exc:
+            release()
+            return _unresolvable(CANNOT_ALLOCATE, str(exc))
         pod_ref = _pod_ref(pod)
-        actions = tuple(BindClaim.of(claim, pod_ref, allocations.get(claim.uid))
-                        for claim in claims.claims if not claim.reserved_for_pod(pod.uid))
-        return Reservation(NAME, actions=actions, release=release if assumed else None,
-                           undo=tuple(action.undo() for action in actions))
+        binds = tuple(BindClaim.of(claim, pod_ref, allocations.get(claim.uid))
+                      for claim in claims.claims if not claim.reserved_for_pod(pod.uid))
+        actions: tuple[Any, ...] = binds
+        undo: tuple[Any, ...] = tuple(action.undo() for action in binds)
+        if extended is not None:
+            actions += (CreateExtendedClaim(pod.namespace, pod_ref, extended.requests, result.allocations[-1],
+                                            tuple(m.to_api() for m in extended.mappings)),)
+            undo += (DeleteExtendedClaim(pod.namespace, pod.uid),)
+        return Reservation(NAME, actions=actions, release=release if assumed else None, undo=undo)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ requested (the NodeInfo already counts assumed pods), the pod count against
 resources, with the same reasons ("Insufficient cpu", "Too many pods") listed one
 per missing resource. A request larger than the node's whole allocatable is
 unresolvable, as in kube-scheduler >= 1.32: no preemption can make it fit.
+
+An extended resource that a DeviceClass serves (DRAExtendedResource: its
+`extendedResourceName`, or `deviceclass.resource.kubernetes.io/<class>`) is left to
+DynamicResources on a node that does not advertise it in its allocatable
+(noderesources/fit.go `shouldDelegateResourceToDRA`); a node that does is checked here, as
+any device-plugin resource.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 
 REASON_TOO_MANY_PODS = "Too many pods"
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
 _FIRST = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
 
 
@@ -72,6 +79,11 @@ class ResourceFit(PrefilteredFilter):
         )
 
         absent: dict[tuple[str, ...], Status] = {}  # the refusals of nodes without a wanted resource
+        dra = cluster.dra()
+        delegable = frozenset(resource for resource, _ in wanted
+                              if is_dra_extended_resource(resource) and dra.extended_class(resource) is not None)
+        if delegable:
+            return _delegating_check(wanted, delegable)
 
         def check(info: NodeInfo) -> Status | None:
             allocatable = info.node.allocatable
@@ -85,6 +97,30 @@ class ResourceFit(PrefilteredFilter):
 
         check.memo_key = wanted  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
         return check
+
+
+def is_dra_extended_resource(name: str) -> bool:
+    """IsDRAExtendedResourceName: an extended resource, or a class's implicit one."""
+    return is_extended_resource(name) or name.startswith(IMPLICIT_EXTENDED_PREFIX)
+
+
+def _delegating_check(wanted: tuple[tuple[str, int], ...], delegable: frozenset[str]) -> NodeCheck:
+    """The check for a pod with extended resources a DeviceClass serves: on each node, those the
+    node does not advertise are DynamicResources' to allocate, the others are checked here."""
+
+    def check(info: NodeInfo) -> Status | None:
+        allocatable = info.node.allocatable
+        kept = tuple(item for item in wanted if item[0] not in delegable or allocatable.get(item[0], 0) > 0)
+        if info.pod_count >= allocatable.get("pods", 0):
+            return _refusal(kept, info)
+        requested = info.requested
+        for resource, amount in kept:
+            if amount > allocatable.get(resource, 0) - requested.get(resource, 0):
+                return _refusal(kept, info)
+        return None
+
+    check.memo_key = (wanted, delegable)  # type: ignore[attr-defined]
+    return check
 
 
 _INSUFFICIENT: dict[str, str] = {}
