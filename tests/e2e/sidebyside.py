@@ -206,7 +206,11 @@ def check_capacity(kube: KubeTestClient, namespace: str, scheduler: str) -> None
     for pod in kube.list_pods(namespace):
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
-            _add(used.setdefault(node, {}), effective_requests(pod))
+            # Extended resources served through DRA (pod.status.extendedResourceClaimStatus) come
+            # from the pod's claim, not from the node's allocatable.
+            mappings = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("requestMappings")
+            by_claim = {m.get("resourceName") for m in mappings or ()}
+            _add(used.setdefault(node, {}), {r: v for r, v in effective_requests(pod).items() if r not in by_claim})
     over = {
         node: {r: (v, allocatable.get(node, {}).get(r, 0)) for r, v in usage.items()
                if v > allocatable.get(node, {}).get(r, 0)}

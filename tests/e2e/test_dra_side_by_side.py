@@ -31,7 +31,7 @@ import pytest
 from tests.e2e import dra, processes, sidebyside
 from tests.e2e.controlplane import scheduler_configuration
 from tests.e2e.dra import attribute_is, claim_spec, device, exactly, resource_slice, uses_claims
-from tests.e2e.scenarios import node, pod, scenario
+from tests.e2e.scenarios import container, node, pod, scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 
@@ -133,6 +133,14 @@ def numa_matched(numa: Mapping[tuple[str, str], int]) -> Expect:
     return check
 
 
+def on_each_node(counts: Mapping[str, int]) -> Expect:
+    """How many bound pods each node has."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        got = {n: sum(1 for bound in outcome.bound.values() if bound == n) for n in counts}
+        return [] if got == dict(counts) else [f"pods per node {got}, expected {dict(counts)}"]
+    return check
+
+
 # ---- the scenarios -----------------------------------------------------------------------------
 
 ONE_GPU = claim_spec(exactly("gpu", "gpu"))
@@ -210,6 +218,19 @@ SCENARIOS = [
         pods=claim_pods(2, "fa"),
         bound=1, on=frozenset({"f-1"}),
         expect=(bound_devices("gpu/a100", {"a100-0"}),),
+    ),
+    DraScenario(
+        "extended-resource",
+        "DRAExtendedResource: example.com/gpu is served by the class that names it on the node without it "
+        "in its allocatable (2 devices), and by the device plugin on the node that advertises 1: 4 pods, 3 bound",
+        nodes=(node("h-1", extra_resources={"example.com/gpu": "1"}), node("h-2")),
+        slices=(resource_slice("h-2", [device("gpu-0"), device("gpu-1")]),),
+        classes=({**dra.device_class("gpu"), "spec": {**dra.device_class("gpu")["spec"],
+                                                       "extendedResourceName": "example.com/gpu"}},),
+        pods=tuple(pod(f"p-{i}", containers=[container("main", extended={"example.com/gpu": "1"})])
+                   for i in range(4)),
+        bound=3, on=frozenset({"h-1", "h-2"}),
+        expect=(on_each_node({"h-1": 1, "h-2": 2}),),
     ),
     DraScenario(
         "match-attribute",
