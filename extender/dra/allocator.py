@@ -4,8 +4,8 @@ pending claims, as kube-scheduler's DynamicResources Filter decides it.
 The facts, and the order of the search (which is what makes us pick the same device where
 several fit), are those of the implementation kube-scheduler v1.36 runs,
 k8s.io/dynamic-resource-allocation@v0.36.3/structured/internal/incubating/allocator_incubating.go,
-with admin access, prioritized list, device taints and partitionable devices; consumable
-capacity and binding conditions are not implemented (such devices are never picked):
+with admin access, prioritized list, device taints, partitionable devices and consumable
+capacity; binding conditions are not implemented (such devices are never picked):
 
 - every request of every claim is checked up front (class, selectors present, count mode,
   "All" devices listed, the 32-results limit, constraint types); problems there are errors;
@@ -19,9 +19,17 @@ capacity and binding conditions are not implemented (such devices are never pick
   claim), the class selectors then the request selectors are true, it reaches the node (a
   perDeviceNodeSelection slice names each device's nodes), every counter it consumes has
   room left in its pool's counter set, each of its NoSchedule/NoExecute taints is tolerated
-  by the request, and every constraint of the claim accepts it. A CEL compile or runtime
-  error aborts the whole call (an error, not "unschedulable"), as does a class that does not
-  exist.
+  by the request, every constraint of the claim accepts it (matchAttribute: one value;
+  distinctAttribute: each its own), and the capacity the request asks of it fits (below);
+- consumable capacity (DRAConsumableCapacity): the amount a request consumes of each
+  capacity of a device is what it asks rounded up by the capacity's requestPolicy (its
+  default, or the whole capacity, when it asks nothing); the policy must allow it and every
+  device's shares together stay within its value. A device with allowMultipleAllocations is
+  never in use: several claims, and several requests of one search, take shares of it, each
+  result with a new shareID and its consumedCapacity; a device without takes it whole.
+
+A CEL compile or runtime error aborts the whole call (an error, not "unschedulable"), as
+does a class that does not exist.
 
 The result of one call is either a `NodeAllocation` (one `Allocation` per claim) or an
 `Unallocatable` whose `status_reason` is the text kube-scheduler reports and whose
@@ -30,13 +38,15 @@ The result of one call is either a `NodeAllocation` (one `Allocation` per claim)
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
+from extender.dra.capacity import Quantity
 from extender.dra.cel import CelError, CelRuntimeError, compile_selector
 from extender.dra.objects import (
     ALL,
@@ -129,14 +139,18 @@ def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence
 
 def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str], pools: Sequence[Pool],
              device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID], *,
+             consumed: Mapping[DeviceID, Mapping[str, Fraction]] = {},  # noqa: B006 - read only
              max_backtracks: int | None = None) -> NodeAllocation | Unallocatable:
     """Allocate `claims` together on one node from `pools` (`gather_pools` for that node).
 
-    `in_use` holds the devices allocated to other claims or in flight; it should be a set.
-    The counters that those of them in `pools` consume are taken from their counter sets.
-    Raises AllocationError where kube-scheduler's Filter returns an error.
+    `in_use` holds the devices allocated exclusively to other claims or in flight (results
+    with no shareID, `DeviceResult.exclusive`); it should be a set. `consumed` holds every
+    device shared by such allocations, with what their shares consume of its capacities
+    (`objects.consumed_capacity`). The counters that the devices of either in `pools` consume
+    are taken from their counter sets. Raises AllocationError where kube-scheduler's Filter
+    returns an error.
     """
-    search = _Search(claims, node_name, labels, pools, device_class, in_use, max_backtracks)
+    search = _Search(claims, node_name, labels, pools, device_class, in_use, consumed, max_backtracks)
     search.prepare()
     if not search.run():
         if any(pool.invalid for pool in pools):
@@ -198,6 +212,43 @@ class _MatchAttribute:
 
     def remove(self, request: DeviceRequest) -> None:
         if self.applies(request):
+            self.count -= 1
+
+
+class _DistinctAttribute:
+    """distinctAttributeConstraint (constraint.go, DRAConsumableCapacity): every device of the
+    constrained requests has the attribute, each with a value of its own. As in the source,
+    the values are remembered by (parent) request name, so a request of several devices keeps
+    only its latest one, and taking a device back forgets that request's value."""
+
+    __slots__ = ("requests", "attribute", "values", "count")
+
+    def __init__(self, constraint: Constraint, attribute: str) -> None:
+        self.requests = frozenset(constraint.requests)
+        self.attribute = attribute
+        self.values: dict[str, Mapping[str, Any]] = {}
+        self.count = 0
+
+    applies = _MatchAttribute.applies
+
+    def add(self, request: DeviceRequest, device: Device) -> bool:
+        if not self.applies(request):
+            return True
+        value = _lookup_attribute(device, self.attribute)
+        if value is None:
+            return False
+        if self.count:
+            kind = _attribute_kind(value)
+            if kind is None or any(seen.get(kind) is not None and seen[kind] == value[kind]
+                                   for seen in self.values.values()):
+                return False
+        self.values[request.request] = value
+        self.count += 1
+        return True
+
+    def remove(self, request: DeviceRequest) -> None:
+        if self.applies(request):
+            self.values.pop(request.request, None)
             self.count -= 1
 
 
@@ -278,11 +329,12 @@ class _Counters:
     stays within what is available, and `give_back` undoes it.
     """
 
-    __slots__ = ("pools", "in_use", "available", "overcommitted", "consumed")
+    __slots__ = ("pools", "in_use", "shared", "available", "overcommitted", "consumed")
 
-    def __init__(self, pools: Sequence[Pool], in_use: Collection[DeviceID]) -> None:
+    def __init__(self, pools: Sequence[Pool], in_use: Collection[DeviceID], shared: Collection[DeviceID]) -> None:
         self.pools = {(pool.driver, pool.name): pool for pool in pools}
         self.in_use = in_use
+        self.shared = shared
         self.available: dict[tuple[str, str], dict[tuple[str, str], Fraction]] = {}  # (set, counter) -> value
         self.overcommitted: dict[tuple[str, str], bool] = {}
         self.consumed: dict[tuple[str, str], dict[tuple[str, str], Fraction]] = {}
@@ -295,7 +347,8 @@ class _Counters:
         available = {(set_name, counter): value for set_name, counter_set in pool.counter_sets.items()
                      for counter, value in counter_set.counters.items()}
         for device_id, device in pool.consumers:
-            if device_id in self.in_use:
+            # internal.IsDeviceAllocated: held exclusively, or shared by at least one allocation.
+            if device_id in self.in_use or device_id in self.shared:
                 for consumption in device.consumes_counters:
                     for counter, value in consumption.counters.items():
                         available[(consumption.counter_set, counter)] -= value
@@ -349,16 +402,28 @@ class _Counters:
         return ""
 
 
+class _Picked(NamedTuple):
+    """One device picked in the search; `shared` for a share of a device that allows multiple
+    allocations, with what it consumes of each capacity of the device."""
+
+    request: DeviceRequest
+    candidate: Candidate
+    shared: bool = False
+    consumed: Mapping[str, Quantity] | None = None
+
+
 class _Search:
     def __init__(self, claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str],
                  pools: Sequence[Pool], device_class: Callable[[str], DeviceClass | None],
-                 in_use: Collection[DeviceID], max_backtracks: int | None) -> None:
+                 in_use: Collection[DeviceID], consumed: Mapping[DeviceID, Mapping[str, Fraction]],
+                 max_backtracks: int | None) -> None:
         self.claims = claims
         self.node_name = node_name
         self.labels = labels
         self.pools = pools
         self.device_class = device_class
         self.in_use = in_use
+        self.consumed = consumed
         self.max_backtracks = max_backtracks
         self.backtracks = 0
         # Each pool's devices in visiting order; the search picks from complete, valid pools only.
@@ -367,16 +432,19 @@ class _Search:
         self.candidates: Sequence[Candidate] = usable[0] if len(usable) == 1 else [c for d in usable for c in d]
         self.wanted: dict[tuple[int, int, int], _Wanted] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
-        self.constraints: list[list[_MatchAttribute]] = []
-        self.results: list[list[tuple[DeviceRequest, Candidate]]] = [[] for _ in claims]
+        self.constraints: list[list[_MatchAttribute | _DistinctAttribute]] = []
+        self.results: list[list[_Picked]] = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
+        # allocatingCapacity: the shares of multi-allocatable devices picked so far, and their sum.
+        self.shares: dict[DeviceID, int] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self._counter_book: _Counters | None = None  # only for pools with devices that consume counters
 
     @property
     def counters(self) -> _Counters:
         if self._counter_book is None:
-            self._counter_book = _Counters(self.pools, self.in_use)
+            self._counter_book = _Counters(self.pools, self.in_use, self.consumed)
         return self._counter_book
 
     # -- the checks before the search (Allocate's first loop, validateDeviceRequest) --
@@ -396,13 +464,15 @@ class _Search:
             if minimum > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(f"claim {_claim_ref(claim)}: number of requested devices {minimum} "
                                       f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
-            constraints = []
+            constraints: list[_MatchAttribute | _DistinctAttribute] = []
             for i, constraint in enumerate(claim.constraints):
-                if constraint.match_attribute is None:
-                    # distinctAttribute belongs to DRAConsumableCapacity: unknown to the GA allocator.
+                if constraint.match_attribute is not None:
+                    constraints.append(_MatchAttribute(constraint, constraint.match_attribute))
+                elif constraint.distinct_attribute is not None:
+                    constraints.append(_DistinctAttribute(constraint, constraint.distinct_attribute))
+                else:
                     raise AllocationError(f"claim {_claim_ref(claim)}, constraint #{i}: "
                                           "empty constraint (unsupported constraint type?)")
-                constraints.append(_MatchAttribute(constraint, constraint.match_attribute))
             self.constraints.append(constraints)
 
     def _check(self, c: int, r: int, s: int, request: DeviceRequest, parent: Request | None) -> int:
@@ -430,7 +500,8 @@ class _Search:
                 if pool.invalid:
                     raise AllocationError(f"{label}: asks for all devices, but resource pool {pool} "
                                           "is currently invalid")
-                wanted.all_devices.extend(cand for cand in candidates if self._selectable(c, r, s, wanted, cand))
+                wanted.all_devices.extend(cand for cand in candidates if self._selectable(c, r, s, wanted, cand)
+                                          and self._capacity_fits(request, cand))
             wanted.num_devices = len(wanted.all_devices)
         else:
             raise AllocationError(f"{label}: unsupported count mode {request.allocation_mode}")
@@ -563,53 +634,113 @@ class _Search:
             raise SearchLimitExceeded(f"gave up after {self.max_backtracks} backtracks trying to allocate devices")
 
     def _take(self, c: int, wanted: _Wanted, candidate: Candidate, *, must: bool) -> Callable[[], None] | None:
-        """allocateDevice: the device's availability and the claim's constraints; on success the
-        device is recorded and the returned function undoes that."""
+        """allocateDevice: the device's availability, the claim's constraints and the capacity
+        asked of it; on success the device is recorded and the returned function undoes that.
+        A device that allows multiple allocations is never marked in use: it takes a share,
+        and its counters only with its first share (skipCounterCheck)."""
         device_id, device, _ = candidate
         request = wanted.request
+        multi = device.allow_multiple_allocations
         if request.admin_access:
-            if c in self.allocating.get(device_id, ()):
+            if not multi and c in self.allocating.get(device_id, ()):
                 return None
         elif self._in_use(device_id):
             return None
-        if device.taints and _untolerated(device, request) is not None:
+        counted = bool(device.consumes_counters) and not (multi and self._capacity_in_use(device_id))
+        if counted and not self.counters.take(device_id, device):
             return None
-        consumes = bool(device.consumes_counters)
-        if consumes and not self.counters.take(device_id, device):
+        if device.taints and _untolerated(device, request) is not None:
+            if counted:
+                self.counters.give_back(device_id, device)
             return None
         constraints = self.constraints[c]
         for added, constraint in enumerate(constraints):
             if not constraint.add(request, device):
                 for previous in reversed(constraints[:added]):
                     previous.remove(request)
-                if consumes:
+                if counted:
                     self.counters.give_back(device_id, device)
                 if must:
                     raise AllocationError(
                         f"claim {_claim_ref(self.claims[c])}, request {request.subrequest or request.request}: "
                         f"cannot add device {device_id} because a claim constraint would not be satisfied")
                 return None
-        self.allocating.setdefault(device_id, set()).add(c)
-        results = self.results[c]
-        results.append((request, candidate))
-
-        def undo() -> None:
-            results.pop()
-            self.allocating[device_id].discard(c)
+        if not self._capacity_fits(request, candidate):
             for constraint in reversed(constraints):
                 constraint.remove(request)
-            if consumes:
+            if counted:
+                self.counters.give_back(device_id, device)
+            return None
+        results = self.results[c]
+        if multi:
+            consumed = {name: capacity.consumed(request.capacity.get(name))
+                        for name, capacity in device.capacities.items()}
+            self._add_share(device_id, consumed, 1)
+            results.append(_Picked(request, candidate, True, consumed))
+        else:
+            self.allocating.setdefault(device_id, set()).add(c)
+            results.append(_Picked(request, candidate))
+
+        def undo() -> None:
+            picked = results.pop()
+            if multi:
+                self._add_share(device_id, picked.consumed or {}, -1)
+            else:
+                self.allocating[device_id].discard(c)
+            for constraint in reversed(constraints):
+                constraint.remove(request)
+            if counted:
                 self.counters.give_back(device_id, device)
 
         return undo
 
+    # -- consumable capacity (CmpRequestOverCapacity, consumable_capacity.go) --
+
+    def _capacity_in_use(self, device_id: DeviceID) -> bool:
+        """deviceCapacityInUse: some share of the device (stored, in flight or in this search)
+        reports consumed capacity; for a share of a device with no capacity, only this search's."""
+        return bool(self.consumed.get(device_id)) or self.shares.get(device_id, 0) > 0
+
+    def _add_share(self, device_id: DeviceID, consumed: Mapping[str, Quantity], sign: int) -> None:
+        self.shares[device_id] = self.shares.get(device_id, 0) + sign
+        total = self.allocating_capacity.setdefault(device_id, {})
+        for name, quantity in consumed.items():
+            total[name] = total.get(name, Fraction(0)) + sign * quantity.value
+
+    def _capacity_fits(self, request: DeviceRequest, candidate: Candidate) -> bool:
+        """CmpRequestOverCapacity, for every device: each requested capacity must exist; for
+        each capacity of the device, the amount consumed (the request rounded up by the policy,
+        or the default, or everything) must be allowed by its policy, and with what the device's
+        other shares consume stay within its value. A device without capacities takes any
+        request that names none."""
+        device_id, device, _ = candidate
+        if not device.capacities:
+            return not request.capacity
+        if (not request.capacity and device.whole_capacity and device_id not in self.consumed
+                and not self.shares.get(device_id)):
+            return True  # takes each capacity whole, and nothing else consumes any of it
+        if any(name not in device.capacities for name in request.capacity):
+            return False
+        used = self.consumed.get(device_id, {})
+        allocating = self.allocating_capacity.get(device_id, {})
+        for name, capacity in device.capacities.items():
+            consumed = capacity.consumed(request.capacity.get(name))
+            if capacity.violates(consumed):
+                return False
+            if used.get(name, 0) + consumed.value + allocating.get(name, 0) > capacity.value.value:
+                return False
+        return True
+
     # -- the result (the end of Allocate, createNodeSelector) --
 
     def allocation(self, c: int) -> Allocation:
+        """The claim's AllocationResult; each share gets a new UUID (GenerateNewShareID) and
+        its consumedCapacity when the device has capacities."""
         claim = self.claims[c]
-        results = tuple(DeviceResult(request.name, device_id.driver, device_id.pool, device_id.device,
-                                     request.admin_access, request.tolerations)
-                        for request, (device_id, _, _) in self.results[c])
+        results = tuple(DeviceResult(picked.request.name, device_id.driver, device_id.pool, device_id.device,
+                                     picked.request.admin_access, picked.request.tolerations,
+                                     str(uuid.uuid4()) if picked.shared else None, picked.consumed or None)
+                        for picked in self.results[c] for device_id in (picked.candidate[0],))
         return Allocation(results, self._config(c, claim), self._node_selector(claim, self.results[c]))
 
     def _selected(self, c: int, r: int) -> _Wanted:
@@ -644,14 +775,14 @@ class _Search:
                     config.append({"source": FROM_CLAIM, "requests": list(names), **rest})
         return tuple(config)
 
-    def _node_selector(self, claim: ResourceClaim, results: list[tuple[DeviceRequest, Candidate]]
-                       ) -> dict[str, Any] | None:
+    def _node_selector(self, claim: ResourceClaim, results: list[_Picked]) -> dict[str, Any] | None:
         """createNodeSelector: a node-local device pins the claim to this node; otherwise the
         union of the single-term selectors; allNodes adds nothing. In a perDeviceNodeSelection
         slice the device's own nodeName, nodeSelector or allNodes counts, not the slice's."""
         fields: list[Mapping[str, Any]] = []
         expressions: list[Mapping[str, Any]] = []
-        for _, (_, device, slice_) in results:
+        for picked in results:
+            _, device, slice_ = picked.candidate
             node_name, selector = ((device.node_name, device.node_selector) if slice_.per_device_node_selection
                                    else (slice_.node_name, slice_.node_selector))
             if node_name:
@@ -746,14 +877,38 @@ class _Search:
         return ""
 
     def _blocked(self, request: DeviceRequest, candidate: Candidate) -> str:
-        """Why a free, matching device cannot be taken for `request`: an untolerated taint, or
-        a counter the devices in use leave too little of; "" when neither."""
+        """Why a free, matching device cannot be taken for `request`: an untolerated taint, a
+        counter the devices in use leave too little of, or a capacity; "" when none."""
         device_id, device, _ = candidate
         taint = _untolerated(device, request) if device.taints else None
         if taint is not None:
             return f"device {device_id} has taint {taint} that request {request.name} does not tolerate"
-        if device.consumes_counters:
-            return self.counters.shortage(device_id, device)
+        if device.consumes_counters and not (device.allow_multiple_allocations and self.consumed.get(device_id)):
+            shortage = self.counters.shortage(device_id, device)
+            if shortage:
+                return shortage
+        if device.capacities or request.capacity:
+            return self._capacity_shortage(request, candidate)
+        return ""
+
+    def _capacity_shortage(self, request: DeviceRequest, candidate: Candidate) -> str:
+        """Why the capacity the request asks of the device (alone, after the devices' other
+        shares) does not fit: a capacity it does not have, a policy refusing the amount, or
+        too little left; "" when it fits."""
+        device_id, device, _ = candidate
+        for name in request.capacity:
+            if name not in device.capacities:
+                return f"request {request.name} asks for capacity {name}, which device {device_id} does not have"
+        used = self.consumed.get(device_id, {})
+        for name, capacity in device.capacities.items():
+            consumed = capacity.consumed(request.capacity.get(name))
+            if capacity.violates(consumed):
+                return (f"request {request.name} asks for {consumed} {name}, outside device {device_id}'s policy "
+                        f"({capacity.policy})")
+            left = capacity.value.value - used.get(name, 0)
+            if consumed.value > left:
+                return (f"capacity {name} of device {device_id}: {consumed} requested, "
+                        f"{_quantity(max(left, Fraction(0)))} left")
         return ""
 
 

@@ -16,6 +16,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from extender.dra import capacity as capacities
+from extender.dra.capacity import DeviceCapacity, Quantity
 from extender.dra.cel import CelDevice, cel_device
 from extender.errors import InvalidObject
 from extender.model.fields import as_list, as_object, as_str, object_name, object_parts
@@ -266,6 +268,8 @@ class Device:
     taints: tuple[DeviceTaint, ...] = ()
     binding_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
+    # `capacity` parsed (DRAConsumableCapacity): what requests consume of it, by capacity name.
+    capacities: Mapping[str, DeviceCapacity] = field(default_factory=dict, compare=False, repr=False)
     # Where the device is, in a slice with perDeviceNodeSelection (the three are then exclusive).
     node_name: str | None = None
     node_selector: NodeSelector | None = None
@@ -280,6 +284,11 @@ class Device:
         return cel_device(self.driver, self.attributes, self.capacity,
                           allow_multiple_allocations=self.allow_multiple_allocations)
 
+    @cached_property
+    def whole_capacity(self) -> bool:
+        """No capacity has a request policy: a request that names none takes them whole."""
+        return all(capacity.policy is None for capacity in self.capacities.values())
+
     @classmethod
     def parse(cls, raw: Any, driver: str, where: str) -> Device:
         device = as_object(raw, where)
@@ -288,11 +297,13 @@ class Device:
             raise InvalidObject(f"{where}.name: required")
         node_name = device.get("nodeName")
         selector = device.get("nodeSelector")
+        capacity = as_object(device.get("capacity"), f"{where}.capacity")
         return cls(
             name=name,
             driver=driver,
             attributes=as_object(device.get("attributes"), f"{where}.attributes"),
-            capacity=as_object(device.get("capacity"), f"{where}.capacity"),
+            capacity=capacity,
+            capacities=capacities.parse_capacities(capacity, f"{where}.capacity") if capacity else {},
             consumes_counters=tuple(CounterConsumption.parse(item, f"{where}.consumesCounters[{i}]") for i, item
                                     in enumerate(as_list(device.get("consumesCounters"), f"{where}.consumesCounters"))),
             taints=tuple(DeviceTaint.parse(item, f"{where}.taints[{i}]")
@@ -379,6 +390,8 @@ class DeviceRequest:
     tolerations: tuple[DeviceToleration, ...] = ()
     request: str = ""
     subrequest: str = ""
+    # capacity.requests (DRAConsumableCapacity): the amount asked of each named capacity.
+    capacity: Mapping[str, Quantity] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Any, where: str, request: str, subrequest: str = "") -> DeviceRequest:
@@ -395,6 +408,7 @@ class DeviceRequest:
             tolerations=_tolerations(spec.get("tolerations"), f"{where}.tolerations"),
             request=request,
             subrequest=subrequest,
+            capacity=capacities.parse_requests(spec.get("capacity"), f"{where}.capacity"),
         )
 
 
@@ -449,30 +463,51 @@ class DeviceResult:
     device: str
     admin_access: bool
     tolerations: tuple[DeviceToleration, ...] = ()
+    # DRAConsumableCapacity: a share of a device that allows multiple allocations has a
+    # share_id (a UUID the scheduler makes) and, when the device has capacities, what it consumes.
+    share_id: str | None = None
+    consumed: Mapping[str, Quantity] | None = None
 
     @property
     def id(self) -> DeviceID:
         return DeviceID(self.driver, self.pool, self.device)
 
+    @property
+    def exclusive(self) -> bool:
+        """Whether the result holds its device for itself (allocateddevices.go
+        foreachAllocatedDevice): admin access holds nothing, a share (a shareID) only capacity."""
+        return not self.admin_access and self.share_id is None
+
     def to_api(self) -> dict[str, Any]:
         """DeviceRequestAllocationResult: adminAccess only when true, as the allocator sets it
         (allocator_incubating.go allocateDevice); the tolerations of the request (or of the
-        chosen subrequest) are copied, as the allocator does whether or not they were needed."""
+        chosen subrequest) are copied, as the allocator does whether or not they were needed;
+        shareID and consumedCapacity (in their canonical text) only for a share."""
         out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool,
                                "device": self.device}
         if self.admin_access:
             out["adminAccess"] = True
         if self.tolerations:
             out["tolerations"] = [t.to_api() for t in self.tolerations]
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed:
+            out["consumedCapacity"] = {name: quantity.text for name, quantity in self.consumed.items()}
         return out
 
     @classmethod
     def parse(cls, raw: Any, where: str) -> DeviceResult:
         spec = as_object(raw, where)
+        share_id = spec.get("shareID")
+        consumed = spec.get("consumedCapacity")
         return cls(as_str(spec.get("request"), f"{where}.request"), as_str(spec.get("driver"), f"{where}.driver"),
                    as_str(spec.get("pool"), f"{where}.pool"), as_str(spec.get("device"), f"{where}.device"),
                    _bool(spec.get("adminAccess"), f"{where}.adminAccess"),
-                   _tolerations(spec.get("tolerations"), f"{where}.tolerations"))
+                   _tolerations(spec.get("tolerations"), f"{where}.tolerations"),
+                   None if share_id is None else as_str(share_id, f"{where}.shareID"),
+                   None if consumed is None else {
+                       name: capacities.parse(value, f"{where}.consumedCapacity.{name}")
+                       for name, value in as_object(consumed, f"{where}.consumedCapacity").items()})
 
 
 @dataclass(frozen=True)
@@ -516,6 +551,24 @@ class Allocation:
     def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
         selector = self._selector
         return selector is None or selector.matches(node_name, labels)
+
+
+def consumed_capacity(allocations: Iterable[Allocation]) -> dict[DeviceID, dict[str, Fraction]]:
+    """What the shares among `allocations` take of their devices: every device with a share
+    (a result with a shareID, admin access aside), with the sum of their consumedCapacity by
+    capacity name (empty when none reports any). This is kube-scheduler's AllocatedState
+    (dra_manager.go GatherAllocatedState, allocateddevices.go): its shared device ids and
+    AggregatedCapacity in one mapping, for `allocate(..., consumed=)`. A shared device is not
+    in use: its id belongs in `in_use` only if some result holds it exclusively."""
+    out: dict[DeviceID, dict[str, Fraction]] = {}
+    for allocation in allocations:
+        for result in allocation.results:
+            if result.admin_access or result.share_id is None:
+                continue
+            total = out.setdefault(result.id, {})
+            for name, quantity in (result.consumed or {}).items():
+                total[name] = total.get(name, Fraction(0)) + quantity.value
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,3 +162,40 @@ def counter_slice(name: str, where: Any, pool: str, driver: str, *sets: dict[str
     raw = raw_slice(name, where, pool, driver, count=count, generation=generation)
     raw["spec"]["sharedCounters"] = list(sets)
     return ResourceSlice.parse(raw)
+
+
+def multi(raw: dict[str, Any]) -> dict[str, Any]:
+    """withAllowMultipleAllocations."""
+    return {**raw, "allowMultipleAllocations": True}
+
+
+def policy_range(raw: dict[str, Any], *names: str, value: str, default: str = "2", minimum: str = "2",
+                 step: str | None = "2", maximum: str | None = "4") -> dict[str, Any]:
+    """withCapacityRequestPolicyRange: each named capacity of `value`, default 2, range 2..4 step 2."""
+    limits = {"min": minimum}
+    if step is not None:
+        limits["step"] = step
+    if maximum is not None:
+        limits["max"] = maximum
+    policy = {"default": default, "validRange": limits}
+    return {**raw, "capacity": {**raw.get("capacity", {}),
+                                **{name: {"value": value, "requestPolicy": policy} for name in names}}}
+
+
+def policy_values(raw: dict[str, Any], name: str, value: str, default: str, *more: str) -> dict[str, Any]:
+    """withCapacityRequestPolicyValidValues: the default is the smallest valid value."""
+    policy = {"default": default, "validValues": [default, *more]}
+    return {**raw, "capacity": {**raw.get("capacity", {}), name: {"value": value, "requestPolicy": policy}}}
+
+
+def with_capacity(request: dict[str, Any], requests: dict[str, str]) -> dict[str, Any]:
+    """withCapacityRequest on a request (its `exactly`) or on a subrequest."""
+    if "exactly" in request:
+        return {**request, "exactly": {**request["exactly"], "capacity": {"requests": requests}}}
+    return {**request, "capacity": {"requests": requests}}
+
+
+def multi_class(name: str, driver: str, allowed: bool) -> DeviceClass:
+    """classWithAllowMultipleAllocations: the driver's devices that do (or do not) allow them."""
+    return device_class(name, driver, selector=f'device.driver == "{driver}" && '
+                                               f"device.allowMultipleAllocations == {str(allowed).lower()}")

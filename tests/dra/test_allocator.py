@@ -392,8 +392,8 @@ def test_with_constraint_for_request_retry() -> None:
     assert isinstance(outcome, NodeAllocation) and outcome.backtracks == 1
 
 
-def test_distinct_attribute_is_not_known_to_the_ga_allocator() -> None:
-    c = claim("claim-0", exact("req-0", CLASS_A), constraints=[{"distinctAttribute": f"{DRIVER_A}/numa"}])
+def test_a_constraint_of_an_unknown_type_is_an_error() -> None:
+    c = claim("claim-0", exact("req-0", CLASS_A), constraints=[{"requests": ["req-0"]}])
     with pytest.raises(AllocationError, match=r"claim claim-0, constraint #0: empty constraint \(unsupported"):
         run([c], [one_device("slice-1", NODE_1, "pool-1", DRIVER_A)])
 

@@ -5,10 +5,12 @@ pools are in test_partitionable.py)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
+from extender.dra.capacity import canonical_text
 from extender.dra.objects import (
     Allocation,
     Constraint,
@@ -20,6 +22,7 @@ from extender.dra.objects import (
     Pool,
     ResourceClaim,
     ResourceSlice,
+    consumed_capacity,
     gather_pools,
 )
 from extender.errors import InvalidObject
@@ -232,3 +235,74 @@ def test_an_update_of_the_same_claim_keeps_its_parsed_requests_and_a_recreated_o
                  "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic"}}]}}}
     third = ResourceClaim.parse(recreated, previous=first)
     assert [r.name for r in third.requests] == ["nic"]
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("1024Mi", "1Gi"), ("1536Mi", "1536Mi"), ("1000Ki", "1000Ki"), ("512Ki", "512Ki"), ("1Ki", "1Ki"),
+    ("1000", "1k"), ("1500", "1500"), ("1.5G", "1500M"), ("1000m", "1"), ("0.5", "500m"), ("0", "0"),
+    ("100Mi", "100Mi"), ("2", "2"), ("1e3", "1e3"), ("1.5Ki", "1536"),
+])
+def test_consumed_quantities_read_back_in_the_api_servers_canonical_form(text: str, canonical: str) -> None:
+    raw = {"request": "r", "driver": "d", "pool": "p", "device": "x", "shareID": "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa",
+           "consumedCapacity": {"memory": text}}
+    result = DeviceResult.parse(raw, "result")
+    assert result.to_api()["consumedCapacity"] == {"memory": canonical}
+    assert DeviceResult.parse(result.to_api(), "result") == result
+
+
+def test_binary_quantities_below_1024_are_written_in_decimal() -> None:
+    """quantity.go CanonicalizeBytes: NewQuantity(1000, BinarySI) reads "1k", (3, BinarySI) "3"."""
+    assert canonical_text(Fraction(1000), True) == "1k"
+    assert canonical_text(Fraction(3), True) == "3"
+    assert canonical_text(Fraction(4 * 2**30), True) == "4Gi"
+
+
+def test_a_share_in_its_api_form() -> None:
+    share = DeviceResult.parse({"request": "r", "driver": "d", "pool": "p", "device": "x", "shareID": "s-1",
+                                "consumedCapacity": {"memory": "2Gi", "cores": "1"}}, "result")
+    assert share.share_id == "s-1" and not share.exclusive
+    assert share.to_api() == {"request": "r", "driver": "d", "pool": "p", "device": "x", "shareID": "s-1",
+                              "consumedCapacity": {"memory": "2Gi", "cores": "1"}}
+    whole = DeviceResult("r", "d", "p", "y", False)
+    assert whole.exclusive and "shareID" not in whole.to_api() and "consumedCapacity" not in whole.to_api()
+    assert not DeviceResult("r", "d", "p", "y", True).exclusive
+    with pytest.raises(InvalidObject, match="result.consumedCapacity.memory"):
+        DeviceResult.parse({"request": "r", "driver": "d", "pool": "p", "device": "x", "shareID": "s",
+                            "consumedCapacity": {"memory": "lots"}}, "result")
+
+
+def test_consumed_capacity_sums_the_shares_of_each_device() -> None:
+    def result(device: str, share: str | None, admin: bool = False, **consumed: str) -> dict[str, Any]:
+        raw: dict[str, Any] = {"request": "r", "driver": "d", "pool": "p", "device": device}
+        if share:
+            raw["shareID"] = share
+        if consumed:
+            raw["consumedCapacity"] = consumed
+        if admin:
+            raw["adminAccess"] = True
+        return raw
+
+    first = Allocation.parse({"devices": {"results": [result("x", "s1", memory="2Gi"), result("y", None),
+                                                        result("z", "s2")]}})
+    second = Allocation.parse({"devices": {"results": [result("x", "s3", memory="1Gi", cores="1"),
+                                                         result("x", "s4", True, memory="4Gi")]}})
+    assert consumed_capacity([first, second]) == {
+        DeviceID("d", "p", "x"): {"memory": Fraction(3 * 2**30), "cores": Fraction(1)},
+        DeviceID("d", "p", "z"): {},
+    }
+
+
+def test_device_capacity_policies_and_request_capacity_are_parsed() -> None:
+    item = ResourceSlice.parse(raw_slice("s", NODE_1, "pool-1", DRIVER_A, {
+        "name": "x", "allowMultipleAllocations": True,
+        "capacity": {"memory": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {
+            "min": "1Gi", "max": "4Gi", "step": "1Gi"}}},
+                     "slots": {"value": "4", "requestPolicy": {"validValues": ["1", "2"]}}}}))
+    memory, slots = item.devices[0].capacities["memory"], item.devices[0].capacities["slots"]
+    assert memory.value.value == 8 * 2**30 and str(memory.policy) == "range from 1Gi to 4Gi in steps of 1Gi"
+    assert str(slots.policy) == "valid values 1, 2" and slots.policy.default is None
+    request = ResourceClaim.parse(raw_claim("c", {"name": "r", "exactly": {
+        "deviceClassName": "gpu", "capacity": {"requests": {"memory": "3Gi"}}}})).requests[0].exactly
+    assert request is not None and request.capacity["memory"].value == 3 * 2**30
+    with pytest.raises(InvalidObject, match=r"spec.devices\[0\].capacity.memory.value: required"):
+        ResourceSlice.parse(raw_slice("s", NODE_1, "pool-1", DRIVER_A, {"name": "x", "capacity": {"memory": {}}}))
