@@ -26,6 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import partial
 from typing import Any
 
@@ -36,6 +37,7 @@ from extender.dra.objects import (
     Pool,
     ResourceClaim,
     ResourceSlice,
+    consumed_capacity,
     gather_pools,
 )
 from extender.errors import InvalidObject
@@ -76,14 +78,19 @@ def extended_resources(classes: Iterable[DeviceClass]) -> dict[str, DeviceClass]
 
 
 def held_devices(claim: ResourceClaim) -> list[DeviceID]:
-    """The devices a claim's allocation keeps from other claims (allocateddevices.go: not adminAccess ones)."""
+    """The devices a claim's allocation keeps from other claims (allocateddevices.go: not
+    adminAccess results, and not shares of a device that allows multiple allocations)."""
     if claim.allocation is None:
         return []
-    return [result.id for result in claim.allocation.results if not result.admin_access]
+    return _allocation_devices(claim.allocation)
 
 
 def _allocation_devices(allocation: Allocation) -> list[DeviceID]:
-    return [result.id for result in allocation.results if not result.admin_access]
+    return [result.id for result in allocation.results if result.exclusive]
+
+
+def _shares(allocation: Allocation) -> bool:
+    return any(result.share_id is not None and not result.admin_access for result in allocation.results)
 
 
 def raw_key(resource: str, raw: Mapping[str, Any]) -> str | None:
@@ -127,6 +134,8 @@ class DraStore:
         self._extended_claims: dict[str, str] = {}  # pod uid -> key of its extended-resource claim
         self._held: Counter[DeviceID] = Counter()  # devices held by stored allocations (and in flight)
         self._in_flight: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
+        self._shared: dict[str, Allocation] = {}  # claim key or in-flight key -> an allocation with shares
+        self._consumed: dict[DeviceID, dict[str, Fraction]] | None = {}  # consumed_capacity(_shared), None: stale
         self._unsynced: set[str] = set()
         self.enabled = True
         self.disabled_reason = ""
@@ -211,6 +220,23 @@ class DraStore:
         """Every device held by an allocation, stored or in flight: a live view, for membership tests."""
         return self._held.keys()
 
+    def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        """What the shares of devices that allow multiple allocations take of them, stored and in
+        flight (kube-scheduler's AllocatedState: shared device ids and aggregated capacity)."""
+        consumed = self._consumed
+        if consumed is None:
+            with self._lock:
+                consumed = self._consumed = consumed_capacity(list(self._shared.values()))
+        return consumed
+
+    def _share(self, key: str, allocation: Allocation | None) -> None:
+        """Track an allocation with shares under `key` (None: it has none any more)."""
+        if allocation is not None and _shares(allocation):
+            self._shared[key] = allocation
+        elif self._shared.pop(key, None) is None:
+            return
+        self._consumed = None
+
     def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
         """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
         stats = self.stats
@@ -248,6 +274,8 @@ class DraStore:
                 self._claims = {}
                 self._by_uid = {}
                 self._extended_claims = {}
+                self._shared = {key: a for key, (_, a) in self._in_flight.items() if _shares(a)}
+                self._consumed = None
                 self._held = Counter()
                 for item in parsed:
                     self._file_claim(item)
@@ -347,6 +375,7 @@ class DraStore:
         self._claims[claim.key] = claim
         self._by_uid[claim.uid] = claim.key
         self._held.update(held_devices(claim))
+        self._share(claim.key, claim.allocation)
         pod = extended_claim_owner(claim)
         if pod:
             self._extended_claims[pod] = claim.key
@@ -366,6 +395,7 @@ class DraStore:
         if pod and self._extended_claims.get(pod) == key:
             del self._extended_claims[pod]
         self._unhold(held_devices(old))
+        self._share(old.key, None)
         return old
 
     # ---- Reserve / Unreserve --------------------------------------------------------------
@@ -386,6 +416,7 @@ class DraStore:
                 raise ValueError(f"device {taken[0].driver}/{taken[0].pool}/{taken[0].device} is already allocated")
             self._in_flight[claim.uid] = (claim.key, allocation)
             self._held.update(_allocation_devices(allocation))
+            self._share(claim.uid, allocation)
 
     def assume_extended(self, pod_uid: str, allocation: Allocation) -> None:
         """Reserve, for the claim of a pod's extended resources, which exists only from PreBind
@@ -399,6 +430,7 @@ class DraStore:
                                  else f"the extended resources of pod {pod_uid} are being allocated")
             self._in_flight[key] = (key, allocation)
             self._held.update(_allocation_devices(allocation))
+            self._share(key, allocation)
 
     def release_allocation(self, uid: str) -> None:
         """Unreserve: give back an allocation still in flight (nothing once the status shows it)."""
@@ -412,6 +444,7 @@ class DraStore:
         if entry is None:
             return False
         self._unhold(_allocation_devices(entry[1]))
+        self._share(uid, None)
         return True
 
     def _unhold(self, devices: Iterable[DeviceID]) -> None:
@@ -468,7 +501,7 @@ def _copy_claim(raw: Mapping[str, Any]) -> dict[str, Any]:
 def device_use(store: DraStore, node_name: str, labels: Mapping[str, str]) -> dict[str, tuple[int, int]]:
     """Per driver, (devices allocated, devices published) among the slices that reach the node
     (its own, and nodeSelector or allNodes ones): simulate's view of a node's DRA devices."""
-    in_use = store.in_use()
+    in_use, shared = store.in_use(), store.consumed()
     use: dict[str, tuple[int, int]] = {}
     for item in store.slices_for(node_name):
         if not item.available_on(node_name, labels):
@@ -476,7 +509,8 @@ def device_use(store: DraStore, node_name: str, labels: Mapping[str, str]) -> di
         taken, total = use.get(item.driver, (0, 0))
         for device in item.devices:
             total += 1
-            taken += DeviceID(item.driver, item.pool, device.name) in in_use
+            device_id = DeviceID(item.driver, item.pool, device.name)
+            taken += device_id in in_use or device_id in shared
         use[item.driver] = (taken, total)
     return use
 

@@ -11,6 +11,7 @@ interface, implemented by the cluster state's DRA store (`extender.cluster.dra`)
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Protocol
 
 from extender.dra.objects import (
@@ -65,6 +66,9 @@ class DraView(Protocol):
     def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
         """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
 
+    def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        """What the shares of multi-allocatable devices take of them (stored and in flight)."""
+
     def pending_allocation(self, uid: str) -> Allocation | None:
         """The allocation Reserve made for claim `uid` and PreBind has not written yet."""
 
@@ -109,6 +113,9 @@ class _EmptyDra:
 
     def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
         return None
+
+    def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        return {}
 
     def pending_allocation(self, uid: str) -> Allocation | None:
         return None

@@ -300,3 +300,30 @@ def test_a_failed_bind_gives_back_the_extended_devices(extended: ClusterState) -
     assert set(extended.dra_store.in_use()) == {DeviceID(DRIVER, "n2", "gpu-0"), DeviceID(DRIVER, "n2", "gpu-1")}
     release_all(reserved)
     assert not set(extended.dra_store.in_use())
+
+
+# ---- consumable capacity: one device shared by several claims ---------------------------------------
+
+
+def test_a_shared_device_takes_claims_until_its_capacity_is_used(state: ClusterState) -> None:
+    shared = {"metadata": {"name": "n1-shared"},
+              "spec": {"driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 1,
+                                                                    "resourceSliceCount": 1},
+                       "devices": [{"name": "big", "allowMultipleAllocations": True,
+                                    "capacity": {"memory": {"value": "8Gi"}}}]}}
+    state.dra_store.upsert(dra.SLICES, shared)
+    for name in ("m-0", "m-1", "m-2"):
+        raw = claim(name)
+        raw["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "4Gi"}}
+        raw["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+            {"cel": {"expression": "device.allowMultipleAllocations"}}]
+        state.dra_store.upsert(dra.CLAIMS, raw)
+    for name in ("m-0", "m-1"):
+        assert set(refusals(state, pod(f"pod-{name}", name))) == {"n2"}
+        place(state, pod(f"pod-{name}", name), "n1")
+    written = [state.dra_store.claim("default", n).allocation.results[0] for n in ("m-0", "m-1")]
+    assert all(r.device == "big" and r.share_id for r in written) and written[0].share_id != written[1].share_id
+    assert not set(state.dra_store.in_use())  # a shared device is never held whole
+    failed = refusals(state, pod("pod-m-2", "m-2"))
+    assert set(failed) == {"n1", "n2"}
+    assert "4Gi requested, 0 left" in failed["n1"].detail, failed["n1"].detail

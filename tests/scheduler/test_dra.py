@@ -312,3 +312,31 @@ def test_an_extended_resource_backed_by_a_class_gets_a_claim_of_its_own(kube, ma
     assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     assert len(devices_of(claim)) == 1 and devices_of(claim)[0].startswith("node-2/")
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+
+
+def test_claims_share_a_device_that_allows_multiple_allocations(kube, make_scheduler):
+    """Consumable capacity: two claims of 4Gi share the 8Gi device (each result with its shareID and
+    consumedCapacity, as the API server takes them); a third stays Pending."""
+    for name in ("node-1", "node-2"):
+        kube.create_node(name)
+    create_class(kube)
+    create(kube, "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-2-shared"},
+        "spec": {"driver": DRIVER, "nodeName": "node-2", "pool": {"name": "node-2", "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                 "devices": [{"name": "big", "allowMultipleAllocations": True,
+                              "capacity": {"memory": {"value": "8Gi"}}}]}})
+    for name in ("m-0", "m-1", "m-2"):
+        create(kube, "namespaces/default/resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu", "capacity": {"requests": {"memory": "4Gi"}}}}]}}})
+    make_scheduler()
+    for name in ("m-0", "m-1", "m-2"):
+        create_pod(kube, f"pod-{name}", name)
+    assert {wait_bound(kube, f"pod-{n}") for n in ("m-0", "m-1")} == {"node-2"}
+    wait_failure(kube, "pod-m-2", "cannot allocate all claims")
+    results = [get_claim(kube, n)["status"]["allocation"]["devices"]["results"][0] for n in ("m-0", "m-1")]
+    assert [r["device"] for r in results] == ["big", "big"]
+    assert all(r["consumedCapacity"] == {"memory": "4Gi"} for r in results)
+    assert results[0]["shareID"] != results[1]["shareID"]

@@ -242,7 +242,8 @@ def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocati
     started = time.perf_counter()  # for the allocator's metrics only, never for a decision
     pools = dra.pools_for(view.name, view.labels)
     try:
-        result = allocate(to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use())
+        result = allocate(to_allocate, view.name, view.labels, pools, dra.device_class, dra.in_use(),
+                          consumed=dra.consumed())
     except AllocationError as exc:
         dra.record_allocation("error", time.perf_counter() - started, 0)
         return Status(Code.ERROR, (str(exc),), "", NAME)
