@@ -263,17 +263,12 @@ def unroll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return unrolled
 
 
-#: Folders skipped whole, with the reason (issue 26 lets nodedeclaredfeatures go; issue 34
-#: the DRA features the standalone scheduler does not implement yet).
+#: Folders skipped whole, with the reason (issue 26 lets nodedeclaredfeatures go; DeviceTaintRule's
+#: API is not served by default in v1.36).
 SKIPPED_FOLDERS = {
-    "dra/consumablecapacity": "DRA consumable capacity (DRAConsumableCapacity: shared devices, "
-                              "capacity requests, ShareID) is not implemented in our scheduler yet (issue 34)",
     "dra/devicetaints": "creates a DeviceTaintRule, whose API (DRADeviceTaintRules) is off by default in v1.36: "
                         "kube-apiserver answers 404 to both schedulers; taints published on devices in "
                         "ResourceSlices are covered by tests/dra/test_device_taints.py",
-    "dra/extendedresource": "DRA extended resources (DRAExtendedResource: extendedResourceName classes, "
-                            "special claims for extended resource requests) are not implemented in our "
-                            "scheduler yet (issue 34)",
     "nodedeclaredfeatures": "needs the alpha NodeDeclaredFeatures gate and node.status.declaredFeatures, "
                             "which scheduler_perf fills in Go (nodeUpdateFn); not covered by this benchmark",
 }

@@ -50,13 +50,11 @@ def test_gates_off_by_default_or_locked_and_unimplemented_features_skipped(workl
     found = by_key(workloads)
     assert found["SchedulingWithResourceClaimTemplate/5000pods_500nodes"].skip == \
         "needs feature gate SchedulerQueueingHints=false, locked to true in v1.36.3"
-    assert "DRAConsumableCapacity" in found["ConsumableCapacity/fast"].skip
-    assert "DRAExtendedResource" in found["ExtendedResource/fast"].skip
-    assert all("issue 34" in w.skip for w in workloads
-               if w.folder == "dra/consumablecapacity" or w.folder.startswith("dra/extendedresource"))
     # partitionable devices are implemented: their default-gate variants run; the device-taint
     # workload needs the DeviceTaintRule API, which v1.36 does not serve by default
     assert found["Partitionable/2000pods_100nodes"].skip == ""
+    assert found["ConsumableCapacity/fast"].skip == ""
+    assert found["ExtendedResource_50Classes/5000pods_500nodes"].skip == ""
     assert "DeviceTaintRule" in found["DeviceTaintToleration/fast_QueueingHintsEnabled"].skip
     assert corpus._gate_skip({"DRADeviceTaintRules": True}) == \
         "needs feature gate DRADeviceTaintRules=true, off by default, default false in v1.36.3"
