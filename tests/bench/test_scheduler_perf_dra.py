@@ -184,3 +184,11 @@ def test_max_claims_per_node_param_resolved(tmp_path: Path) -> None:
     (small,) = corpus.load_file(config, tmp_path)
     assert small.skip == "" and small.uses_dra
     assert small.ops[0] == {"opcode": "createResourceDriver", "driverName": "d", "nodes": "n-*", "maxClaimsPerNode": 4}
+
+
+def test_beta_dra_templates_are_created_as_v1() -> None:
+    from bench.scheduler_perf.executor import served_version
+
+    assert served_version({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceClass"})["apiVersion"] == \
+        "resource.k8s.io/v1"
+    assert served_version({"apiVersion": "v1", "kind": "Pod"}) == {"apiVersion": "v1", "kind": "Pod"}
