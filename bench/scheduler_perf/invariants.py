@@ -75,6 +75,13 @@ def _requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
     return total
 
 
+def _served_by_claim(pod: Mapping[str, Any]) -> set[str]:
+    """The extended resources the pod's own claim serves (DRAExtendedResource: named in
+    pod.status.extendedResourceClaimStatus); they come from devices, not the node's allocatable."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    return {m.get("resourceName") for m in status.get("requestMappings") or ()}
+
+
 def _node_admits(pod: Mapping[str, Any], node: Mapping[str, Any], taints: bool = True) -> bool:
     spec = pod.get("spec") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -125,8 +132,10 @@ def check(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], namespaces: M
 
     used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     for pod in bound:
+        by_claim = _served_by_claim(pod)
         for name, value in _requests(pod).items():
-            used[pod["spec"]["nodeName"]][name] += value
+            if name not in by_claim:
+                used[pod["spec"]["nodeName"]][name] += value
     for node_name, totals in used.items():
         allocatable = (by_name[node_name].get("status") or {}).get("allocatable") or {}
         for name, value in totals.items():

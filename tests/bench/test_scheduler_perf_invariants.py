@@ -53,3 +53,14 @@ def test_pods_bound_by_their_template_are_not_held_to_scheduler_rules() -> None:
     blocker = pod("blocker", "b", cpu="0")
     blocker["status"]["conditions"] = []
     assert invariants.check([blocker], nodes, {"ns": {}}) == []
+
+
+def test_extended_resources_served_by_a_claim_do_not_count_against_the_node() -> None:
+    served = pod("gpu", "a", cpu="0")
+    served["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    unserved = pod("plain", "a", cpu="0")
+    unserved["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    served["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "gpu-extended-resources-x", "requestMappings": [
+        {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}
+    assert invariants.check([served], [node("a")], {"ns": {}}) == []
+    assert [v.split(":")[0] for v in invariants.check([unserved], [node("a")], {"ns": {}})] == ["capacity"]
