@@ -78,8 +78,27 @@ def scheduler_configuration(
     return config
 
 
+class _ServedProcess:
+    """What a control-plane process started here shares: its log file and its HTTPS endpoint."""
+
+    name: str
+    workdir: Path
+    port: int
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
 @dataclass
-class KubeScheduler:
+class KubeScheduler(_ServedProcess):
     """One kube-scheduler process. ``config`` is a KubeSchedulerConfiguration (a dict); its
     ``clientConnection.kubeconfig`` must name a kubeconfig file."""
 
@@ -93,17 +112,6 @@ class KubeScheduler:
     start_timeout: float = START_TIMEOUT
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"{self.name}.log"
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> KubeScheduler:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -198,7 +206,7 @@ def find_kube_controller_manager(env: Mapping[str, str] | None = None) -> Path |
 
 
 @dataclass
-class KubeControllerManager:
+class KubeControllerManager(_ServedProcess):
     """One kube-controller-manager process running only ``controllers``, as the user of
     ``kubeconfig``. Its HTTPS endpoint is only there to tell when the controllers have
     started: ``/healthz`` is always allowed (--authorization-always-allow-paths' default), so
@@ -215,17 +223,6 @@ class KubeControllerManager:
     start_timeout: float = START_TIMEOUT
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"{self.name}.log"
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> KubeControllerManager:
         self.workdir.mkdir(parents=True, exist_ok=True)
