@@ -24,7 +24,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,63 @@ def _state(pod: dict[str, Any]) -> PodState:
     )
 
 
+class WatchLoop:
+    """The watch half of a list+watch, shared by the pod cache and the claim watch: resumed
+    from the last resourceVersion, reconnecting after any failure until closed. Bookmarks only
+    move the resourceVersion; a 410 calls `relist()` (which returns the new one); every other
+    event goes to `on_event(kind, obj)`, in order, on the loop's thread."""
+
+    def __init__(self, kube: Any, path: str, name: str, on_event: Callable[[str, dict[str, Any]], None],
+                 relist: Callable[[], str]) -> None:
+        self.kube, self.path, self.name = kube, path, name
+        self.on_event, self.relist = on_event, relist
+        self.version = ""
+        self._stop = False
+        self._response: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, version: str) -> None:
+        self.version = version
+        self._thread = threading.Thread(target=self._run, name=self.name.replace(" ", "-"), daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self._response = self.kube.session.get(
+                    f"{self.kube.base_url}{self.path}",
+                    params={"watch": "true", "resourceVersion": self.version, "timeoutSeconds": "3600",
+                            "allowWatchBookmarks": "true"},
+                    stream=True, verify=self.kube.verify, timeout=(10, 3600))
+                self._response.raise_for_status()
+                for event, _ in watch_events(self._response.raw, lambda: self._stop):
+                    self._event(event)
+            except Exception as exc:  # noqa: BLE001 (reconnects from the last resourceVersion)
+                if not self._stop:
+                    print(f"# {self.name}: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
+                    time.sleep(0.2)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:  # too old: list again
+                self.version = self.relist()
+                return
+            raise RuntimeError(f"watch error: {obj.get('message')}")
+        self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
+        if kind != "BOOKMARK":
+            self.on_event(str(kind), obj)
+
+    def close(self) -> None:
+        self._stop = True
+        with contextlib.suppress(Exception):
+            self._response.raw._fp.fp.raw._sock.shutdown(2)  # wake the reader blocked in read1
+        with contextlib.suppress(Exception):
+            self._response.close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
 @dataclass
 class PodCache:
     """Every pod of the cluster, kept current by one list and a watch."""
@@ -65,10 +122,7 @@ class PodCache:
     pods: dict[tuple[str, str], PodState] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     collectors: list[ThroughputCollector] = field(default_factory=list)
-    _version: str = ""
-    _stop: bool = False
-    _response: Any = None
-    _thread: threading.Thread | None = None
+    _watch: WatchLoop | None = None
 
     def start(self) -> PodCache:
         listed = self.kube.call("GET", "/api/v1/pods")
@@ -76,41 +130,12 @@ class PodCache:
             for pod in listed.get("items") or []:
                 meta = pod["metadata"]
                 self.pods[(meta["namespace"], meta["name"])] = _state(pod)
-        self._version = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="pod-cache", daemon=True)
-        self._thread.start()
+        self._watch = WatchLoop(self.kube, "/api/v1/pods", "pod cache", self._event, self._relist)
+        self._watch.start(listed["metadata"]["resourceVersion"])
         return self
 
-    def _run(self) -> None:
-        while not self._stop:
-            try:
-                self._response = self.kube.session.get(
-                    f"{self.kube.base_url}/api/v1/pods",
-                    params={"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600",
-                            "allowWatchBookmarks": "true"},
-                    stream=True, verify=self.kube.verify, timeout=(10, 3600))
-                self._response.raise_for_status()
-                self._read(self._response.raw)
-            except Exception as exc:  # noqa: BLE001 (reconnects; a lost event shows as a barrier timeout)
-                if not self._stop:
-                    print(f"# pod cache: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
-                    time.sleep(0.2)
-
-    def _read(self, raw: Any) -> None:
-        for event, _ in watch_events(raw, lambda: self._stop):
-            self._event(event)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:  # too old: list again
-                self._relist()
-                return
-            raise RuntimeError(f"watch error: {obj.get('message')}")
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        self._version = meta.get("resourceVersion") or self._version
-        if kind == "BOOKMARK":
-            return
         key = (meta.get("namespace", ""), meta.get("name", ""))
         with self.lock:
             old = self.pods.get(key)
@@ -123,7 +148,7 @@ class PodCache:
             for collector in collectors:
                 collector.observe(new)
 
-    def _relist(self) -> None:
+    def _relist(self) -> str:
         listed = self.kube.call("GET", "/api/v1/pods")
         fresh = {(p["metadata"]["namespace"], p["metadata"]["name"]): _state(p) for p in listed.get("items") or []}
         with self.lock:
@@ -134,7 +159,7 @@ class PodCache:
             if state.node and not (before.get(key) and before[key].node):
                 for collector in collectors:
                     collector.observe(state)
-        self._version = listed["metadata"]["resourceVersion"]
+        return str(listed["metadata"]["resourceVersion"])
 
     def counts(self, namespace: str | None, selector: Mapping[str, str] | None) -> tuple[int, int, int]:
         """(scheduled, attempted but unscheduled, unattempted) pods of ``namespace`` (None: all)
@@ -171,13 +196,8 @@ class PodCache:
                 self.collectors.remove(collector)
 
     def close(self) -> None:
-        self._stop = True
-        with contextlib.suppress(Exception):
-            self._response.raw._fp.fp.raw._sock.shutdown(2)  # wake the reader blocked in read1
-        with contextlib.suppress(Exception):
-            self._response.close()
-        if self._thread is not None:
-            self._thread.join(5)
+        if self._watch is not None:
+            self._watch.close()
 
 
 @dataclass
@@ -260,18 +280,14 @@ class ClaimWatch:
     observe: Any  # Callable[[str, dict], None]
     path: str = "/apis/resource.k8s.io/v1/resourceclaims"
     _uids: set[str] = field(default_factory=set)
-    _version: str = ""
-    _stop: bool = False
-    _response: Any = None
-    _thread: threading.Thread | None = None
+    _watch: WatchLoop | None = None
 
     def start(self) -> ClaimWatch:
-        self._list()
-        self._thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
-        self._thread.start()
+        self._watch = WatchLoop(self.kube, self.path, "claim watch", self._event, self._list)
+        self._watch.start(self._list())
         return self
 
-    def _list(self) -> None:
+    def _list(self) -> str:
         listed = self.kube.call("GET", self.path)
         items = listed.get("items") or []
         fresh = {c["metadata"]["uid"] for c in items}
@@ -280,43 +296,13 @@ class ClaimWatch:
         for claim in items:
             self.observe("MODIFIED" if claim["metadata"]["uid"] in self._uids else "ADDED", claim)
         self._uids = fresh
-        self._version = listed["metadata"]["resourceVersion"]
+        return str(listed["metadata"]["resourceVersion"])
 
-    def _run(self) -> None:
-        while not self._stop:
-            try:
-                self._response = self.kube.session.get(
-                    f"{self.kube.base_url}{self.path}",
-                    params={"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600",
-                            "allowWatchBookmarks": "true"},
-                    stream=True, verify=self.kube.verify, timeout=(10, 3600))
-                self._response.raise_for_status()
-                for event, _ in watch_events(self._response.raw, lambda: self._stop):
-                    self._event(event)
-            except Exception as exc:  # noqa: BLE001 (reconnects from the last resourceVersion)
-                if not self._stop:
-                    print(f"# claim watch: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
-                    time.sleep(0.2)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                self._list()
-                return
-            raise RuntimeError(f"watch error: {obj.get('message')}")
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        self._version = meta.get("resourceVersion") or self._version
-        if kind == "BOOKMARK":
-            return
         (self._uids.discard if kind == "DELETED" else self._uids.add)(meta.get("uid", ""))
         self.observe(kind, obj)
 
     def close(self) -> None:
-        self._stop = True
-        with contextlib.suppress(Exception):
-            self._response.raw._fp.fp.raw._sock.shutdown(2)
-        with contextlib.suppress(Exception):
-            self._response.close()
-        if self._thread is not None:
-            self._thread.join(5)
+        if self._watch is not None:
+            self._watch.close()
