@@ -22,7 +22,8 @@ from urllib.parse import quote
 
 from extender import metrics
 from extender.cluster import prebinding
-from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.dra.objects import ResourceClaim
+from extender.errors import ClusterError, ConflictError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
 from extender.policy.claim_actions import (
     CONFLICT_RETRIES,
@@ -37,12 +38,10 @@ from extender.policy.claim_actions import (
     with_finalizer,
     with_status,
 )
-from extender.policy.dra import EXTENDED_ANNOTATION
+from extender.policy.dra import extended_claim_owner
 
 log = logging.getLogger(__name__)
 
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
 REASON = "resource-claim"  # BIND_ERRORS' label for a refused claim write
 TIMEOUT = (5.0, 15.0)
 
@@ -94,7 +93,7 @@ def unreserve_claim(api_client: Any, action: UnreserveClaim) -> None:
     is logged and left (kube-scheduler does the same: the pod's retry meets the reservation again)."""
     try:
         kube_client.request_json(api_client, "PATCH", claim_path(action.namespace, action.name) + "/status",
-                                 body=action.patch(), content_type=STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
+                                 body=action.patch(), content_type=kube_client.STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
     except NotFoundError:
         return
     except ClusterError as exc:
@@ -131,7 +130,7 @@ def create_extended_claim(api_client: Any, action: CreateExtendedClaim) -> None:
         kube_client.request_json(
             api_client, "PATCH",
             f"/api/v1/namespaces/{quote(action.namespace, safe='')}/pods/{quote(action.pod.name, safe='')}/status",
-            body=action.pod_status(bind.name), content_type=STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
+            body=action.pod_status(bind.name), content_type=kube_client.STRATEGIC_MERGE_PATCH, timeout=TIMEOUT)
     except ClusterError:
         _delete(api_client, action.namespace, bind.name, bind.uid)
         raise
@@ -145,11 +144,12 @@ def delete_extended_claim(api_client: Any, action: DeleteExtendedClaim) -> None:
         log.warning("listing claims to delete the extended-resource claim of pod %s failed: %s", action.pod_uid, exc)
         return
     for item in listed.get("items") or []:
-        meta = item.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        owners = meta.get("ownerReferences") or []
-        if annotations.get(EXTENDED_ANNOTATION) == "true" and any(o.get("uid") == action.pod_uid for o in owners):
-            _delete(api_client, action.namespace, str(meta.get("name")), str(meta.get("uid") or ""))
+        try:
+            claim = ResourceClaim.parse(item)
+        except InvalidObject:
+            continue
+        if extended_claim_owner(claim) == action.pod_uid:
+            _delete(api_client, action.namespace, claim.name, claim.uid)
 
 
 def delete_claim(api_client: Any, action: DeleteClaim) -> None:
@@ -162,7 +162,7 @@ def _delete(api_client: Any, namespace: str, name: str, uid: str) -> None:
     path = claim_path(namespace, name)
     try:
         kube_client.request_json(api_client, "PATCH", path, body={"metadata": {"finalizers": None}},
-                                 content_type=MERGE_PATCH, timeout=TIMEOUT)
+                                 content_type=kube_client.MERGE_PATCH, timeout=TIMEOUT)
         kube_client.request_json(api_client, "DELETE", path, body={
             "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None,
             timeout=TIMEOUT)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 JSON = "application/json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "extender/0.1 (python scheduler extender)"
 
 # Transport retries only (refused connection, stale pooled socket). urllib3's default also

@@ -31,7 +31,6 @@ from extender.model.podgroups import (
 
 log = logging.getLogger(__name__)
 
-MERGE_PATCH = "application/merge-patch+json"
 _RESOURCE = "podgroups"
 
 #: on_group(key, group): `group` None when the object is gone.
@@ -108,7 +107,7 @@ class PodGroupSource:
         Errors are logged, never raised: the next outcome writes again."""
         path = podgroups_path(key.api, key.namespace, key.name) + "/status"
         try:
-            updated = kube_client.request_json(self.api_client, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+            updated = kube_client.request_json(self.api_client, "PATCH", path, body=patch, content_type=kube_client.MERGE_PATCH)
         except ClusterError as exc:
             log.warning("cannot write the status of pod group %s (%s): %s", key, key.api, exc)
             return False
