@@ -14,12 +14,15 @@ No pytest here: a benchmark or a script can run scenarios the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model.quantities import to_units
+from tests.e2e import processes
+from tests.e2e.controlplane import scheduler_configuration
 from tests.e2e.scenarios import Scenario
 from tests.fakeapi.client import KubeApiError, KubeTestClient
 from tests.storage_controllers import bind, collection_path, create_storage
@@ -43,6 +46,30 @@ class Outcome:
         pending = "; ".join(f"{p}: {m}" for p, m in sorted(self.pending.items())) or "-"
         deleted = ", ".join(sorted(self.deleted)) or "-"
         return f"{self.scheduler}: bound {bound}; pending {pending}; deleted {deleted}"
+
+
+@contextlib.contextmanager
+def kube_scheduler_running(start: Callable[..., Any], scheduler_name: str, name: str) -> Iterator[Any]:
+    """kube-scheduler (the e2e `kube_scheduler` fixture's `start`) with a default profile named
+    `scheduler_name`, for one run."""
+    process = start(scheduler_configuration(scheduler_name), name=name)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@contextlib.contextmanager
+def standalone_running(start: Callable[..., Any], kubeconfig: Any, workdir: Any, scheduler_name: str,
+                       name: str) -> Iterator[Any]:
+    """`extender schedule` (through the e2e `extender` fixture's `start`) for one run; it must
+    stop cleanly on SIGTERM."""
+    process = start(processes.schedule(kubeconfig, workdir, scheduler_name=scheduler_name, name=name,
+                                       extra=["--no-leader-elect", "--log-level", "INFO"]))
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0, "extender schedule did not stop cleanly on SIGTERM"
 
 
 def create_nodes(kube: KubeTestClient, scenario: Scenario) -> None:

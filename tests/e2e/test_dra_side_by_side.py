@@ -28,8 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import dra, processes, sidebyside
-from tests.e2e.controlplane import scheduler_configuration
+from tests.e2e import dra, sidebyside
 from tests.e2e.dra import attribute_is, claim_spec, device, exactly, resource_slice, uses_claims
 from tests.e2e.scenarios import container, node, pod, scenario
 
@@ -294,24 +293,15 @@ def test_dra_pods_bound_and_pending_alike(cluster: Any, dra_cleanup: None, kube_
 
     @contextlib.contextmanager
     def kube_scheduler_running() -> Iterator[Any]:
-        with claims_in("e2e-dra-kube-scheduler"):
-            process = kube_scheduler(scheduler_configuration(KUBE_SCHEDULER), name=f"kube-scheduler-{case.name}")
-            try:
-                yield process
-            finally:
-                process.stop()
+        with claims_in("e2e-dra-kube-scheduler"), sidebyside.kube_scheduler_running(
+                kube_scheduler, KUBE_SCHEDULER, f"kube-scheduler-{case.name}") as process:
+            yield process
 
     @contextlib.contextmanager
     def standalone_running() -> Iterator[Any]:
-        with claims_in("e2e-dra-standalone"):
-            process = extender(processes.schedule(
-                cluster.kubeconfig, tmp_path, scheduler_name=STANDALONE, name=f"schedule-{case.name}",
-                extra=["--no-leader-elect", "--log-level", "INFO"],
-            ))  # fmt: skip
-            try:
-                yield process
-            finally:
-                assert process.stop() == 0, "extender schedule did not stop cleanly on SIGTERM"
+        with claims_in("e2e-dra-standalone"), sidebyside.standalone_running(
+                extender, cluster.kubeconfig, tmp_path, STANDALONE, f"schedule-{case.name}") as process:
+            yield process
 
     settled: dict[str, dra.Settled] = {}
     runs = [("kube-scheduler", KUBE_SCHEDULER, "e2e-dra-kube-scheduler", kube_scheduler_running),

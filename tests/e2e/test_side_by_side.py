@@ -9,15 +9,13 @@ bound pods only on the nodes allowed, no node over its allocatable.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e import processes, sidebyside
-from tests.e2e.controlplane import scheduler_configuration
+from tests.e2e import sidebyside
 from tests.e2e.scenarios import SCENARIOS, Scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
@@ -32,30 +30,16 @@ def test_same_pods_bound_and_pending(cluster: Any, kube_scheduler: Any, extender
     kube = cluster.client
     sidebyside.create_nodes(kube, scenario)
 
-    @contextlib.contextmanager
-    def kube_scheduler_running() -> Iterator[Any]:
-        process = kube_scheduler(scheduler_configuration(KUBE_SCHEDULER), name=f"kube-scheduler-{scenario.name}")
-        try:
-            yield process
-        finally:
-            process.stop()
-
-    @contextlib.contextmanager
-    def standalone_running() -> Iterator[Any]:
-        process = extender(processes.schedule(
-            cluster.kubeconfig, tmp_path, scheduler_name=STANDALONE, name=f"schedule-{scenario.name}",
-            extra=["--no-leader-elect", "--log-level", "INFO"],
-        ))
-        try:
-            yield process
-        finally:
-            assert process.stop() == 0, "extender schedule did not stop cleanly on SIGTERM"
+    kube_run = partial(sidebyside.kube_scheduler_running, kube_scheduler, KUBE_SCHEDULER,
+                       f"kube-scheduler-{scenario.name}")
+    standalone_run = partial(sidebyside.standalone_running, extender, cluster.kubeconfig, tmp_path, STANDALONE,
+                             f"schedule-{scenario.name}")
 
     outcomes = [
         sidebyside.run(kube, scenario, scheduler="kube-scheduler", scheduler_name=KUBE_SCHEDULER,
-                       namespace="e2e-kube-scheduler", start=kube_scheduler_running),
+                       namespace="e2e-kube-scheduler", start=kube_run),
         sidebyside.run(kube, scenario, scheduler="standalone", scheduler_name=STANDALONE,
-                       namespace="e2e-standalone", start=standalone_running),
+                       namespace="e2e-standalone", start=standalone_run),
     ]
     labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in kube.list_nodes()}
     problems = sidebyside.compare(scenario, outcomes, labels)
