@@ -10,7 +10,7 @@ list instead. The check reads the pod once; it costs nothing per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,9 +18,9 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster import ClusterView
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
-from extender.policy.status import Code, Status
+from extender.policy.status import Status
 
 NAME = names.UNSUPPORTED_CONSTRAINTS
 CHECKS: tuple[str, ...] = ()
@@ -30,14 +30,10 @@ _EVALUATED_NOW = {"resourceClaims": names.DYNAMIC_RESOURCES,
                   "topologySpread": names.POD_TOPOLOGY_SPREAD, "hostPorts": names.NODE_PORTS}
 
 
-# What each check looks for in the pod's spec, and the reason it refuses with: none are left.
-_FINDERS: dict[str, tuple[Callable[[Mapping[str, Any]], bool], str]] = {}
-
-
 def _unsupported(check: str) -> str:
     if check in _EVALUATED_NOW:
         return f"{check!r} is evaluated by the {_EVALUATED_NOW[check]} plugin now: remove it here and list that plugin"
-    return "" if check in _FINDERS else f"{check!r} is not a check this plugin knows (it has none left)"
+    return f"{check!r} is not a check this plugin knows (it has none left)"
 
 
 _ARGS = arguments.schema({"checks": arguments.strings(each=_unsupported, default=CHECKS)})
@@ -45,7 +41,7 @@ _ARGS = arguments.schema({"checks": arguments.strings(each=_unsupported, default
 
 @dataclass(frozen=True)
 class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
-    """Refuse every node, unresolvably, for a pod with a constraint listed in `checks`."""
+    """Kept so that policy files naming it still load; it refuses nothing (module docstring)."""
 
     name: ClassVar[str] = NAME
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
@@ -56,14 +52,7 @@ class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
         return cls(arguments.load(_ARGS, args)["checks"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
-        spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
-        if not isinstance(spec, Mapping):
-            return None
-        for check in self.checks:
-            found, reason = _FINDERS[check]
-            if found(spec):
-                return Status(Code.UNRESOLVABLE, (reason,), "", NAME)
-        return None
+        return None  # nothing is left to refuse: `checks` can only be empty (see _unsupported)
 
     def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
-        return self.prefilter(pod, EMPTY_CLUSTER)
+        return None
