@@ -31,6 +31,8 @@ class ClaimGate:
     def admits(self, pod: PodView) -> bool:
         """Whether the pod's claims allow it to be tried now; if not, remember what it waits for."""
         waiting = pre_enqueue(pod, self.dra)
+        if waiting is None and pod.key not in self._claim_of:
+            return True  # the common case, every pod without claims: no lock, nothing to forget
         with self._lock:
             self._forget(pod.key)
             if waiting is not None and waiting.claim:
