@@ -148,8 +148,6 @@ VOLUME_WAIT_SECONDS = Histogram(
     ["outcome"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200),
 )
 
-# ---- shared devices ---------------------------------------------------------------------
-# Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
 # ---- dynamic resource allocation (DynamicResources) ---------------------------------
 DRA_ALLOCATIONS = Counter("extender_dra_allocations_total", "Allocator runs (one pod's claims on one node) by "
                           "outcome: allocated, unallocatable, error.", ["outcome"])
@@ -159,6 +157,16 @@ DRA_BACKTRACKS = Counter("extender_dra_allocator_backtracks_total", "Devices the
 DRA_CLAIM_WRITES = Counter("extender_dra_claim_writes_total", "PreBind writes of resource claims by result: "
                            "allocated, reserved (allocated before: the pod added to reservedFor), conflict "
                            "(read again and retried), refused (the claim changed: the bind fails).", ["result"])
+DRA_BINDING_WAITS = Counter("extender_dra_binding_condition_waits_total", "PreBind waits for devices' binding "
+                            "conditions by outcome: ready, failed (a failure condition), timeout, stopped, error.",
+                            ["outcome"])
+DRA_BINDING_WAIT_SECONDS = Histogram(
+    "extender_dra_binding_condition_wait_seconds", "Time until a pod's devices met their binding conditions "
+    "(or the wait ended).", ["outcome"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200),
+)
+
+# ---- shared devices ---------------------------------------------------------------------
+# Per GPU node, from the cluster state (every worker holds the same; the latest write wins).
 
 DEVICE_MEMORY = Gauge("extender_device_memory_mebibytes", "GPU memory of healthy devices by state "
                       "(allocated to pods, free).", ["node", "state"], multiprocess_mode="livemostrecent")

@@ -9,13 +9,16 @@ so a simulated bind fails where a live one would.
 from __future__ import annotations
 
 import itertools
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from extender.cluster import dra, prebinding
 from extender.cluster.state import ClusterState
+from extender.dra.binding_conditions import pod_readiness
 from extender.errors import ClusterError
 from extender.policy.claim_actions import (
+    AwaitBindingConditions,
     BindClaim,
     ClaimWriteRefused,
     CreateExtendedClaim,
@@ -93,10 +96,50 @@ def delete_claim_in_memory(state: ClusterState, action: DeleteClaim) -> None:
     state.dra_store.delete(dra.CLAIMS, f"{action.namespace}/{action.name}")
 
 
+def await_binding_conditions_in_memory(state: ClusterState, action: AwaitBindingConditions) -> None:
+    """No driver attaches devices offline: a claim whose failure condition is true already fails
+    the bind as it would live; otherwise the devices are taken as attached (a live bind would wait
+    for them, not go elsewhere), and their binding conditions are written true on the claims, as
+    the driver would, so that later pods sharing a claim see it ready."""
+    store = state.dra_store
+    claims = [claim for name in action.claims if (claim := store.claim(action.namespace, name)) is not None]
+    if action.extended and (extended := store.extended_claim_of(action.pod.uid)) is not None:
+        claims.append(extended)
+    found = pod_readiness(claims, action.timeout, datetime.fromisoformat(SIMULATED_TIME))
+    if found.failed:
+        raise ClusterError(found.failed, reason="resource-claim")
+    for claim in claims:
+        try:
+            store.write_status(claim.namespace, claim.name, claim.uid, _attached)
+        except ValueError as exc:
+            raise ClusterError(str(exc), reason="resource-claim") from None
+
+
+def _attached(raw: dict[str, Any]) -> None:
+    """Every binding condition of the allocation's devices set true in status.devices."""
+    status = raw.setdefault("status", {})
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    entries = status.setdefault("devices", [])
+    for result in results:
+        conditions = result.get("bindingConditions") or []
+        if not conditions:
+            continue
+        entry = next((e for e in entries if all(e.get(k) == result.get(k) for k in ("driver", "pool", "device"))),
+                     None)
+        if entry is None:
+            entry = {k: result.get(k) for k in ("driver", "pool", "device")}
+            entries.append(entry)
+        kept = [c for c in entry.get("conditions") or [] if c.get("type") not in conditions]
+        entry["conditions"] = kept + [{"type": name, "status": "True", "reason": "Simulated",
+                                       "message": "taken as attached by simulate", "lastTransitionTime": SIMULATED_TIME}
+                                      for name in conditions]
+
+
 def in_memory_handlers(state: ClusterState) -> dict[type, prebinding.Handler]:
     """The DRA bind-time actions applied to `state` itself."""
     return {BindClaim: partial(bind_claim_in_memory, state), UnreserveClaim: partial(unreserve_claim_in_memory, state),
             DeallocateClaim: partial(deallocate_claim_in_memory, state),
             CreateExtendedClaim: partial(create_extended_claim_in_memory, state),
             DeleteExtendedClaim: partial(delete_extended_claim_in_memory, state),
-            DeleteClaim: partial(delete_claim_in_memory, state)}
+            DeleteClaim: partial(delete_claim_in_memory, state),
+            AwaitBindingConditions: partial(await_binding_conditions_in_memory, state)}

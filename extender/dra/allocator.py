@@ -4,8 +4,9 @@ pending claims, as kube-scheduler's DynamicResources Filter decides it.
 The facts, and the order of the search (which is what makes us pick the same device where
 several fit), are those of the implementation kube-scheduler v1.36 runs,
 k8s.io/dynamic-resource-allocation@v0.36.3/structured/internal/incubating/allocator_incubating.go,
-with admin access, prioritized list, device taints, partitionable devices and consumable
-capacity; binding conditions are not implemented (such devices are never picked):
+with admin access, prioritized list, device taints, partitionable devices, consumable
+capacity and binding conditions (a device's conditions are copied into its result, and a
+device that binds to its node pins the claim there; its pool comes last, see gather_pools):
 
 - every request of every claim is checked up front (class, selectors present, count mode,
   "All" devices listed, the 32-results limit, constraint types); problems there are errors;
@@ -511,9 +512,7 @@ class _Search:
 
     def _selectable(self, c: int, r: int, s: int, wanted: _Wanted, candidate: Candidate) -> bool:
         """isSelectable: class selectors, then the request's; cached per device and request."""
-        device_id, device, _ = candidate
-        if device.binding_conditions:
-            return False  # DRADeviceBindingConditions is off: such devices are not offered
+        device_id = candidate[0]
         key = (device_id, c, r, s)
         known = self.matches.get(key)
         if known is not None:
@@ -739,8 +738,9 @@ class _Search:
         claim = self.claims[c]
         results = tuple(DeviceResult(picked.request.name, device_id.driver, device_id.pool, device_id.device,
                                      picked.request.admin_access, picked.request.tolerations,
-                                     str(uuid.uuid4()) if picked.shared else None, picked.consumed or None)
-                        for picked in self.results[c] for device_id in (picked.candidate[0],))
+                                     str(uuid.uuid4()) if picked.shared else None, picked.consumed or None,
+                                     device.binding_conditions, device.binding_failure_conditions)
+                        for picked in self.results[c] for device_id, device, _ in (picked.candidate,))
         return Allocation(results, self._config(c, claim), self._node_selector(claim, self.results[c]))
 
     def _selected(self, c: int, r: int) -> _Wanted:
@@ -776,16 +776,17 @@ class _Search:
         return tuple(config)
 
     def _node_selector(self, claim: ResourceClaim, results: list[_Picked]) -> dict[str, Any] | None:
-        """createNodeSelector: a node-local device pins the claim to this node; otherwise the
-        union of the single-term selectors; allNodes adds nothing. In a perDeviceNodeSelection
-        slice the device's own nodeName, nodeSelector or allNodes counts, not the slice's."""
+        """createNodeSelector: a node-local device, or one that binds to its node, pins the claim
+        to this node; otherwise the union of the single-term selectors; allNodes adds nothing.
+        In a perDeviceNodeSelection slice the device's own nodeName, nodeSelector or allNodes
+        counts, not the slice's."""
         fields: list[Mapping[str, Any]] = []
         expressions: list[Mapping[str, Any]] = []
         for picked in results:
             _, device, slice_ = picked.candidate
             node_name, selector = ((device.node_name, device.node_selector) if slice_.per_device_node_selection
                                    else (slice_.node_name, slice_.node_selector))
-            if node_name:
+            if node_name or device.binds_to_node:
                 return {"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
             if selector is None:
@@ -921,3 +922,19 @@ def _add_requirements(source: Sequence[Mapping[str, Any]], into: list[Mapping[st
                    and existing.get("operator") == requirement.get("operator")
                    and set(existing.get("values") or ()) == values for existing in into):
             into.append(requirement)
+
+
+def class_selects(device_class: DeviceClass, device: Device) -> bool:
+    """The class's selectors on the device, evaluated and kept in its verdicts as the search does,
+    for code that lists the devices of a class outside a search (DeviceFit with a deviceClass).
+    A CEL error raises AllocationError."""
+    for i, expression in enumerate(device_class.selectors):
+        known = device.verdicts.get(expression)
+        if known is None:
+            known = device.verdicts[expression] = _verdict(expression, device)
+        if known is False:
+            return False
+        if known is not True:
+            stage = "runtime" if isinstance(known, _RuntimeFailure) else "compile"
+            raise AllocationError(f"class {device_class.name}: selector #{i}: CEL {stage} error: {known}")
+    return True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from fractions import Fraction
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -80,6 +81,19 @@ def _strings(raw: Any, where: str) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise InvalidObject(f"{where}[{i}]: expected a string")
     return tuple(items)
+
+
+def _timestamp(raw: Any, where: str) -> str | None:
+    """An RFC 3339 time, kept as written (None when absent); refused when unreadable."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InvalidObject(f"{where}: expected an RFC 3339 time")
+    try:
+        datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidObject(f"{where}: {raw!r} is not an RFC 3339 time") from None
+    return raw
 
 
 def _selectors(raw: Any, where: str) -> tuple[str, ...]:
@@ -266,7 +280,11 @@ class Device:
     capacity: Mapping[str, Any]
     consumes_counters: tuple[CounterConsumption, ...] = ()
     taints: tuple[DeviceTaint, ...] = ()
+    # DRADeviceBindingConditions: the conditions a driver must set true on the claim's device
+    # status before the pod is bound (and those that fail it); bindsToNode pins the claim to the node.
     binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
     allow_multiple_allocations: bool = False
     # `capacity` parsed (DRAConsumableCapacity): what requests consume of it, by capacity name.
     capacities: Mapping[str, DeviceCapacity] = field(default_factory=dict, compare=False, repr=False)
@@ -309,6 +327,9 @@ class Device:
             taints=tuple(DeviceTaint.parse(item, f"{where}.taints[{i}]")
                          for i, item in enumerate(as_list(device.get("taints"), f"{where}.taints"))),
             binding_conditions=_strings(device.get("bindingConditions"), f"{where}.bindingConditions"),
+            binding_failure_conditions=_strings(device.get("bindingFailureConditions"),
+                                                f"{where}.bindingFailureConditions"),
+            binds_to_node=_bool(device.get("bindsToNode"), f"{where}.bindsToNode"),
             allow_multiple_allocations=_bool(device.get("allowMultipleAllocations"),
                                              f"{where}.allowMultipleAllocations"),
             node_name=None if node_name is None else as_str(node_name, f"{where}.nodeName") or None,
@@ -467,6 +488,9 @@ class DeviceResult:
     # share_id (a UUID the scheduler makes) and, when the device has capacities, what it consumes.
     share_id: str | None = None
     consumed: Mapping[str, Quantity] | None = None
+    # DRADeviceBindingConditions: copied from the device; PreBind waits for them.
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -493,6 +517,9 @@ class DeviceResult:
             out["shareID"] = self.share_id
         if self.consumed:
             out["consumedCapacity"] = {name: quantity.text for name, quantity in self.consumed.items()}
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
         return out
 
     @classmethod
@@ -507,7 +534,9 @@ class DeviceResult:
                    None if share_id is None else as_str(share_id, f"{where}.shareID"),
                    None if consumed is None else {
                        name: capacities.parse(value, f"{where}.consumedCapacity.{name}")
-                       for name, value in as_object(consumed, f"{where}.consumedCapacity").items()})
+                       for name, value in as_object(consumed, f"{where}.consumedCapacity").items()},
+                   _strings(spec.get("bindingConditions"), f"{where}.bindingConditions"),
+                   _strings(spec.get("bindingFailureConditions"), f"{where}.bindingFailureConditions"))
 
 
 @dataclass(frozen=True)
@@ -518,6 +547,12 @@ class Allocation:
     results: tuple[DeviceResult, ...]
     config: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, Any] | None = None
+    timestamp: str | None = None  # allocationTimestamp (RFC 3339), written at PreBind
+
+    @property
+    def binding_conditions(self) -> bool:
+        """Whether a device of the allocation waits for binding conditions (hasBindingConditions)."""
+        return any(result.binding_conditions for result in self.results)
 
     def to_api(self) -> dict[str, Any]:
         """The AllocationResult JSON as kube-scheduler writes it: `devices` always present (a
@@ -530,6 +565,8 @@ class Allocation:
         out: dict[str, Any] = {"devices": devices}
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector
+        if self.timestamp is not None:
+            out["allocationTimestamp"] = self.timestamp
         return out
 
     @classmethod
@@ -542,7 +579,8 @@ class Allocation:
         return cls(tuple(DeviceResult.parse(r, f"{where}.devices.results[{i}]")
                          for i, r in enumerate(as_list(devices.get("results"), f"{where}.devices.results"))),
                    _objects(devices.get("config"), f"{where}.devices.config"),
-                   None if selector is None else as_object(selector, f"{where}.nodeSelector"))
+                   None if selector is None else as_object(selector, f"{where}.nodeSelector"),
+                   _timestamp(spec.get("allocationTimestamp"), f"{where}.allocationTimestamp"))
 
     @cached_property
     def _selector(self) -> NodeSelector | None:
@@ -696,6 +734,11 @@ class Pool:
                      for slice_ in self.slices for device in slice_.devices)
 
     @cached_property
+    def binding_conditions(self) -> bool:
+        """Whether a device of the pool has binding conditions (poolHasBindingConditions)."""
+        return any(device.binding_conditions for slice_ in self.slices for device in slice_.devices)
+
+    @cached_property
     def consumers(self) -> tuple[tuple[DeviceID, Device], ...]:
         """Every device of the pool that consumes counters, reaching the node or not: those in
         use are subtracted from the counter sets (allocator_incubating.go checkAvailableCounters)."""
@@ -720,7 +763,8 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
     sets repeat a name, or a device consumes a counter set or counter the pool does not have.
 
     Pools are sorted by (driver, pool) and slices by name, as pools_incubating.go does, so
-    that the first fit is reproducible.
+    that the first fit is reproducible; pools with devices that have binding conditions come
+    last (they delay the pod's bind), in the same order among themselves.
     """
     slices = list(slices)
     pools: dict[tuple[str, str], list[ResourceSlice]] = {}
@@ -758,6 +802,8 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
             found = [*found, *(s for s in rest if s.shared_counters)]
             others = sorted((s for s in rest if not s.shared_counters), key=lambda s: s.name)
         result.append(_build_pool(driver, name, generation, sorted(found, key=lambda s: s.name), others))
+    if any(pool.binding_conditions for pool in result):
+        result.sort(key=lambda pool: pool.binding_conditions)  # stable: the sorted order stays within each part
     return result
 
 

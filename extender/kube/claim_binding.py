@@ -15,6 +15,7 @@ claim again, finds it allocated, and fails its bind.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -22,11 +23,15 @@ from urllib.parse import quote
 
 from extender import metrics
 from extender.cluster import prebinding
+from extender.dra.binding_conditions import TIMEOUT as BINDING_TIMEOUT
+from extender.dra.binding_conditions import Readiness, pod_readiness
 from extender.dra.objects import ResourceClaim
 from extender.errors import ClusterError, ConflictError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
+from extender.kube.events import post_event
 from extender.policy.claim_actions import (
     CONFLICT_RETRIES,
+    AwaitBindingConditions,
     BindClaim,
     ClaimWriteRefused,
     CreateExtendedClaim,
@@ -44,6 +49,9 @@ log = logging.getLogger(__name__)
 
 REASON = "resource-claim"  # BIND_ERRORS' label for a refused claim write
 TIMEOUT = (5.0, 15.0)
+# Binding conditions are read from the API server at 0.5 s, then twice as long each time up to
+# kube-scheduler's 5 s: a quick driver is met quickly, and a thousand waiting pods cost 200 GETs/s.
+FIRST_POLL, MAX_POLL = 0.5, 5.0
 
 
 def claim_path(namespace: str, name: str) -> str:
@@ -172,9 +180,68 @@ def _delete(api_client: Any, namespace: str, name: str, uid: str) -> None:
         log.warning("deleting resource claim %s/%s failed: %s", namespace, name, exc)
 
 
+def _pod_claims(api_client: Any, action: AwaitBindingConditions) -> list[ResourceClaim]:
+    """The pod's claims with binding conditions as the API server has them now."""
+    names = list(action.claims)
+    if action.extended:
+        pod = kube_client.request_json(
+            api_client, "GET", f"/api/v1/namespaces/{quote(action.namespace, safe='')}/pods/"
+                               f"{quote(action.pod.name, safe='')}", timeout=TIMEOUT)
+        name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if isinstance(name, str) and name:
+            names.append(name)
+    claims = []
+    for name in names:
+        try:
+            raw = kube_client.request_json(api_client, "GET", claim_path(action.namespace, name), timeout=TIMEOUT)
+        except NotFoundError:
+            raise ClusterError(f"claim {action.namespace}/{name} got deleted in the meantime", reason=REASON) from None
+        try:
+            claims.append(ResourceClaim.parse(raw))
+        except InvalidObject as exc:
+            raise ClusterError(f"claim {action.namespace}/{name}: {exc}", reason=REASON) from None
+    return claims
+
+
+def await_binding_conditions(api_client: Any, action: AwaitBindingConditions) -> None:
+    """PreBind's wait for binding conditions: ClusterError on a failure condition, on the timeout,
+    or when the scheduler stops; the binder then gives the reservations back and the pod is
+    retried, and Filter's next look at a failed claim lets PostFilter deallocate it."""
+    post_event(api_client, {"metadata": {"namespace": action.namespace, "name": action.pod.name,
+                                         "uid": action.pod.uid}},
+               reason="BindingConditionsPending", message=action.event_message)
+    started = time.monotonic()
+    deadline, delay, outcome = started + action.timeout, FIRST_POLL, "error"
+    state = Readiness(False)
+    try:
+        while True:
+            state = pod_readiness(_pod_claims(api_client, action), action.timeout, datetime.now(UTC))
+            if state.ready or state.failed:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome = "timeout"
+                raise ClusterError(f"{BINDING_TIMEOUT}: context deadline exceeded (still waiting for "
+                                   f"{', '.join(state.pending)})", reason=REASON)
+            if prebinding.wait(min(delay, left)):
+                outcome = "stopped"
+                raise ClusterError("stopped waiting for binding conditions: the scheduler is shutting down",
+                                   reason=REASON)
+            delay = min(delay * 2, MAX_POLL)
+        if state.failed:
+            outcome = "timeout" if state.failed.startswith(BINDING_TIMEOUT) else "failed"
+            raise ClusterError(state.failed, reason=REASON)
+        outcome = "ready"
+        log.info("binding conditions of pod %s/%s met on node %s", action.namespace, action.pod.name, action.node)
+    finally:
+        metrics.DRA_BINDING_WAITS.labels(outcome=outcome).inc()
+        metrics.DRA_BINDING_WAIT_SECONDS.labels(outcome=outcome).observe(time.monotonic() - started)
+
+
 def api_server_handlers(api_client: Any) -> dict[type, prebinding.Handler]:
     """The DRA bind-time actions carried out against the API server through `api_client`."""
     return {BindClaim: partial(bind_claim, api_client), UnreserveClaim: partial(unreserve_claim, api_client),
             DeallocateClaim: partial(deallocate_claim, api_client),
             CreateExtendedClaim: partial(create_extended_claim, api_client),
-            DeleteExtendedClaim: partial(delete_extended_claim, api_client), DeleteClaim: partial(delete_claim, api_client)}
+            DeleteExtendedClaim: partial(delete_extended_claim, api_client), DeleteClaim: partial(delete_claim, api_client),
+            AwaitBindingConditions: partial(await_binding_conditions, api_client)}

@@ -11,7 +11,9 @@ order of pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go `b
    `status.allocation` is written (with `allocationTimestamp`: DRADeviceBindingConditions
    and DRAResourceClaimDeviceStatus are on by default in v1.36);
 3. the pod is appended to `status.reservedFor` in the same status update;
-4. a conflict (409) reads the claim again and retries (retry.DefaultRetry: 5 tries).
+4. a conflict (409) reads the claim again and retries (retry.DefaultRetry: 5 tries);
+5. when a device of the pod's claims has binding conditions, `AwaitBindingConditions` waits
+   for them after every claim is written, before the pod is bound.
 """
 
 from __future__ import annotations
@@ -138,6 +140,26 @@ class DeleteClaim:
     uid: str
 
 
+@dataclass(frozen=True)
+class AwaitBindingConditions:
+    """PreBind's last step when a device of the pod's claims has binding conditions: post the
+    `BindingConditionsPending` event, then wait until every binding condition is true, failing on
+    a failure condition or once `timeout` seconds have passed (since the wait began, or since a
+    claim's allocationTimestamp), as kube-scheduler's PreBind polls (extender/dra/binding_conditions.py).
+    `extended`: the pod's extended-resource claim is among them (named in its status by then)."""
+
+    namespace: str
+    pod: ConsumerRef
+    node: str
+    claims: tuple[str, ...]  # names, in the pod's namespace
+    extended: bool
+    timeout: float
+
+    @property
+    def event_message(self) -> str:
+        return f"waiting for binding conditions for device on node {self.node}"
+
+
 class ClaimWriteRefused(ValueError):
     """The claim changed so that this bind cannot go on (deleted, allocated elsewhere, recreated)."""
 
@@ -173,6 +195,8 @@ def with_status(action: BindClaim, current: Mapping[str, Any], now: str) -> dict
         allocation = action.allocation.to_api()
         allocation.setdefault("allocationTimestamp", now)
         status["allocation"] = allocation
+    elif isinstance(status.get("allocation"), Mapping) and not status["allocation"].get("allocationTimestamp"):
+        status["allocation"] = {**status["allocation"], "allocationTimestamp": now}  # bindClaim sets it if missing
     reserved = list(status.get("reservedFor") or [])
     if not any(isinstance(r, Mapping) and r.get("uid") == action.pod.uid for r in reserved):
         reserved.append({"resource": action.pod.resource, "name": action.pod.name, "uid": action.pod.uid})

@@ -669,10 +669,70 @@ def test_check_combinations_within_single_request_is_exhaustive_and_bounded() ->
         run([claim("claim-0", exact("req-0", CLASS_A, 5))], slices, max_backtracks=3)
 
 
-def test_binding_conditions_are_not_offered_without_their_feature() -> None:
-    slices = [slice_("slice-1", NODE_1, "pool-1", DRIVER_A, device("device-1", bindingConditions=["ready"]),
-                     device("device-2"))]
-    assert picked(run([claim("claim-0", exact("req-0", CLASS_A))], slices)) == [[a("req-0", "pool-1", "device-2")]]
+def _bound(name: str, ready: str = "IsPrepare", failed: str = "BindingFailed") -> dict:
+    return device(name, bindingConditions=[ready], bindingFailureConditions=[failed])
+
+
+def _conditions(outcome: NodeAllocation | Unallocatable) -> list[list[tuple[tuple[str, ...], tuple[str, ...]]]]:
+    assert isinstance(outcome, NodeAllocation), outcome
+    return [[(r.binding_conditions, r.binding_failure_conditions) for r in allocation.results]
+            for allocation in outcome.allocations]
+
+
+def test_device_binding_conditions_are_copied_into_the_result() -> None:
+    outcome = run([claim("claim-0", exact("req-0", CLASS_A))], [slice_("slice-1", NODE_1, "pool-1", DRIVER_A,
+                                                                        _bound("device-1"))])
+    assert picked(outcome) == [[a("req-0", "pool-1", "device-1")]]
+    assert isinstance(outcome, NodeAllocation)
+    assert outcome.allocations[0].to_api() == {"devices": {"results": [{
+        "request": "req-0", "driver": DRIVER_A, "pool": "pool-1", "device": "device-1",
+        "bindingConditions": ["IsPrepare"], "bindingFailureConditions": ["BindingFailed"]}]}, "nodeSelector": LOCAL}
+    assert outcome.allocations[0].binding_conditions
+
+
+def test_binding_conditions_multiple_devices() -> None:
+    c = claim("claim-0", exact("req-0", CLASS_A, 2), exact("req-1", CLASS_A, 1))
+    slices = [slice_("slice-1", NODE_1, "pool-1", DRIVER_A, _bound("device-1"), _bound("device-2", "IsPrepare2",
+                     "BindingFailed2"), _bound("device-3", "IsPrepare3", "BindingFailed3"))]
+    outcome = run([c], slices)
+    assert picked(outcome) == [[a("req-0", "pool-1", "device-1"), a("req-0", "pool-1", "device-2"),
+                                a("req-1", "pool-1", "device-3")]]
+    assert _conditions(outcome) == [[(("IsPrepare",), ("BindingFailed",)), (("IsPrepare2",), ("BindingFailed2",)),
+                                     (("IsPrepare3",), ("BindingFailed3",))]]
+
+
+def test_binding_conditions_with_and_without() -> None:
+    c = claim("claim-0", exact("req-0", CLASS_A), exact("req-1", CLASS_A))
+    outcome = run([c], [slice_("slice-1", NODE_1, "pool-1", DRIVER_A, device("device-1"), _bound("device-2"))])
+    assert picked(outcome) == [[a("req-0", "pool-1", "device-1"), a("req-1", "pool-1", "device-2")]]
+    assert _conditions(outcome) == [[((), ()), (("IsPrepare",), ("BindingFailed",))]]
+    assert isinstance(outcome, NodeAllocation)
+    assert "bindingConditions" not in outcome.allocations[0].to_api()["devices"]["results"][0]
+
+
+def test_node_restriction_a_device_that_binds_to_its_node_pins_the_claim_there() -> None:
+    slices = [slice_("slice-1", node_label_selector("planet", "earth"), "pool-1", DRIVER_A,
+                     device("device-1", bindsToNode=True))]
+    outcome = run([claim("claim-0", exact("req-0", CLASS_A))], slices)
+    assert picked(outcome) == [[a("req-0", "pool-1", "device-1")]]
+    assert isinstance(outcome, NodeAllocation) and outcome.allocations[0].node_selector == LOCAL
+    plain = run([claim("claim-0", exact("req-0", CLASS_A))],
+                [slice_("slice-1", node_label_selector("planet", "earth"), "pool-1", DRIVER_A, device("device-1"))])
+    assert isinstance(plain, NodeAllocation) and plain.allocations[0].node_selector == node_label_selector("planet",
+                                                                                                           "earth")
+
+
+def test_pools_with_binding_conditions_are_visited_last() -> None:
+    """pools_incubating.go GatherPools: such pools go after the others, each part sorted."""
+    slices = [slice_("slice-1", NODE_1, "pool-a", DRIVER_A, _bound("device-1")),
+              slice_("slice-2", NODE_1, "pool-c", DRIVER_A, _bound("device-1")),
+              slice_("slice-3", NODE_1, "pool-b", DRIVER_A, device("device-1")),
+              slice_("slice-4", NODE_1, "pool-d", DRIVER_A, device("device-1"))]
+    pools = gather_pools(slices, NODE_1, LABELS[NODE_1])
+    assert [pool.name for pool in pools] == ["pool-b", "pool-d", "pool-a", "pool-c"]
+    outcome = run([claim("claim-0", exact("req-0", CLASS_A, 3))], slices)
+    assert picked(outcome) == [[a("req-0", "pool-b", "device-1"), a("req-0", "pool-d", "device-1"),
+                                a("req-0", "pool-a", "device-1")]]
 
 
 def test_pools_are_visited_sorted_by_driver_and_name() -> None:

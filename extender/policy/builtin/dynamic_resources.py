@@ -39,6 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from extender.dra.allocator import (
@@ -50,12 +51,14 @@ from extender.dra.allocator import (
     allocate,
     first_available_score,
 )
-from extender.dra.objects import ConsumerRef, ResourceClaim
+from extender.dra.binding_conditions import DEFAULT_TIMEOUT, readiness, unusable
+from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments, dra_extended
 from extender.policy.claim_actions import (
+    AwaitBindingConditions,
     BindClaim,
     CreateExtendedClaim,
     DeallocateClaim,
@@ -77,6 +80,7 @@ from extender.policy.plugins import (
 )
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
+from extender.policy.usage_settings import duration
 
 NAME = names.DYNAMIC_RESOURCES
 NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -178,6 +182,9 @@ class PodClaims:
     to_allocate: tuple[ResourceClaim, ...]
     served: Mapping[str, int] = field(default_factory=dict)
     stale: ResourceClaim | None = None
+    # Allocated claims whose devices failed their binding conditions or timed out waiting:
+    # available on no node, so that PostFilter deallocates them (binding_conditions.py).
+    unusable: Mapping[str, str] = field(default_factory=dict)  # claim uid -> why
     _node_claims: dict[frozenset[tuple[str, int]], dra_extended.NodeClaim] = field(
         default_factory=dict, repr=False, compare=False)
 
@@ -196,7 +203,7 @@ class PodClaims:
         return made
 
 
-def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
+def prepare(pod: PodView, dra: DraView, binding_timeout: float = DEFAULT_TIMEOUT) -> PodClaims | Status | None:
     """PreFilter: None when the pod names no claim and asks for no extended resource a class
     serves, else its claims or the reason it waits."""
     refs = _claim_refs(pod)
@@ -212,10 +219,17 @@ def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
     if not found and not served:
         return None
     to_allocate = []
+    now: datetime | None = None
+    failed: dict[str, str] = {}
     for claim in found:
         if claim.allocation is not None:
             if not claim.can_be_reserved() and not claim.reserved_for_pod(pod.uid):
                 return _unresolvable(IN_USE)
+            if claim.allocation.binding_conditions:
+                now = now or datetime.now(UTC)
+                if unusable(claim, binding_timeout, now):
+                    failed[claim.uid] = (f"claim {claim.key}: " + (readiness(claim).failed or
+                                         f"binding conditions not met within {binding_timeout:g}s of the allocation"))
             continue
         if dra.pending_allocation(claim.uid) is not None:
             return _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
@@ -224,7 +238,7 @@ def prepare(pod: PodView, dra: DraView) -> PodClaims | Status | None:
             return missing
         to_allocate.append(claim)
     stale = dra.extended_claim_of(pod.uid) if served else None
-    return PodClaims(pod, tuple(found), tuple(to_allocate), served, stale)
+    return PodClaims(pod, tuple(found), tuple(to_allocate), served, stale, failed)
 
 
 def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocation | Status:
@@ -233,6 +247,8 @@ def allocate_on(claims: PodClaims, node: NodeInfo, dra: DraView) -> NodeAllocati
     if claims.stale is not None:
         return _unresolvable(dra_extended.STALE)
     for claim in claims.claims:
+        if claim.uid in claims.unusable:
+            return _unresolvable(NOT_AVAILABLE, claims.unusable[claim.uid])
         if claim.allocation is not None and not claim.allocation.available_on(view.name, view.labels):
             return _unresolvable(NOT_AVAILABLE)
     extended = claims.extended_on(node, dra)
@@ -261,10 +277,11 @@ def node_score(claims: PodClaims, allocation: NodeAllocation) -> int:
     return first_available_score(claims.claims, used)
 
 
-def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: ClusterView
-                        ) -> DeallocateClaim | None:
+def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: ClusterView,
+                        binding_timeout: float = DEFAULT_TIMEOUT) -> DeallocateClaim | None:
     """PostFilter: the first allocated claim of the pod that is not available on a node it was
-    refused for, and reserved for nobody else; None when there is none."""
+    refused for (its devices failed their binding conditions, or its node selector leaves the
+    node out), and reserved for nobody else; None when there is none."""
     refused = [name for name, status in failed.items() if status.plugin == NAME and status.reasons == (NOT_AVAILABLE,)]
     dra = cluster.dra()
     if not refused or not dra.enabled or not _claim_refs(pod):
@@ -272,10 +289,13 @@ def claim_to_deallocate(pod: PodView, failed: Mapping[str, Status], cluster: Clu
     claims = pod_claims(pod, dra)
     if isinstance(claims, Waiting):
         return None
+    now = datetime.now(UTC)
     for claim in claims:
         allocation = claim.allocation
         if allocation is None or any(ref.uid != pod.uid for ref in claim.reserved_for):
             continue
+        if unusable(claim, binding_timeout, now):
+            return DeallocateClaim(claim.namespace, claim.name, claim.uid, claim.raw)
         for name in refused:
             info = cluster.node_info(name)
             if info is not None and not allocation.available_on(name, info.node.labels):
@@ -287,23 +307,29 @@ def _pod_ref(pod: PodView) -> ConsumerRef:
     return ConsumerRef("pods", pod.name, pod.uid)
 
 
-_ARGS = arguments.schema({})
+_ARGS = arguments.schema({
+    "bindingTimeout": arguments.value(lambda raw: duration(raw, minimum=1.0), default=DEFAULT_TIMEOUT),
+})
+_SCORE_ARGS = arguments.schema({})
 
 
 @dataclass(frozen=True)
 class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
-    """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve, PreBind and PostFilter (no args)."""
+    """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve, PreBind and PostFilter.
+
+    Args: `bindingTimeout` (a duration such as `600s` or `10m`, or seconds; at least 1 s; default
+    600 s, as DynamicResourcesArgs): how long PreBind waits for devices' binding conditions."""
 
     name: ClassVar[str] = NAME
+    binding_timeout: float = DEFAULT_TIMEOUT
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DynamicResources:
-        arguments.load(_ARGS, args)
-        return cls()
+        return cls(arguments.load(_ARGS, args)["bindingTimeout"])
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         dra = cluster.dra()
-        claims = prepare(pod, dra)
+        claims = prepare(pod, dra, self.binding_timeout)
         if claims is None or isinstance(claims, Status):
             return claims
 
@@ -318,7 +344,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
         return check if check is None or isinstance(check, Status) else check(node)
 
     def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
-        deallocate = claim_to_deallocate(pod, failed, cluster)
+        deallocate = claim_to_deallocate(pod, failed, cluster, self.binding_timeout)
         if deallocate is not None:
             return (deallocate,)
         stale = cluster.dra().extended_claim_of(pod.uid) if dra_extended.served(pod, cluster.dra()) else None
@@ -326,7 +352,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         dra = cluster.dra()
-        claims = prepare(pod, dra)
+        claims = prepare(pod, dra, self.binding_timeout)
         if claims is None or isinstance(claims, Status):
             return claims
         result = allocate_on(claims, node, dra)
@@ -359,7 +385,23 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
             actions += (CreateExtendedClaim(pod.namespace, pod_ref, extended.requests, result.allocations[-1],
                                             tuple(m.to_api() for m in extended.mappings)),)
             undo += (DeleteExtendedClaim(pod.namespace, pod.uid),)
+        waiting = self._await(pod_ref, pod.namespace, node.name, claims, allocations,
+                              result.allocations[-1] if extended is not None else None)
+        if waiting is not None:
+            actions += (waiting,)
         return Reservation(NAME, actions=actions, release=release if assumed else None, undo=undo)
+
+    def _await(self, pod: ConsumerRef, namespace: str, node: str, claims: PodClaims,
+               allocations: Mapping[str, Allocation], extended: Allocation | None) -> AwaitBindingConditions | None:
+        """hasBindingConditions: the wait PreBind ends with when a device of the pod's claims
+        (allocated now or before, the extended-resource claim included) has binding conditions."""
+        names = tuple(claim.name for claim in claims.claims
+                      if (allocation := claim.allocation or allocations.get(claim.uid)) is not None
+                      and allocation.binding_conditions)
+        waits_extended = extended is not None and extended.binding_conditions
+        if not names and not waits_extended:
+            return None
+        return AwaitBindingConditions(namespace, pod, node, names, waits_extended, self.binding_timeout)
 
 
 @dataclass(frozen=True)
@@ -371,7 +413,7 @@ class DynamicResourcesScore(PreScorePlugin, ScorePlugin):
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DynamicResourcesScore:
-        arguments.load(_ARGS, args)
+        arguments.load(_SCORE_ARGS, args)
         return cls()
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
