@@ -9,7 +9,8 @@ no device handed to two claims, no claim of a pending pod allocated.
 
 No DRA driver runs: the slices are created here as a driver's kubelet plugin would publish
 them (one pool per node, named after it, complete in one slice), and nothing prepares the
-devices (no kubelet runs the pods). The test client's wipe between tests does not know
+devices (no kubelet runs the pods). ``attaching`` plays the one part of a driver that
+scheduling waits for: it sets the binding conditions of allocated devices true. The test client's wipe between tests does not know
 these kinds, so a test calls ``purge`` itself, before and after.
 
 No pytest here: a benchmark can build the same objects.
@@ -17,8 +18,11 @@ No pytest here: a benchmark can build the same objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakeapi.client import KubeTestClient
@@ -157,6 +161,42 @@ def purge(kube: KubeTestClient, namespaces: Iterable[str]) -> None:
         kube.purge(collection("ResourceClaimTemplate", namespace))
     kube.purge(collection("ResourceSlice"))
     kube.purge(collection("DeviceClass"))
+
+
+def _attach(kube: KubeTestClient, namespace: str, claim: dict[str, Any]) -> None:
+    """Every binding condition of the claim's allocated devices set true, as their driver would."""
+    waiting = [r for r in results(claim) if r.get("bindingConditions")]
+    status = claim.get("status") or {}
+    done = {(d["driver"], d["pool"], d["device"]) for d in status.get("devices") or []}
+    if not waiting or all((r["driver"], r["pool"], r["device"]) in done for r in waiting):
+        return
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status["devices"] = [{"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+                          "conditions": [{"type": kind, "status": "True", "reason": "Attached", "message": "",
+                                          "lastTransitionTime": now} for kind in r["bindingConditions"]]}
+                         for r in waiting]
+    with contextlib.suppress(AssertionError, Exception):  # changed meanwhile: the next round sees it
+        kube.call("PUT", f"{collection('ResourceClaim', namespace)}/{claim['metadata']['name']}/status", claim)
+
+
+@contextlib.contextmanager
+def attaching(kube: KubeTestClient, namespace: str, interval: float = 0.3) -> Iterator[None]:
+    """While inside: the devices of claims allocated in ``namespace`` are attached (binding
+    conditions set true) a moment after their allocation is written."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            for claim in list_claims(kube, namespace).values():
+                _attach(kube, namespace, claim)
+
+    thread = threading.Thread(target=loop, name=f"attach-{namespace}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 # ---- reading the settled state -------------------------------------------------------------

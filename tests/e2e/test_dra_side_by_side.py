@@ -56,6 +56,7 @@ class DraScenario:
     templates: tuple[dict[str, Any], ...] = ()
     classes: tuple[dict[str, Any], ...] = (dra.device_class("gpu"),)
     expect: tuple[Expect, ...] = ()
+    attach: bool = False  # a stand-in driver sets allocated devices' binding conditions true
 
     def __str__(self) -> str:
         return self.name
@@ -63,6 +64,15 @@ class DraScenario:
 
 def claims_for(names: list[str], spec: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
     return tuple(dra.resource_claim(name, spec) for name in names)
+
+
+def attachable_slice(node_name: str, pool: str, *names: str) -> dict[str, Any]:
+    """A pool of devices that bind to their node only once attached (DRADeviceBindingConditions)."""
+    made = resource_slice(node_name, [{"name": name, "bindsToNode": True, "bindingConditions": ["Attached"],
+                                       "bindingFailureConditions": ["AttachFailed"]} for name in names])
+    made["metadata"]["name"] = f"{node_name}-{pool}"
+    made["spec"]["pool"]["name"] = pool
+    return made
 
 
 def claim_pods(count: int, claim_prefix: str) -> tuple[dict[str, Any], ...]:
@@ -106,6 +116,26 @@ def bound_devices(request: str, allowed: set[str]) -> Expect:
     def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
         return [f"{p} got {got}" for p in sorted(outcome.bound)
                 if (got := settled.devices_of(p)) and any(r != request or d not in allowed for r, d in got)]
+    return check
+
+
+def attached(device_name: str) -> Expect:
+    """The claim holding ``device_name`` carries its binding conditions, met, and its pod is bound."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        for name, claim in settled.claims.items():
+            found = [r for r in dra.results(claim) if r["device"] == device_name]
+            if not found:
+                continue
+            met = {c["type"] for d in (claim.get("status") or {}).get("devices") or [] if d["device"] == device_name
+                   for c in d.get("conditions") or [] if c.get("status") == "True"}
+            problems = [] if found[0].get("bindingConditions") == ["Attached"] else [
+                f"claim {name}: result {found[0]} lacks the device's binding conditions"]
+            problems += [] if "Attached" in met else [f"claim {name}: Attached not met"]
+            pods = dra.reserved_for(claim)
+            if not pods & set(outcome.bound):
+                problems.append(f"claim {name} reserved for {sorted(pods)}, none of them bound")
+            return problems
+        return [f"no claim holds {device_name}"]
     return check
 
 
@@ -232,6 +262,28 @@ SCENARIOS = [
         expect=(on_each_node({"h-1": 1, "h-2": 2}),),
     ),
     DraScenario(
+        "binding-conditions-pool-order",
+        "DRADeviceBindingConditions: a pool of devices that must be attached is tried after the others, though "
+        "its name sorts first: the one pod gets the plain device",
+        nodes=(node("i-1"),),
+        slices=(attachable_slice("i-1", "a-fabric", "fab-0"), resource_slice("i-1", [device("gpu-0")])),
+        claims=claims_for(["bc-0"], ONE_GPU),
+        pods=claim_pods(1, "bc"),
+        bound=1, on=frozenset({"i-1"}), attach=True,
+        expect=(devices_are("p-0", ("gpu", "gpu-0")),),
+    ),
+    DraScenario(
+        "binding-conditions-attach",
+        "DRADeviceBindingConditions: the only device must be attached; its pod is bound once the driver sets "
+        "the condition, the other stays Pending",
+        nodes=(node("j-1"), node("j-2")),
+        slices=(attachable_slice("j-2", "j-2-fabric", "fab-0"),),
+        claims=claims_for([f"bc-{i}" for i in range(2)], ONE_GPU),
+        pods=claim_pods(2, "bc"),
+        bound=1, on=frozenset({"j-2"}), attach=True,
+        expect=(bound_devices("gpu", {"fab-0"}), attached("fab-0")),
+    ),
+    DraScenario(
         "match-attribute",
         "two requests that must agree on numa: only the node whose two devices share a numa node fits, once",
         nodes=(node("g-1"), node("g-2")),
@@ -286,7 +338,8 @@ def test_dra_pods_bound_and_pending_alike(cluster: Any, dra_cleanup: None, kube_
         for obj in (*case.claims, *case.templates):
             dra.create(kube, obj, namespace)
         try:
-            yield
+            with dra.attaching(kube, namespace) if case.attach else contextlib.nullcontext():
+                yield
         finally:
             kube.purge(dra.collection("ResourceClaim", namespace))
             kube.purge(dra.collection("ResourceClaimTemplate", namespace))
