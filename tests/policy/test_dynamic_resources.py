@@ -13,6 +13,7 @@ from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
 from extender.errors import ClusterError
 from extender.model.pods import PodView
+from extender.policy.builtin.allocation import LeastAllocated, MostAllocated
 from extender.policy.claim_actions import FINALIZER, BindClaim
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, PluginError
@@ -327,3 +328,35 @@ def test_a_shared_device_takes_claims_until_its_capacity_is_used(state: ClusterS
     failed = refusals(state, pod("pod-m-2", "m-2"))
     assert set(failed) == {"n1", "n2"}
     assert "4Gi requested, 0 left" in failed["n1"].detail, failed["n1"].detail
+
+
+def test_least_allocated_scores_a_class_served_resource_by_the_nodes_devices(state: ClusterState) -> None:
+    """ExtendedResourceScoring (noderesources calculateDRAResourceTotals): on nodes that do not
+    advertise example.com/gpu, the class's devices there are its allocatable, those allocated its
+    requested; a node advertising it is scored on its allocatable as before."""
+    gpu = device_class()
+    gpu["spec"]["extendedResourceName"] = "example.com/gpu"
+    state.dra_store.upsert(dra.CLASSES, gpu)
+    state.upsert_node(node("n3"))
+    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0", "gpu-1"),
+                                         resource_slice("n3", "gpu-0", "gpu-1", "gpu-2", "gpu-3")])
+    plugin_node = node("n1")
+    plugin_node["status"]["allocatable"]["example.com/gpu"] = "8"
+    state.upsert_node(plugin_node)
+    resources = (("example.com/gpu", 1),)
+    pod = gpu_pod("p")
+    infos = [state.node_info(name) for name in ("n1", "n2", "n3")]
+
+    def scores(plugin: Any) -> list[float]:
+        score = plugin.prescore(pod, state, infos)
+        return [score(info) for info in infos]
+
+    assert scores(LeastAllocated(resources)) == [(8 - 1) * 100 // 8, (2 - 1) * 100 // 2, (4 - 1) * 100 // 4]
+    assert scores(MostAllocated(resources)) == [100 // 8, 100 // 2, 100 // 4]
+    held = claim("held", count=2)
+    held["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n3", "device": f"gpu-{i}"} for i in range(2)]}}}
+    state.dra_store.upsert(dra.CLAIMS, held)
+    assert scores(LeastAllocated(resources)) == [87, 50, (4 - 3) * 100 // 4]
+    without_class = gpu_pod("q", 1, "example.com/fpga")
+    assert LeastAllocated(resources).prescore(without_class, state, infos)(infos[2]) == 0  # nothing to score

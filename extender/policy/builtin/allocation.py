@@ -10,7 +10,10 @@ fractions, with actual requests, and skips best-effort pods as kube-scheduler do
 All three are already on 0..100, so they normalise to themselves.
 
 A resource the node does not have (allocatable 0) is left out of the average; an
-extended resource or hugepage size the pod does not request is left out too.
+extended resource or hugepage size the pod does not request is left out too. An extended
+resource a DeviceClass serves (DRAExtendedResource) counts, on a node that does not advertise
+it, the class's devices there and those allocated (dra_extended.device_totals), as
+NodeResourcesFit does in kube-scheduler v1.36.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from extender.dra.objects import DeviceClass
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrescoredScorer, identity
+from extender.policy.builtin.dra_extended import device_totals
+from extender.policy.builtin.fit import is_dra_extended_resource
 from extender.policy.cluster import ClusterView
+from extender.policy.dra import DraView
 from extender.policy.plugins import NodeScore, NormalizeScores
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
@@ -76,6 +83,9 @@ class _AllocationScorer(PrescoredScorer, NormalizeScores):
         nonzero = tuple((name, weight, amount) for name, weight, amount, use in terms if use)
         actual = tuple((name, weight, amount) for name, weight, amount, use in terms if not use)
         most = self.most
+        backed = _dra_backed(actual, cluster)
+        if backed:
+            return self._with_devices(nonzero, actual, cluster.dra(), backed)
 
         def score(info: NodeInfo) -> float:
             allocatable = info.node.allocatable
@@ -106,8 +116,48 @@ class _AllocationScorer(PrescoredScorer, NormalizeScores):
         score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
         return score
 
+    def _with_devices(self, nonzero: tuple[tuple[str, int, int], ...], actual: tuple[tuple[str, int, int], ...],
+                      dra: DraView, backed: Mapping[str, DeviceClass]) -> NodeScore:
+        """The score for a pod asking for an extended resource a DeviceClass serves: on a node
+        that does not advertise it, its devices there stand for allocatable and requested. No
+        memo key: the score follows the devices' allocations, which pods do not show."""
+        most = self.most
+
+        def term(capacity: int, used: int, weight: int) -> int:
+            if most:
+                return (100 if used >= capacity else used * 100 // capacity) * weight
+            return (capacity - used) * 100 // capacity * weight if used < capacity else 0
+
+        def score(info: NodeInfo) -> float:
+            allocatable = info.node.allocatable
+            total = weights = 0
+            for totals, entries in ((info.score_requested, nonzero), (info.requested, actual)):
+                for name, weight, amount in entries:
+                    capacity = allocatable.get(name) or 0
+                    used = totals.get(name, 0) + amount
+                    if capacity <= 0 and name in backed:
+                        capacity, held = device_totals(dra, backed[name], info.name, info.node.labels)
+                        used = held + amount
+                    if capacity > 0:
+                        total += term(capacity, used, weight)
+                        weights += weight
+            return total // weights if weights else 0
+
+        return score
+
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         return identity(list(scores))
+
+
+def _dra_backed(terms: tuple[tuple[str, int, int], ...], cluster: ClusterView) -> dict[str, DeviceClass]:
+    """The pod's scored extended resources that a DeviceClass serves (getDRAPreScoredParams)."""
+    if not any(is_dra_extended_resource(name) for name, _, _ in terms):
+        return {}
+    dra = cluster.dra()
+    if not dra.enabled:
+        return {}
+    return {name: cls for name, _, _ in terms
+            if is_dra_extended_resource(name) and (cls := dra.extended_class(name)) is not None}
 
 
 @dataclass(frozen=True)

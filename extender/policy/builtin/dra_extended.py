@@ -19,6 +19,10 @@ The facts, from pkg/scheduler/framework/plugins/dynamicresources/extendeddynamic
 * A claim of that kind left by an earlier attempt (its bind failed) makes every node
   unschedulable ("cannot schedule extended resource claim"); PostFilter deletes it and the next
   attempt starts anew.
+* Scoring (noderesources/resource_allocation.go calculateDRAResourceTotals): for a resource the
+  node does not advertise, NodeResourcesFit's strategies take as allocatable the devices of the
+  class that the node's slices publish, and as allocated those held by any allocation (whole,
+  or a share of it), stored or in flight: `device_totals`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.dra.objects import ResourceClaim
+from extender.dra.allocator import AllocationError, class_selects
+from extender.dra.objects import DeviceClass, DeviceID, ResourceClaim
 from extender.errors import QuantityError
 from extender.model.pods import PodView
 from extender.model.quantities import to_units
@@ -63,6 +68,31 @@ def served(pod: PodView, dra: DraView) -> dict[str, int]:
     """The pod's extended resource requests that some DeviceClass serves (name -> count)."""
     return {resource: amount for resource, amount in pod.requests.items()
             if amount > 0 and is_dra_extended_resource(resource) and dra.extended_class(resource) is not None}
+
+
+def device_totals(dra: DraView, device_class: DeviceClass, node_name: str, labels: Mapping[str, str]
+                  ) -> tuple[int, int]:
+    """(devices of the class the node's slices publish, how many of them are allocated). Every
+    slice that reaches the node counts, whatever its pool's generation, as kube-scheduler counts
+    them; a selector's CEL error makes the resource unknown here, (0, 0), as its error does there."""
+    in_use, shared = dra.in_use(), dra.consumed()
+    total = taken = 0
+    for slice_ in dra.slices_for(node_name):
+        if slice_.shared_counters or not slice_.available_on(node_name, labels):
+            continue
+        per_device = slice_.per_device_node_selection
+        for device in slice_.devices:
+            if per_device and not device.available_on(node_name, labels):
+                continue
+            try:
+                if not class_selects(device_class, device):
+                    continue
+            except AllocationError:
+                return 0, 0
+            total += 1
+            device_id = DeviceID(slice_.driver, slice_.pool, device.name)
+            taken += device_id in in_use or device_id in shared
+    return total, taken
 
 
 def on_node(wanted: Mapping[str, int], allocatable: Mapping[str, int]) -> dict[str, int]:
