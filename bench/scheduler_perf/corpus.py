@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from bench.scheduler_perf import profiles
+
 VERSION = "v1.36.3"
 RELATIVE = Path("test/integration/scheduler_perf")
 #: The folders of the corpus, in the order the table lists them.
@@ -188,6 +190,9 @@ class Workload:
     labels: list[str] = field(default_factory=list)
     threshold: float | None = None
     skip: str = ""
+    # The test case's own KubeSchedulerConfiguration (schedulerConfigPath), when it has one that
+    # profiles.translate can give both schedulers.
+    scheduler_config: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -320,13 +325,24 @@ def _why_skip(ops: list[dict[str, Any]], case: dict[str, Any], folder: str = "",
     unsupported = sorted({op["opcode"] for op in ops if op["opcode"] not in SUPPORTED})
     if unsupported:
         return f"opcode(s) {', '.join(unsupported)} not implemented"
-    if case.get("schedulerConfigPath"):
-        return f"needs its own scheduler configuration ({case['schedulerConfigPath']}), not a default profile"
     for op in ops:
         for key in ("labelNodePrepareStrategy", "nodeAllocatableStrategy", "uniqueNodeLabelStrategy"):
             if key in op and not isinstance(op[key], dict):
                 return f"{op['opcode']}.{key} is not a mapping"
     return ""
+
+
+def _scheduler_config(case: dict[str, Any], folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """The case's scheduler configuration and "", or None and why it cannot be given to both."""
+    name = case.get("schedulerConfigPath")
+    if not name:
+        return None, ""
+    try:
+        config = profiles.load(folder / name)
+        profiles.translate(config)
+    except (OSError, profiles.Untranslatable) as exc:
+        return None, f"its scheduler configuration ({name}) has no translation for ours: {exc}"
+    return config, ""
 
 
 def load_file(path: Path, root: Path) -> list[Workload]:
@@ -345,11 +361,13 @@ def load_file(path: Path, root: Path) -> list[Workload]:
                 skip = _why_skip(ops, case, folder, gates)
             except KeyError as exc:
                 ops, skip = [], f"cannot resolve its params: {exc.args[0]}"
+            config, config_skip = _scheduler_config(case, path.parent)
+            skip = skip or config_skip
             workloads.append(Workload(
                 folder=folder, name=case["name"], variant=variant["name"], params=params, ops=ops,
                 default_pod_template=default_path, feature_gates=gates,
                 labels=list(variant.get("labels") or case.get("labels") or []),
-                threshold=variant.get("threshold"), skip=skip,
+                threshold=variant.get("threshold"), skip=skip, scheduler_config=config,
             ))
     return workloads
 

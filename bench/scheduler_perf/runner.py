@@ -71,7 +71,8 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
         cp = stack.enter_context(schedulers.control_plane())
         if workload.uses_dra:
             stack.enter_context(schedulers.claim_controller(cp, workdir / kind))
-        running = stack.enter_context(schedulers.scheduler(cp, kind, workdir / kind))
+        running = stack.enter_context(schedulers.scheduler(cp, kind, workdir / kind,
+                                                           config=workload.scheduler_config))
         cache = PodCache(cp.client).start()
         claims_watch = ClaimWatch(cp.client, holders.observe).start() if workload.uses_dra else None
         control_cpu = schedulers.trees_cpu(cp.plane.pids)

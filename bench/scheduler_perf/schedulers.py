@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench.bench_e2e import process_tree_cpu
+from bench.scheduler_perf import profiles
 
 KUBE = "kube"
 OURS = "ours"
@@ -87,16 +90,19 @@ def control_plane(extra_args: Sequence[str] = ()) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
-              feature_gates: str = "") -> Iterator[Running]:
+              feature_gates: str = "", config: dict[str, Any] | None = None) -> Iterator[Running]:
     """Start the scheduler ``kind`` on ``cp``; on exit read its figures, then stop it.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (ours reads the API server's
-    discovery instead)."""
+    discovery instead). ``config``: the workload's KubeSchedulerConfiguration, given to
+    kube-scheduler as its profile's pluginConfig and to ours as a policy (profiles.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    plugin_config, policy = profiles.translate(config) if config else (None, None)
     if kind == KUBE:
         from tests.e2e.controlplane import KUBE_SCHEDULER_USER, scheduler_configuration
 
         config = scheduler_configuration("default-scheduler",
-                                         kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER))
+                                         kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER),
+                                         profile={"pluginConfig": plugin_config} if plugin_config else None)
         config["clientConnection"] = {**config["clientConnection"], "qps": QPS, "burst": QPS}
         process = cp.start_kube_scheduler(config, name="kube-scheduler",
                                           extra_args=[f"--feature-gates={feature_gates}"] if feature_gates else [])
@@ -114,7 +120,11 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
         raise ValueError(f"unknown scheduler {kind!r}")
     from tests.e2e import processes
 
-    ours = processes.schedule(cp.kubeconfig, workdir, scheduler_name=OUR_SCHEDULER_NAME,
+    policy_path = None
+    if policy is not None:
+        policy_path = workdir / "policy.yaml"
+        policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
+    ours = processes.schedule(cp.kubeconfig, workdir, scheduler_name=OUR_SCHEDULER_NAME, policy=policy_path,
                               extra=["--no-leader-elect", "--skip-preflight", "--log-level", log_level],
                               name="extender-schedule")
     ours.start(timeout=120)
