@@ -360,3 +360,24 @@ def test_least_allocated_scores_a_class_served_resource_by_the_nodes_devices(sta
     assert scores(LeastAllocated(resources)) == [87, 50, (4 - 3) * 100 // 4]
     without_class = gpu_pod("q", 1, "example.com/fpga")
     assert LeastAllocated(resources).prescore(without_class, state, infos)(infos[2]) == 0  # nothing to score
+
+
+def test_a_taint_added_while_a_claim_holds_the_device_keeps_the_allocation(state: ClusterState) -> None:
+    """A device tainted after it was allocated: the allocation stays and the pods sharing the
+    claim still go to its node (kube-scheduler checks taints only when it allocates; evicting
+    for NoExecute is kube-controller-manager's device-taint-eviction controller's job); no new
+    claim gets the device."""
+    place(state, pod("first", "one"), "n2")
+    held = state.dra_store.claim("default", "one")
+    assert held is not None and [r.device for r in held.allocation.results] == ["gpu-0"]
+    tainted = resource_slice("n2", "gpu-0", "gpu-1")
+    tainted["spec"]["devices"][0]["taints"] = [{"key": "gpu.example.com/ecc", "value": "fatal", "effect": "NoExecute"}]
+    state.dra_store.replace(dra.SLICES, [tainted])
+    assert set(refusals(state, pod("second", "one"))) == {"n1"}  # the claim's node still takes its pods
+    state.dra_store.delete(dra.CLAIMS, "default/one")  # its pods are gone: gpu-0 is free, and tainted
+    failed = refusals(state, pod("third", "two"))
+    assert set(failed) == {"n1", "n2"}
+    assert "gpu-0 has taint gpu.example.com/ecc=fatal:NoExecute" in failed["n2"].detail
+    place(state, pod("other", "other"), "n2")
+    other = state.dra_store.claim("default", "other")
+    assert other is not None and [r.device for r in other.allocation.results] == ["gpu-1"]
