@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from extender import metrics
+from extender.checks.configs import webhook_policy_problems
 from extender.cluster.binding import Binder, MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
-from extender.errors import ExtenderError
+from extender.errors import ExtenderError, PolicyError
 from extender.policy import names
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
@@ -115,6 +116,13 @@ def _watch_pods_for(policy: Policy, source: Any) -> None:
         raise ExtenderError("stopped before the pods were listed")
 
 
+def _refuse_for_webhook(policy: Policy) -> None:
+    """The webhook (build_runtime's only user) cannot run some policies: PolicyError saying why."""
+    problems = webhook_policy_problems(policy.source, policy.filters)
+    if problems:
+        raise PolicyError(*problems)
+
+
 def _record_reload(outcome: str, error: str | None) -> None:
     metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
 
@@ -141,6 +149,8 @@ def build_runtime(settings: Settings) -> Runtime:
     """Assemble (not start) the runtime the settings describe."""
     state = ClusterState(assume_ttl=settings.assume_ttl)
     policy = make_policy_holder(settings.policy, settings.policy_mode)
+    _refuse_for_webhook(policy.policy)
+    policy.add_preparer(_refuse_for_webhook)  # a reload too
     kind = choose_source(settings)
     if kind == "snapshot":
         path = Path(settings.snapshot) if settings.snapshot else default_snapshot()

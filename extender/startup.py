@@ -70,10 +70,16 @@ def check_snapshot(settings: Settings) -> None:
 
 
 def check_policy(settings: Settings) -> None:
+    """The webhook's policy loads, and is one a webhook can run (checks.configs.webhook_policy_problems)."""
     if settings.policy:
+        from extender.checks.configs import webhook_policy_problems
+        from extender.errors import PolicyError
         from extender.policy.reloading import PolicyHolder
 
-        PolicyHolder(settings.policy)  # loads and validates; raises PolicyError with the path
+        holder = PolicyHolder(settings.policy)  # loads and validates; raises PolicyError with the path
+        problems = webhook_policy_problems(settings.policy, holder.policy.filters)
+        if problems:
+            raise PolicyError(*problems)
 
 
 def check_tls(cert: str | None, key: str | None, client_ca: str | None) -> None:

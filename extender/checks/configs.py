@@ -368,8 +368,9 @@ def validate_scheduler_config(
     return problems
 
 
-def check_policy(path: str | Path) -> Problems:
-    """Problems in one of our policy files: whatever `load_policy_file` refuses."""
+def check_policy(path: str | Path, mode: str | None = None) -> Problems:
+    """Problems in one of our policy files: whatever `load_policy_file` refuses, and, for a
+    `mode` ("webhook" or "standalone"; None: either), what that mode cannot run."""
     from extender.errors import PolicyError
     from extender.policy.loading import load_policy_file
 
@@ -379,7 +380,22 @@ def check_policy(path: str | Path) -> Problems:
         return [str(exc)]  # already starts with the file name
     except (OSError, UnicodeDecodeError) as exc:
         return [f"{path}: cannot read: {exc}"]
-    return _device_policy_problems(path, policy.filters)
+    problems = _device_policy_problems(path, policy.filters)
+    if mode == "webhook":
+        problems += webhook_policy_problems(path, policy.filters)
+    return problems
+
+
+def webhook_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Problems:
+    """What a webhook policy cannot do: DeviceFit with a deviceClass records GPU shares as DRA
+    allocations, but in webhook mode kube-scheduler allocates DRA itself, before it calls the
+    webhook, and would never see the shares the webhook holds in flight (docs/devices.md)."""
+    from extender.policy.builtin import DeviceFit
+
+    return [f"{path}: filters[{index}] (DeviceFit) has deviceClass {plugin.device_class!r}: shared GPUs on DRA "
+            "need the standalone scheduler (`extender schedule`); in webhook mode kube-scheduler allocates DRA "
+            "and would not see the shares in flight: drop deviceClass to use the annotation inventory"
+            for index, plugin in enumerate(filters) if isinstance(plugin, DeviceFit) and plugin.device_class]
 
 
 def _device_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Problems:

@@ -78,7 +78,7 @@ def _report(title: str, problems: list[str]) -> bool:
     type=click.Choice(MODES),
     default="webhook",
     show_default=True,
-    help="Which component's permissions to check.",
+    help="Which component's permissions to check (and, when given, which mode the --policy is for).",
 )
 @click.option(
     "--service-account",
@@ -150,7 +150,9 @@ def check(
         )
     ok = True
     if policy is not None:
-        ok &= _report(f"policy {policy}", check_policy(policy))
+        # A policy is checked for a mode only when --mode says so: without it, either mode's policy passes.
+        explicit = ctx.get_parameter_source("mode") == click.core.ParameterSource.COMMANDLINE
+        ok &= _report(f"policy {policy}", check_policy(policy, mode if explicit else None))
     for path in scheduler_configs:
         problems = check_scheduler_config(path, url_prefix=url_prefix)
         ok &= _report(f"scheduler config {path}", problems)

@@ -136,6 +136,7 @@ class DraStore:
         self._in_flight: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
         self._shared: dict[str, Allocation] = {}  # claim key or in-flight key -> an allocation with shares
         self._consumed: dict[DeviceID, dict[str, Fraction]] | None = {}  # consumed_capacity(_shared), None: stale
+        self._sharers: Counter[DeviceID] | None = Counter()  # allocations sharing each device, None: stale
         self._unsynced: set[str] = set()
         self.enabled = True
         self.disabled_reason = ""
@@ -229,6 +230,17 @@ class DraStore:
                 consumed = self._consumed = consumed_capacity(list(self._shared.values()))
         return consumed
 
+    def sharers(self) -> Mapping[DeviceID, int]:
+        """How many allocations (stored and in flight) hold a share of each device that allows
+        multiple allocations: the "pods" a shared GPU shows in DeviceFit's DRA mode."""
+        sharers = self._sharers
+        if sharers is None:
+            with self._lock:
+                sharers = self._sharers = Counter(
+                    device for allocation in list(self._shared.values())
+                    for device in {r.id for r in allocation.results if r.share_id is not None and not r.admin_access})
+        return sharers
+
     def _share(self, key: str, allocation: Allocation | None) -> None:
         """Track an allocation with shares under `key` (None: it has none any more)."""
         if allocation is not None and _shares(allocation):
@@ -236,6 +248,7 @@ class DraStore:
         elif self._shared.pop(key, None) is None:
             return
         self._consumed = None
+        self._sharers = None
 
     def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
         """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
@@ -276,6 +289,7 @@ class DraStore:
                 self._extended_claims = {}
                 self._shared = {key: a for key, (_, a) in self._in_flight.items() if _shares(a)}
                 self._consumed = None
+                self._sharers = None
                 self._held = Counter()
                 for item in parsed:
                     self._file_claim(item)

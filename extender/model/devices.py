@@ -419,18 +419,29 @@ REASON_TOO_FEW = "node(s) had too few GPUs"
 REASON_TYPE = "node(s) had too few GPUs of the requested type"
 REASON_UNHEALTHY = "node(s) had too few healthy GPUs"
 REASON_TOO_SMALL = "node(s) had too few GPUs large enough for the request"
+REASON_POLICY = "node(s) had too few GPUs whose request policy allows the share"
 REASON_MEMORY = "Insufficient GPU memory"
 REASON_CORES = "Insufficient GPU cores"
 
+# What a container's share takes of one device: (MiB, cores percent), or why the device cannot
+# take it at all (a DRA device's request policy refusing the amount). The default, `whole_needs`,
+# is the annotation contract's: the amounts asked, or the whole device for what is not asked.
+Needs = Callable[[ContainerRequest, Device], tuple[int, int] | str]
 
-def _needs(request: ContainerRequest, device: Device) -> tuple[int, int]:
+
+def whole_needs(request: ContainerRequest, device: Device) -> tuple[int, int]:
     memory = device.memory if request.memory is None else request.memory
     cores = device.cores if request.cores is None else request.cores
     return memory, cores
 
 
+def _fits_whole(needs: Needs, container: ContainerRequest, device: Device) -> bool:
+    needed = needs(container, device)
+    return not isinstance(needed, str) and needed[0] <= device.memory and needed[1] <= device.cores
+
+
 def _static_shortfall(devices: Sequence[Device], request: DeviceRequest, container: ContainerRequest,
-                      use: Mapping[str, Use]) -> Shortfall | None:
+                      use: Mapping[str, Use], needs: Needs) -> Shortfall | None:
     """The shortfall that no amount of freeing would fix, checked in the order a user reads it."""
     def note(what: str) -> Callable[[], str]:
         return lambda: f"{container.describe()}; {what}; devices: {describe_devices(devices, use)}"
@@ -445,7 +456,11 @@ def _static_shortfall(devices: Sequence[Device], request: DeviceRequest, contain
     healthy = [d for d in typed if d.healthy]
     if len(healthy) < container.count:
         return Shortfall((REASON_UNHEALTHY,), True, note(f"{len(healthy)} matching GPUs are healthy"))
-    large = [d for d in healthy if _needs(container, d)[0] <= d.memory and _needs(container, d)[1] <= d.cores]
+    refused = [(d, needed) for d in healthy for needed in (needs(container, d),) if isinstance(needed, str)]
+    if len(healthy) - len(refused) < container.count:
+        why = "; ".join(needed for _, needed in refused)
+        return Shortfall((REASON_POLICY,), True, note(f"{len(healthy) - len(refused)} healthy GPUs allow it ({why})"))
+    large = [d for d in healthy if _fits_whole(needs, container, d)]
     if len(large) < container.count:
         return Shortfall((REASON_TOO_SMALL,), True, note(f"{len(large)} healthy GPUs are that large"))
     return None
@@ -470,13 +485,15 @@ def describe_devices(devices: Sequence[Device], use: Mapping[str, Use]) -> str:
 
 
 def choose(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceRequest,
-           strategy: str = BINPACK) -> tuple[tuple[str, Shares], ...] | Shortfall:
+           strategy: str = BINPACK, needs: Needs | None = None) -> tuple[tuple[str, Shares], ...] | Shortfall:
     """The devices each container gets on this node, or why there are not enough.
 
     Containers are served in order, each from the devices with room left after the ones
     before it. `binpack` takes the fullest devices that still fit (whole devices stay free
     for exclusive requests); `spread` the emptiest (less interference between pods).
-    Ties go to the device listed first, so a choice is reproducible.
+    Ties go to the device listed first, so a choice is reproducible. `needs` says what a
+    share takes of each device when that is not simply the amounts asked (`whole_needs`):
+    DRA devices round them by their request policies.
     """
     used: Mapping[str, Use] = use  # copied before the first container's shares are added
     typed = bool(request.types or request.avoid)
@@ -486,8 +503,14 @@ def choose(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceReq
         fitting = []
         wanted_memory, wanted_cores = container.memory, container.cores
         for device in candidates:
-            memory = device.memory if wanted_memory is None else wanted_memory
-            cores = device.cores if wanted_cores is None else wanted_cores
+            if needs is None:  # inlined whole_needs: this loop runs for every device of every node
+                memory = device.memory if wanted_memory is None else wanted_memory
+                cores = device.cores if wanted_cores is None else wanted_cores
+            else:
+                needed = needs(container, device)
+                if isinstance(needed, str):
+                    continue
+                memory, cores = needed
             taken = used.get(device.id)
             if taken is None:
                 free_memory, free_cores = device.memory, device.cores
@@ -496,10 +519,11 @@ def choose(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceReq
             if memory <= free_memory and cores <= free_cores:
                 fitting.append((free_memory - memory, free_cores - cores, device.index, device, memory, cores))
         if len(fitting) < container.count:
-            static = _static_shortfall(devices, request, container, used)
+            static = _static_shortfall(devices, request, container, used, needs or whole_needs)
             if static is not None:
                 return static
-            return Shortfall(_taken_reasons(candidates, used, container) or (REASON_MEMORY,), False,
+            return Shortfall(_taken_reasons(candidates, used, container, needs or whole_needs) or (REASON_MEMORY,),
+                             False,
                              _room_note(container, len(fitting), devices, used))
         if container.count == 1:  # the usual case: the best one, no sort
             best = max(fitting, key=_emptiest) if strategy == SPREAD else min(fitting, key=_fullest)
@@ -527,11 +551,14 @@ def _emptiest_first(fit: tuple[Any, ...]) -> tuple[int, int, int]:
 
 
 def _taken_reasons(candidates: Sequence[Device], used: Mapping[str, Use],
-                   container: ContainerRequest) -> tuple[str, ...]:
+                   container: ContainerRequest, needs: Needs) -> tuple[str, ...]:
     """Which of memory and cores the devices lack (the slow path, for refusals only)."""
     memory = cores = False
     for device in candidates:
-        need_memory, need_cores = _needs(container, device)
+        needed = needs(container, device)
+        if isinstance(needed, str):
+            continue
+        need_memory, need_cores = needed
         taken = used.get(device.id, NO_USE)
         memory = memory or need_memory > device.memory - taken.memory
         cores = cores or need_cores > device.cores - taken.cores

@@ -69,6 +69,9 @@ class DraView(Protocol):
     def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
         """What the shares of multi-allocatable devices take of them (stored and in flight)."""
 
+    def sharers(self) -> Mapping[DeviceID, int]:
+        """How many allocations (stored and in flight) hold a share of each such device."""
+
     def pending_allocation(self, uid: str) -> Allocation | None:
         """The allocation Reserve made for claim `uid` and PreBind has not written yet."""
 
@@ -115,6 +118,9 @@ class _EmptyDra:
         return None
 
     def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
+        return {}
+
+    def sharers(self) -> Mapping[DeviceID, int]:
         return {}
 
     def pending_allocation(self, uid: str) -> Allocation | None:

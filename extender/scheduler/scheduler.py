@@ -60,7 +60,8 @@ _OTHER_CONNECTIONS = 12
 _INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
 _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 _RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
-_DYNAMIC_RESOURCES = frozenset({names.DYNAMIC_RESOURCES})
+# DeviceFit too: with a deviceClass its shares are DRA allocations (a claim freed makes room).
+_DRA_PLUGINS = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -409,11 +410,12 @@ class Scheduler:
 
     def _dra_event(self, resource: str, key: str) -> None:
         """A class, slice or claim changed: the pods held for that claim are let in (PreEnqueue),
-        and the pods DynamicResources refused may fit now (kube-scheduler's queueing hints for
-        these kinds wake only the pods the plugin rejected)."""
+        and the pods DynamicResources (or DeviceFit, whose shares may be DRA allocations) refused
+        may fit now (kube-scheduler's queueing hints for these kinds wake only the pods the plugin
+        rejected)."""
         if resource == CLAIMS:
             self.queue.ungate(self.claim_gate.waiting_on(key))
-        self.queue.move_all(DRA_CHANGED, rejected_by=_DYNAMIC_RESOURCES)
+        self.queue.move_all(DRA_CHANGED, rejected_by=_DRA_PLUGINS)
 
     def _is_placed(self, key: str) -> bool:
         """Bound or being bound. A gang member is assumed by every group cycle that tries it and

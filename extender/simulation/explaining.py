@@ -18,6 +18,7 @@ from typing import Any
 from extender import wire
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.builtin.devices import DeviceFit
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
@@ -126,11 +127,16 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
         decision.failed[name] = unknown_node_status()
     decision.total += len(unknown)
     order = [info.name for info in nodes] + list(unknown)
-    notes = [*notes, *device_notes(pod, nodes, cluster)]
+    notes = [*notes, *device_notes(pod, nodes, cluster, _device_fit(engine))]
     explanation = explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
     explanation = with_usage(explanation, engine, pod, decision.scored,
                              cluster if cluster is not None else EMPTY_CLUSTER)
     return replace(explanation, preemption=preemption)
+
+
+def _device_fit(engine: Engine) -> DeviceFit | None:
+    """The policy's DeviceFit, whose inventory (annotations or DRA) explain's GPU notes show."""
+    return next((f for f in engine.policy.filters if isinstance(f, DeviceFit)), None)
 
 
 def _preemption(engine: Engine, pod: PodView, decision: Decision, nodes: Sequence[NodeInfo],

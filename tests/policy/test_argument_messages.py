@@ -61,7 +61,7 @@ CASES = [
     ('filters', 'DeviceFit', {'strategy': 3},
      'args.strategy: 3 is not one of binpack, spread'),
     ('filters', 'DeviceFit', {'strategies': 3},
-     'args.strategies: unknown argument (allowed: strategy)'),
+     'args.strategies: unknown argument (allowed: deviceClass, strategy)'),
     ('scores', 'DeviceAllocation', {'strategy': 'x'},
      "args.strategy: 'x' is not one of binpack, spread"),
     ('filters', 'UnsupportedConstraints', {'checks': ['x']},

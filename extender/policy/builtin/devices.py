@@ -18,6 +18,10 @@ DeviceAllocation ranks the feasible nodes by how full their devices would be wit
 pod: `binpack` prefers fuller nodes and devices (whole ones stay free for big jobs),
 `spread` emptier ones. The score, 0..100, averages the node's device utilisation and
 that of the devices the pod would get, memory and cores alike.
+
+With `deviceClass` set, both read the devices from DRA instead (dra_devices.py): the
+ResourceSlices' devices of that class with consumable capacity, their use from every DRA
+allocation, and the shares recorded as a claim of the pod's own (no ledger).
 """
 
 from __future__ import annotations
@@ -40,11 +44,13 @@ from extender.model.devices import (
     Device,
     DeviceRequest,
     LedgerClaim,
+    Needs,
     Shares,
     Shortfall,
     Use,
     add_shares,
     choose,
+    describe_devices,
     device_request,
     node_inventory,
     raw_annotations,
@@ -55,12 +61,14 @@ from extender.model.fields import as_object
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
-from extender.policy.builtin import arguments
+from extender.policy.builtin import arguments, dra_devices
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import (
     FilterPlugin,
+    NodeCheck,
     NodeScore,
     NormalizeScores,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
@@ -70,7 +78,7 @@ from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 
 REASON_INVALID_REQUEST = "pod has an invalid GPU request"
-REASON_CHANGED = "GPU shares were taken while reserving"
+REASON_CHANGED = dra_devices.REASON_CHANGED
 _CLAIM_ATTEMPTS = 3
 
 _NO_DEVICES = Status(Code.UNRESOLVABLE, (REASON_NO_DEVICES,),
@@ -80,6 +88,8 @@ _NO_DEVICES = Status(Code.UNRESOLVABLE, (REASON_NO_DEVICES,),
 
 _ARGS = arguments.schema({
     "strategy": arguments.one_of(STRATEGIES, f"{{value!r}} is not one of {', '.join(STRATEGIES)}", default=BINPACK),
+    # Unset: the annotation inventory. Set: DRA mode (dra_devices.py), devices of this DeviceClass.
+    "deviceClass": arguments.string(default=""),
 })
 
 
@@ -132,21 +142,54 @@ class _DeviceCheck:
 
 
 @dataclass(frozen=True)
-class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin):
-    """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets."""
+class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
+    """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets;
+    `deviceClass` (default unset): read and record the shares as DRA consumable capacity of this
+    DeviceClass's devices instead of the annotation inventory (dra_devices.py)."""
 
     name: ClassVar[str] = names.DEVICE_FIT
     strategy: str = BINPACK
+    device_class: str = ""
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
-        return cls(arguments.load(_ARGS, args)["strategy"])
+        values = arguments.load(_ARGS, args)
+        return cls(values["strategy"], values["deviceClass"])
 
-    def prefilter(self, pod: PodView, cluster: ClusterView) -> _DeviceCheck | Status | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return request
+        if self.device_class:
+            return dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
         return _DeviceCheck(request, cluster, self.strategy)
+
+    def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
+        """DRA mode: a claim an earlier attempt left for the pod's shares is deleted (every node
+        refused the pod for it), so that the next attempt makes its own."""
+        if not self.device_class or not isinstance(pod_device_request(pod), DeviceRequest):
+            return ()
+        stale = dra_devices.stale_claim(pod, cluster.dra())
+        return () if stale is None else (stale,)
+
+    def node_note(self, info: NodeInfo, cluster: ClusterView) -> str | None:
+        """Explain's line for a GPU node: every device's free memory, compute and pods (None: the
+        node has no shared GPUs)."""
+        if self.device_class:
+            dra = cluster.dra()
+            device_class = dra.device_class(self.device_class)
+            if device_class is None:
+                return None
+            found = dra_devices.inventory(dra, device_class, info.node)
+            if found.error:
+                return f"GPUs on {info.name}: unusable inventory: {found.error}"
+            return f"GPUs on {info.name}: {found.describe(dra)}" if found.gpus else None
+        inventory = node_inventory(raw_annotations(info.node.raw))
+        if inventory is None:
+            return None
+        if inventory.error:
+            return f"GPUs on {info.name}: unusable inventory: {inventory.error}"
+        return f"GPUs on {info.name}: {describe_devices(inventory.devices, cluster.device_use(info.name).totals)}"
 
     def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
         """One node, without a cluster: as if nothing held any of its devices."""
@@ -160,6 +203,8 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin):
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return request
+        if self.device_class:
+            return self._reserve_on_dra(pod, request, node, cluster)
         inventory = node_inventory(raw_annotations(node.node.raw))
         if inventory is None:
             return _NO_DEVICES
@@ -183,6 +228,18 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin):
         move = partial(held.move, pod, request, inventory.devices, cluster, self.strategy)
         ledger = LedgerClaim(node.name, pod.key, pod.uid or pod.key, shares, capacity, use, move)
         return Reservation(self.name, held, (ledger,), held.release_with(cluster))
+
+    def _reserve_on_dra(self, pod: PodView, request: DeviceRequest, node: NodeInfo, cluster: ClusterView
+                        ) -> Reservation | Status:
+        """DRA mode: the shares held in flight in the DRA store, recorded in a claim at PreBind
+        (no ledger: the claim's allocation is the record, and the API server arbitrates it)."""
+        shares = dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
+        if isinstance(shares, Status):
+            return shares
+        held = dra_devices.reserve(shares, node, ASSIGNMENT_ANNOTATION)
+        if isinstance(held, Status):
+            return held
+        return Reservation(self.name, held.annotations, held.actions, held.release, held.undo)
 
 
 class _HeldAssignment(Mapping[str, str]):
@@ -243,43 +300,66 @@ class _HeldAssignment(Mapping[str, str]):
         return shares, {device_id: capacity[device_id] for device_id, _, _ in shares}
 
 
+def _packing(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceRequest, strategy: str,
+             needs: Needs | None = None) -> float:
+    """DeviceAllocation's score of one node's devices with the pod placed on them (0: it does not fit)."""
+    result = choose(devices, use, request, strategy, needs)
+    if isinstance(result, Shortfall):
+        return 0
+    if len(result) == 1 and len(result[0][1]) == 1:  # the usual one device: no dict to build
+        device_id, memory, cores = result[0][1][0]
+        added = {device_id: (memory, cores)}
+    else:
+        added = {}
+        for _, shares in result:
+            for device_id, memory, cores in shares:
+                before = added.get(device_id, (0, 0))
+                added[device_id] = (before[0] + memory, before[1] + cores)
+    node, chosen = utilisation(devices, use, added)
+    value = round((node + chosen) * 50)
+    return 100 - value if strategy == SPREAD else value
+
+
 @dataclass(frozen=True)
 class DeviceAllocation(PreScorePlugin, ScorePlugin, NormalizeScores):
-    """Args: `strategy: binpack|spread` (default binpack): fuller or emptier nodes and devices first."""
+    """Args: `strategy: binpack|spread` (default binpack): fuller or emptier nodes and devices first;
+    `deviceClass`: as DeviceFit's (the same inventory and use, from DRA)."""
 
     name: ClassVar[str] = names.DEVICE_ALLOCATION
     strategy: str = BINPACK
+    device_class: str = ""
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceAllocation:
-        return cls(arguments.load(_ARGS, args)["strategy"])
+        values = arguments.load(_ARGS, args)
+        return cls(values["strategy"], values["deviceClass"])
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return None
-        spread = self.strategy == SPREAD
+        if self.device_class:
+            return self._dra_scores(request, cluster)
 
         def score(info: NodeInfo) -> float:
             inventory = node_inventory(raw_annotations(info.node.raw))
             if inventory is None or inventory.error:
                 return 0
-            use = cluster.device_use(info.name).totals
-            result = choose(inventory.devices, use, request, self.strategy)
-            if isinstance(result, Shortfall):
+            return _packing(inventory.devices, cluster.device_use(info.name).totals, request, self.strategy)
+
+        return score
+
+    def _dra_scores(self, request: DeviceRequest, cluster: ClusterView) -> NodeScore | None:
+        dra = cluster.dra()
+        device_class = dra.device_class(self.device_class) if dra.enabled else None
+        if device_class is None:
+            return None  # DeviceFit refused the pod everywhere
+
+        def score(info: NodeInfo) -> float:
+            found = dra_devices.inventory(dra, device_class, info.node)
+            if found.error or not found.gpus:
                 return 0
-            if len(result) == 1 and len(result[0][1]) == 1:  # the usual one device: no dict to build
-                device_id, memory, cores = result[0][1][0]
-                added = {device_id: (memory, cores)}
-            else:
-                added = {}
-                for _, shares in result:
-                    for device_id, memory, cores in shares:
-                        before = added.get(device_id, (0, 0))
-                        added[device_id] = (before[0] + memory, before[1] + cores)
-            node, devices = utilisation(inventory.devices, use, added)
-            value = round((node + devices) * 50)
-            return 100 - value if spread else value
+            return _packing(found.devices, found.use(dra), request, self.strategy, found.needs)
 
         return score
 
