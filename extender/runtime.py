@@ -165,6 +165,8 @@ def build_runtime(settings: Settings) -> Runtime:
         from extender.kube import deviceledger
         from extender.kube.binding import KubeBinder
         from extender.kube.client import build_api_client
+        from extender.kube.dra_source import ALL as ALL_DRA
+        from extender.kube.dra_source import CLASSES_ONLY
         from extender.kube.source import KubeSource
 
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
@@ -172,9 +174,10 @@ def build_runtime(settings: Settings) -> Runtime:
         # Pods are watched when the policy reads them; a webhook that binds starts the watch at
         # its first /bind (webhook/verbs.py), so one registered without bindVerb never pays for it.
         # DRA objects only when the policy lists DynamicResources: kube-scheduler allocates the
-        # claims itself before it calls the webhook (docs/dra.md), so the default policy does not.
-        source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods,
-                            watch_dra=names.DYNAMIC_RESOURCES in policy.policy.filter_names)
+        # claims itself before it calls the webhook (docs/dra.md), so the default policy reads only
+        # the DeviceClasses (which extended resources they serve, for /bind's resource check).
+        dra_kinds = ALL_DRA if names.DYNAMIC_RESOURCES in policy.policy.filter_names else CLASSES_ONLY
+        source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods, dra_kinds=dra_kinds)
         # Pod groups need the bind verb (members are held there); their first /filter starts the
         # pod watch as a first /bind does (webhook/verbs.py).
         from extender.webhook.gangs import WebhookGangs

@@ -128,6 +128,10 @@ def required_permissions(
     # Storage objects, for the volume plugins (claims, volumes, classes, CSI limits and capacity).
     for resource, group in _STORAGE_READS:
         perms += _verbs(_READ, resource, "watch storage objects for the volume plugins", group=group)
+    # DeviceClasses in every mode: which extended resources DRA serves (DRAExtendedResource), so
+    # that the webhook's /bind check leaves them to the claims kube-scheduler allocates.
+    perms += _verbs(_READ, "deviceclasses", "watch device classes (DRA, extended resources they serve)",
+                    group=DRA_GROUP)
     # Events tell users why a pod went where it did, or why it did not go anywhere.
     perms += _verbs(_EVENT_WRITE, "events", "post Scheduled/FailedScheduling events")
     perms += _verbs(_EVENT_WRITE, "events", "post events (events.k8s.io/v1)", group="events.k8s.io")
@@ -159,9 +163,8 @@ def required_permissions(
         # (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go): read classes, slices and claims;
         # the claim's finalizer (update); its allocation and reservedFor (the status subresource,
         # and resourceclaims/binding, which DRAResourceClaimGranularStatusAuthorization asks for).
-        for resource in ("deviceclasses", "resourceslices", "resourceclaims"):
-            perms += _verbs(_READ, resource, "watch device classes, resource slices and claims for DRA",
-                            group=DRA_GROUP)
+        for resource in ("resourceslices", "resourceclaims"):
+            perms += _verbs(_READ, resource, "watch resource slices and claims for DRA", group=DRA_GROUP)
         perms.append(Permission("update", "resourceclaims", DRA_GROUP,
                                 why="add kube-scheduler's finalizer to a claim it allocates"))
         perms += [Permission(verb, "resourceclaims", DRA_GROUP, sub,

@@ -14,6 +14,7 @@ scheduler reads only the claims (the pod's status names them).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,10 @@ DRA_PATHS: dict[str, str] = {
     CLAIMS: f"/apis/{API}/resourceclaims",
 }
 _KIND = {CLASSES: "DeviceClass", SLICES: "ResourceSlice", CLAIMS: "ResourceClaim"}
+ALL = (CLASSES, SLICES, CLAIMS)  # what DynamicResources reads
+# What the webhook reads when kube-scheduler allocates the claims: which extended resources a
+# class serves (DRAExtendedResource), so that /bind's copy of NodeResourcesFit leaves them to DRA.
+CLASSES_ONLY = (CLASSES,)
 
 
 def served(api_client: Any) -> str:
@@ -49,15 +54,18 @@ def served(api_client: Any) -> str:
     return f"{API} does not serve {', '.join(missing)}" if missing else ""
 
 
-def dra_reflectors(state: ClusterState, api_client: Any, **options: Any) -> list[Reflector]:
-    """Reflectors feeding `state.dra_store`, or none (and DRA off, logged once) where it is not served."""
+def dra_reflectors(state: ClusterState, api_client: Any, kinds: Collection[str] = ALL, **options: Any
+                   ) -> list[Reflector]:
+    """Reflectors feeding `state.dra_store` with `kinds`, or none (and DRA off, logged once) where
+    it is not served."""
     store = state.dra_store
     why = served(api_client)
     if why:
         log.info("dynamic resource allocation is off: %s; pods with resource claims stay pending", why)
         store.disable(why)
         return []
-    return store_reflectors(store, DRA_PATHS, api_client, key_of=raw_key, kinds=_KIND, trim_managed_fields=True,
+    paths = {kind: path for kind, path in DRA_PATHS.items() if kind in kinds}
+    return store_reflectors(store, paths, api_client, key_of=raw_key, kinds=_KIND, trim_managed_fields=True,
                             **options)
 
 

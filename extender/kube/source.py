@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -96,7 +96,7 @@ class KubeSource:
         slim_nodes: bool = True,
         watch_budgets: bool = False,
         watch_pods: bool = True,
-        watch_dra: bool = False,
+        dra_kinds: Collection[str] = (),
         housekeeping_interval: float = 1.0,
         **reflector_options: Any,
     ) -> None:
@@ -104,8 +104,8 @@ class KubeSource:
         pods are listed unpaginated (POD_PAGE_SIZE) unless `page_size` is given).
         `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption).
         `watch_pods`: False leaves pods out (the state holds none, and says they are synced)
-        until `start_pod_watch`. `watch_dra`: also DeviceClasses, ResourceSlices and
-        ResourceClaims, where the server serves them (the DynamicResources plugin)."""
+        until `start_pod_watch`. `dra_kinds`: also these of DeviceClasses, ResourceSlices and
+        ResourceClaims (dra_source.ALL: the DynamicResources plugin), where the server serves them."""
         self.state = state
         self.api_client = api_client
         self.slim_nodes = slim_nodes
@@ -135,7 +135,7 @@ class KubeSource:
             state.pods_synced = True  # nothing to wait for: the policy reads no pods
         state.budgets.synced = not watch_budgets
         self.storage = storage_reflectors(state, api_client, **reflector_options)
-        self.dra = dra_source.dra_reflectors(state, api_client, **reflector_options) if watch_dra else []
+        self.dra = dra_source.dra_reflectors(state, api_client, dra_kinds, **reflector_options) if dra_kinds else []
         self._stop = threading.Event()
         self._started = False
         self._housekeeper: threading.Thread | None = None

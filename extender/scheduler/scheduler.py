@@ -30,6 +30,7 @@ from extender.cluster.dra import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.errors import ExtenderError
+from extender.kube import dra_source
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeInfo, NodeView
@@ -117,7 +118,7 @@ class Scheduler:
         if source is None and api_client is not None:
             from extender.kube.source import KubeSource
 
-            source = KubeSource(self.state, api_client, watch_budgets=True, watch_dra=True, **options)
+            source = KubeSource(self.state, api_client, watch_budgets=True, dra_kinds=dra_source.ALL, **options)
         self.source = source
         if binder is None:
             from extender.kube.binding import KubeBinder

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import configs, dra, processes
+from tests.e2e.scenarios import container
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]
 
@@ -131,3 +132,50 @@ def test_kube_scheduler_allocates_claims_and_the_webhook_binds(
     assert ("prioritize", "ok") in calls["default/nic-user"], calls["default/nic-user"]
     assert calls.get(f"default/{waiting}", set()) == set(), calls[f"default/{waiting}"]
     assert webhook.metric("extender_bind_total", result="bound") == 3
+
+
+def test_extended_resources_backed_by_a_class_are_bound_by_the_webhook(
+    cluster: Any, dra_objects: Any, kube_scheduler: Any, extender: Any, tmp_path: Path,
+) -> None:
+    """DRAExtendedResource through the webhook: kube-scheduler serves `example.com/gpu` from the
+    class that names it (the node does not advertise it) and creates the pod's claim at PreBind;
+    the webhook's /bind, whose resource check would count the GPUs against the node's allocatable,
+    leaves them to DRA because it reads the DeviceClasses. Two GPUs, three pods: two bound."""
+    kube = cluster.client
+    for name in ("er-1", "er-2"):
+        kube.create_node(name)
+    gpu = dra.device_class("gpu")
+    gpu["spec"]["extendedResourceName"] = "example.com/gpu"
+    dra.create(kube, gpu)
+    dra.create(kube, dra.resource_slice("er-2", [dra.device("gpu-a"), dra.device("gpu-b")]))
+    webhook = extender(processes.serve(
+        cluster.kubeconfig, tmp_path, policy=configs.CONFIG / "policy-webhook.yaml", scheduler_names=[SCHEDULER],
+        extra=["--access-log"],
+    ))  # fmt: skip
+    config = configs.kube_scheduler_config(
+        configs.HTTP_EXAMPLE, kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
+        scheduler_name=SCHEDULER, port=webhook.port, node_cache=True, bind=True,
+    )  # fmt: skip
+    kube_scheduler(config, name="kube-scheduler-dra-extended")
+    for i in range(3):
+        kube.create_pod(f"er-{i}", scheduler_name=SCHEDULER, containers=[container(
+            "main", cpu="10m", extended={"example.com/gpu": "1"})])
+
+    def placed() -> dict[str, str] | None:
+        bound = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in kube.list_pods("default")
+                 if p["spec"].get("nodeName")}
+        return bound if len(bound) == 2 else None
+
+    bound = kube.wait_for(placed, timeout=60, interval=0.2, message="two GPU pods bound through the webhook")
+    assert set(bound.values()) == {"er-2"}, bound
+    claims = dra.list_claims(kube, "default")
+    for pod in bound:
+        status = (kube.get_pod(pod) or {}).get("status") or {}
+        name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        assert name in claims, (pod, status)
+        assert dra.reserved_for(claims[name]) == {pod}
+    devices = sorted(r["device"] for c in claims.values() for r in dra.results(c))
+    assert devices == ["gpu-a", "gpu-b"]
+    calls = answered(webhook.log())
+    for pod in bound:
+        assert ("bind", "ok") in calls[f"default/{pod}"], calls.get(f"default/{pod}")
