@@ -165,6 +165,8 @@ def required_permissions(
         # and resourceclaims/binding, which DRAResourceClaimGranularStatusAuthorization asks for).
         for resource in ("resourceslices", "resourceclaims"):
             perms += _verbs(_READ, resource, "watch resource slices and claims for DRA", group=DRA_GROUP)
+        perms += _verbs(_READ, "devicetaintrules", "watch device taint rules for DRA (where served)",
+                        group=DRA_GROUP)
         perms.append(Permission("update", "resourceclaims", DRA_GROUP,
                                 why="add kube-scheduler's finalizer to a claim it allocates"))
         perms += [Permission(verb, "resourceclaims", DRA_GROUP, sub,

@@ -34,11 +34,13 @@ from extender.dra.objects import (
     Allocation,
     DeviceClass,
     DeviceID,
+    DeviceTaintRule,
     Pool,
     ResourceClaim,
     ResourceSlice,
     consumed_capacity,
     gather_pools,
+    with_taint_rules,
 )
 from extender.errors import InvalidObject
 from extender.policy.dra import extended_claim_owner, extended_key
@@ -52,8 +54,11 @@ CLASSES = "deviceclasses"
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 SLICES = "resourceslices"
 CLAIMS = "resourceclaims"
-RESOURCES = (CLASSES, SLICES, CLAIMS)
-KIND_NAMES = {"DeviceClass": CLASSES, "ResourceSlice": SLICES, "ResourceClaim": CLAIMS}
+# DeviceTaintRules (resource.k8s.io/v1beta2; off by default in v1.36): read only where served.
+TAINT_RULES = "devicetaintrules"
+RESOURCES = (CLASSES, SLICES, CLAIMS, TAINT_RULES)
+KIND_NAMES = {"DeviceClass": CLASSES, "ResourceSlice": SLICES, "ResourceClaim": CLAIMS,
+              "DeviceTaintRule": TAINT_RULES}
 
 Notify = Callable[[str, Any], None]
 
@@ -121,7 +126,9 @@ class DraStore:
         self._lock = threading.RLock()
         self._classes: dict[str, DeviceClass] = {}
         self._extended: dict[str, DeviceClass] = {}  # extended resource name -> the class serving it
-        self._slices: dict[str, ResourceSlice] = {}
+        self._slices: dict[str, ResourceSlice] = {}  # with the DeviceTaintRules' taints
+        self._published: dict[str, ResourceSlice] = {}  # as the driver published them
+        self._rules: dict[str, DeviceTaintRule] = {}
         self._node_slices: dict[str, dict[str, ResourceSlice]] = {}  # node name -> slice name -> slice
         self._shared_slices: dict[str, ResourceSlice] = {}  # nodeSelector / allNodes slices
         # The pools each node reaches (gather_pools), kept while neither its own slices nor the
@@ -163,7 +170,8 @@ class DraStore:
         return not self._unsynced
 
     def counts(self) -> dict[str, int]:
-        return {CLASSES: len(self._classes), SLICES: len(self._slices), CLAIMS: len(self._claims)}
+        return {CLASSES: len(self._classes), SLICES: len(self._slices), CLAIMS: len(self._claims),
+                TAINT_RULES: len(self._rules)}
 
     # ---- reads (lock-free) --------------------------------------------------------------
 
@@ -278,11 +286,15 @@ class DraStore:
                 self._extended = extended_resources(self._classes.values())
             elif resource == SLICES:
                 self._slices = {}
+                self._published = {}
                 self._node_slices = {}
                 self._shared_slices = {}
                 self._pools = {}
                 for item in parsed:
                     self._file_slice(item)
+            elif resource == TAINT_RULES:
+                self._rules = {rule.name: rule for rule in parsed}
+                self._retaint()
             else:
                 self._claims = {}
                 self._by_uid = {}
@@ -314,6 +326,10 @@ class DraStore:
                 self._unfile_slice(item.name)
                 self._file_slice(item)
                 key = item.name
+            elif resource == TAINT_RULES:
+                self._rules[item.name] = item
+                self._retaint()
+                key = item.name
             else:
                 key = item.key
                 self._unfile_claim(key)
@@ -328,6 +344,9 @@ class DraStore:
                 self._extended = extended_resources(self._classes.values())
             elif resource == SLICES:
                 self._unfile_slice(key)
+            elif resource == TAINT_RULES:
+                if self._rules.pop(key, None) is not None:
+                    self._retaint()
             else:
                 claim = self._unfile_claim(key)
                 if claim is not None:
@@ -337,7 +356,7 @@ class DraStore:
     def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]], previous: ResourceClaim | None = None
                 ) -> list[Any]:
         parse: Callable[[Mapping[str, Any]], Any] = {
-            CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse,
+            CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse, TAINT_RULES: DeviceTaintRule.parse,
             CLAIMS: partial(ResourceClaim.parse, previous=previous)}[resource]
         parsed = []
         for raw in raws:
@@ -361,7 +380,9 @@ class DraStore:
         node whatever their nodeName says: pools_incubating.go)."""
         return item.node_name if item.node_name and not item.shared_counters else None
 
-    def _file_slice(self, item: ResourceSlice) -> None:
+    def _file_slice(self, published: ResourceSlice) -> None:
+        self._published[published.name] = published
+        item = with_taint_rules(published, self._rules.values()) if self._rules else published
         self._slices[item.name] = item
         own = self._own_node(item)
         self._touch_slices(own)
@@ -370,7 +391,17 @@ class DraStore:
         else:
             self._shared_slices[item.name] = item
 
+    def _retaint(self) -> None:
+        """The rules changed: every slice whose devices' taints change is filed again (and the
+        pools of the nodes it reaches are gathered anew)."""
+        for published in list(self._published.values()):
+            tainted = with_taint_rules(published, self._rules.values())
+            if [d.taints for d in tainted.devices] != [d.taints for d in self._slices[published.name].devices]:
+                self._unfile_slice(published.name)
+                self._file_slice(published)
+
     def _unfile_slice(self, name: str) -> None:
+        self._published.pop(name, None)
         old = self._slices.pop(name, None)
         if old is None:
             return

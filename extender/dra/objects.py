@@ -11,7 +11,7 @@ k8s.io/api@v0.36.3/resource/v1/types.go. Pure: dicts in, frozen views out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
 from functools import cached_property
@@ -246,6 +246,53 @@ def node_matches(node_name: str, labels: Mapping[str, str], target: str | None, 
     if selector is not None:
         return selector.matches(node_name, labels)
     return False
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """resource.k8s.io/v1beta2 (or v1alpha3) DeviceTaintRule: one taint for the devices its
+    selector names. A selector field left out matches any driver, pool or device; no selector
+    at all matches every device, as the slice tracker applies it
+    (dynamic-resource-allocation/resourceslice/tracker applyPatches; the CEL selectors and the
+    class name are tombstoned since 1.35)."""
+
+    name: str
+    driver: str | None
+    pool: str | None
+    device: str | None
+    taint: DeviceTaint
+
+    @classmethod
+    def parse(cls, raw: Any) -> DeviceTaintRule:
+        meta, spec, _ = object_parts(raw, "DeviceTaintRule")
+        selector = as_object(spec.get("deviceSelector"), "spec.deviceSelector")
+
+        def field_of(name: str) -> str | None:
+            value = selector.get(name)
+            return None if value is None else as_str(value, f"spec.deviceSelector.{name}")
+
+        return cls(object_name(meta), field_of("driver"), field_of("pool"), field_of("device"),
+                   DeviceTaint.parse(spec.get("taint"), "spec.taint"))
+
+    def selects_slice(self, slice_: ResourceSlice) -> bool:
+        return (self.driver is None or self.driver == slice_.driver) and (self.pool is None or self.pool == slice_.pool)
+
+
+def with_taint_rules(slice_: ResourceSlice, rules: Iterable[DeviceTaintRule]) -> ResourceSlice:
+    """The slice with the rules' taints added to the devices they select (the same object when
+    none applies), in the rules' order after the device's own taints, as the tracker patches it."""
+    added: dict[int, list[DeviceTaint]] = {}
+    for rule in rules:
+        if not rule.selects_slice(slice_):
+            continue
+        for index, device in enumerate(slice_.devices):
+            if rule.device is None or rule.device == device.name:
+                added.setdefault(index, []).append(rule.taint)
+    if not added:
+        return slice_
+    devices = tuple(replace(device, taints=(*device.taints, *added[i])) if i in added else device
+                    for i, device in enumerate(slice_.devices))
+    return replace(slice_, devices=devices)
 
 
 @dataclass(frozen=True, slots=True)

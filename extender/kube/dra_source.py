@@ -19,7 +19,15 @@ from dataclasses import replace
 from typing import Any
 
 from extender import metrics
-from extender.cluster.dra import CLAIMS, CLASSES, SLICES, AllocatorStats, DraStore, raw_key
+from extender.cluster.dra import (
+    CLAIMS,
+    CLASSES,
+    SLICES,
+    TAINT_RULES,
+    AllocatorStats,
+    DraStore,
+    raw_key,
+)
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, NotFoundError
 from extender.kube import client as kube_client
@@ -34,8 +42,11 @@ DRA_PATHS: dict[str, str] = {
     SLICES: f"/apis/{API}/resourceslices",
     CLAIMS: f"/apis/{API}/resourceclaims",
 }
-_KIND = {CLASSES: "DeviceClass", SLICES: "ResourceSlice", CLAIMS: "ResourceClaim"}
-ALL = (CLASSES, SLICES, CLAIMS)  # what DynamicResources reads
+_KIND = {CLASSES: "DeviceClass", SLICES: "ResourceSlice", CLAIMS: "ResourceClaim", TAINT_RULES: "DeviceTaintRule"}
+ALL = (CLASSES, SLICES, CLAIMS, TAINT_RULES)  # what DynamicResources reads (the rules where served)
+# DeviceTaintRules: served only with --runtime-config (DRADeviceTaintRules is off by default in
+# v1.36), in the newest of these versions that the server has.
+TAINT_RULE_VERSIONS = ("resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
 # What the webhook reads when kube-scheduler allocates the claims: which extended resources a
 # class serves (DRAExtendedResource), so that /bind's copy of NodeResourcesFit leaves them to DRA.
 CLASSES_ONLY = (CLASSES,)
@@ -54,6 +65,21 @@ def served(api_client: Any) -> str:
     return f"{API} does not serve {', '.join(missing)}" if missing else ""
 
 
+def taint_rules_path(api_client: Any) -> str | None:
+    """Where DeviceTaintRules are listed, None when no version of them is served (logged)."""
+    for version in TAINT_RULE_VERSIONS:
+        try:
+            listing = kube_client.request_json(api_client, "GET", f"/apis/{version}", timeout=(5.0, 10.0))
+        except ClusterError:  # NotFoundError included: that version is not served
+            continue
+        if any(isinstance(r, dict) and r.get("name") == TAINT_RULES for r in listing.get("resources") or ()):
+            log.info("DeviceTaintRules are served (%s): their taints apply to the devices they select", version)
+            return f"/apis/{version}/{TAINT_RULES}"
+    log.info("DeviceTaintRules are not served (DRADeviceTaintRules is off by default): device taints come "
+             "from the ResourceSlices only")
+    return None
+
+
 def dra_reflectors(state: ClusterState, api_client: Any, kinds: Collection[str] = ALL, **options: Any
                    ) -> list[Reflector]:
     """Reflectors feeding `state.dra_store` with `kinds`, or none (and DRA off, logged once) where
@@ -65,6 +91,8 @@ def dra_reflectors(state: ClusterState, api_client: Any, kinds: Collection[str] 
         store.disable(why)
         return []
     paths = {kind: path for kind, path in DRA_PATHS.items() if kind in kinds}
+    if TAINT_RULES in kinds and (rules := taint_rules_path(api_client)) is not None:
+        paths[TAINT_RULES] = rules
     return store_reflectors(store, paths, api_client, key_of=raw_key, kinds=_KIND, trim_managed_fields=True,
                             **options)
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 import pytest
 
 from extender.dra.allocator import NodeAllocation, Unallocatable
-from extender.dra.objects import Allocation, DeviceTaint, DeviceToleration, ResourceSlice
+from extender.dra.objects import (
+    Allocation,
+    DeviceTaint,
+    DeviceTaintRule,
+    DeviceToleration,
+    ResourceSlice,
+    with_taint_rules,
+)
 from extender.errors import InvalidObject
 from tests.dra.builders import (
     CLASS_A,
@@ -162,3 +169,49 @@ def test_taint_and_toleration_parsing() -> None:
         ResourceSlice.parse(bad)
     with pytest.raises(InvalidObject, match="t.tolerationSeconds: expected an integer"):
         DeviceToleration.parse({"tolerationSeconds": "300"}, "t")
+
+
+# ---- DeviceTaintRules (resourceslice/tracker applyPatches) -----------------------------------
+
+
+def rule(name: str, taint_: dict[str, str], **selector: str | None) -> DeviceTaintRule:
+    spec: dict[str, object] = {"taint": taint_}
+    if selector:
+        spec["deviceSelector"] = selector
+    return DeviceTaintRule.parse({"metadata": {"name": name}, "spec": spec})
+
+
+def taints_of(slice_: ResourceSlice) -> dict[str, list[str]]:
+    return {d.name: [str(t) for t in d.taints] for d in slice_.devices}
+
+
+def test_a_rule_without_a_selector_taints_every_device() -> None:
+    (published,) = tainted([], [NO_EXECUTE])
+    patched = with_taint_rules(published, [rule("all", NO_SCHEDULE)])
+    assert taints_of(patched) == {"device-1": ["taint-key=taint-value:NoSchedule"],
+                                  "device-2": ["taint-key=taint-value-2:NoExecute", "taint-key=taint-value:NoSchedule"]}
+    assert taints_of(published) == {"device-1": [], "device-2": ["taint-key=taint-value-2:NoExecute"]}
+
+
+@pytest.mark.parametrize(("selector", "hit"), [
+    ({"driver": DRIVER_A}, {"device-1", "device-2"}),
+    ({"driver": "other.example.com"}, set()),
+    ({"pool": "pool-1"}, {"device-1", "device-2"}),
+    ({"pool": "pool-2"}, set()),
+    ({"device": "device-2"}, {"device-2"}),
+    ({"driver": DRIVER_A, "pool": "pool-1", "device": "device-1"}, {"device-1"}),
+], ids=["driver", "other-driver", "pool", "other-pool", "device", "all-three"])
+def test_a_rule_selects_by_driver_pool_and_device(selector: dict[str, str], hit: set[str]) -> None:
+    (published,) = tainted([], [])
+    patched = with_taint_rules(published, [rule("r", NO_SCHEDULE, **selector)])
+    assert {name for name, found in taints_of(patched).items() if found} == hit
+    if not hit:
+        assert patched is published  # nothing applied: the slice is shared, not copied
+
+
+def test_a_device_tainted_by_a_rule_is_not_allocated_unless_tolerated() -> None:
+    (published,) = tainted([], [])
+    patched = [with_taint_rules(published, [rule("r", NO_SCHEDULE, device="device-1")])]
+    assert picked(run([claim("claim-0", exact("req-0", CLASS_A))], patched)) == [[a("req-0", "pool-1", "device-2")]]
+    tolerant = claim("claim-0", exact("req-0", CLASS_A, 2, tolerations=[TOLERATE_NO_SCHEDULE]))
+    assert len(picked(run([tolerant], patched))[0]) == 2

@@ -381,3 +381,23 @@ def test_a_taint_added_while_a_claim_holds_the_device_keeps_the_allocation(state
     place(state, pod("other", "other"), "n2")
     other = state.dra_store.claim("default", "other")
     assert other is not None and [r.device for r in other.allocation.results] == ["gpu-1"]
+
+
+def test_device_taint_rules_taint_the_devices_they_select_until_deleted(state: ClusterState) -> None:
+    """DeviceTaintRules (where served): the store applies each rule's taint to the devices it
+    selects, as kube-scheduler's slice tracker does; a rule's change reaches the nodes' pools."""
+    rule = {"metadata": {"name": "drain-gpu-0"}, "spec": {
+        "deviceSelector": {"driver": DRIVER, "pool": "n2", "device": "gpu-0"},
+        "taint": {"key": "maintenance", "value": "planned", "effect": "NoSchedule"}}}
+    state.dra_store.replace(dra.TAINT_RULES, [rule])
+    place(state, pod("first", "one"), "n2")
+    first = state.dra_store.claim("default", "one")
+    assert first is not None and [r.device for r in first.allocation.results] == ["gpu-1"]
+    failed = refusals(state, pod("second", "other"))
+    assert set(failed) == {"n1", "n2"}
+    assert "gpu-0 has taint maintenance=planned:NoSchedule" in failed["n2"].detail
+    state.dra_store.delete(dra.TAINT_RULES, "drain-gpu-0")
+    assert set(refusals(state, pod("second", "other"))) == {"n1"}
+    everything = {"metadata": {"name": "all"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}}
+    state.dra_store.upsert(dra.TAINT_RULES, everything)
+    assert set(refusals(state, pod("second", "other"))) == {"n1", "n2"}
