@@ -211,10 +211,41 @@ class Workload:
         return self.folder.split("/")[0] == "dra"
 
     @property
+    def taint_rules(self) -> bool:
+        """It creates DeviceTaintRules: kube-apiserver must serve them (TAINT_RULE_APISERVER_ARGS)
+        and kube-scheduler apply them (its DRADeviceTaintRules gate), as ours does where served."""
+        return any(op["opcode"] == "createAny" and _template_kind(op.get("templatePath", "")) == "DeviceTaintRule"
+                   for op in self.ops)
+
+    @property
+    def apiserver_args(self) -> list[str]:
+        return list(TAINT_RULE_APISERVER_ARGS) if self.taint_rules else []
+
+    @property
+    def kube_scheduler_gates(self) -> str:
+        return "DRADeviceTaintRules=true" if self.taint_rules else ""
+
+    @property
     def disables_gates(self) -> bool:
         """A variant that turns a feature off measures a configuration kube-scheduler
         v1.36.3 does not ship with (we do not pass feature gates to either scheduler)."""
         return any(value is False for value in self.feature_gates.values())
+
+
+#: DeviceTaintRules are an off-by-default API in v1.36 (scheduler_perf's own apiserver serves every
+#: API): served here, in both versions, for the workloads that create them (the template is v1alpha3,
+#: kube-scheduler's informer reads v1beta2).
+TAINT_RULE_APISERVER_ARGS = ("--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta2=true",
+                             "--feature-gates=DRADeviceTaintRules=true")
+
+
+@lru_cache(maxsize=256)
+def _template_kind(path: str) -> str:
+    try:
+        loaded = yaml.safe_load(Path(path).read_text()) if path else None
+    except OSError:
+        return ""
+    return str(loaded.get("kind", "")) if isinstance(loaded, dict) else ""
 
 
 def _param(params: dict[str, Any], name: str, kind: type) -> Any:
@@ -268,12 +299,8 @@ def unroll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return unrolled
 
 
-#: Folders skipped whole, with the reason (issue 26 lets nodedeclaredfeatures go; DeviceTaintRule's
-#: API is not served by default in v1.36).
+#: Folders skipped whole, with the reason (issue 26 lets nodedeclaredfeatures go).
 SKIPPED_FOLDERS = {
-    "dra/devicetaints": "creates a DeviceTaintRule, whose API (DRADeviceTaintRules) is off by default in v1.36: "
-                        "kube-apiserver answers 404 to both schedulers; taints published on devices in "
-                        "ResourceSlices are covered by tests/dra/test_device_taints.py",
     "nodedeclaredfeatures": "needs the alpha NodeDeclaredFeatures gate and node.status.declaredFeatures, "
                             "which scheduler_perf fills in Go (nodeUpdateFn); not covered by this benchmark",
 }
@@ -291,7 +318,8 @@ DRA_GATE_DEFAULTS = {
     "DRAPartitionableDevices": (True, False),
     "DRAExtendedResource": (True, False),
     "DRADeviceBindingConditions": (True, False),
-    "DRADeviceTaintRules": (False, False),  # beta, off: its API is an off-by-default beta API
+    "DRADeviceTaintRules": (False, False),  # beta, off: its API is an off-by-default beta API (served
+    # here for the workloads that create rules: Workload.taint_rules)
 }
 
 

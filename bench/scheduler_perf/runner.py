@@ -68,10 +68,11 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
     started = time.monotonic()
     holders = invariants.DeviceHolders()
     with contextlib.ExitStack() as stack:
-        cp = stack.enter_context(schedulers.control_plane())
+        cp = stack.enter_context(schedulers.control_plane(workload.apiserver_args))
         if workload.uses_dra:
             stack.enter_context(schedulers.claim_controller(cp, workdir / kind))
         running = stack.enter_context(schedulers.scheduler(cp, kind, workdir / kind,
+                                                           feature_gates=workload.kube_scheduler_gates,
                                                            config=workload.scheduler_config))
         cache = PodCache(cp.client).start()
         claims_watch = ClaimWatch(cp.client, holders.observe).start() if workload.uses_dra else None

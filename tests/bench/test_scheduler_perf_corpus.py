@@ -88,8 +88,7 @@ def test_unsupported_template_syntax_is_an_error() -> None:
 
 def test_unimplemented_folders_skipped_with_reason_and_issue_workloads_covered(workloads: list[corpus.Workload]) -> None:
     for workload in workloads:
-        if workload.folder.startswith(("dra/devicetaints",
-                                         "nodedeclaredfeatures")):
+        if workload.folder.startswith("nodedeclaredfeatures"):
             assert workload.skip, workload.key
     covered = {w.name for w in workloads if not w.skip}
     assert {"SchedulingBasic", "SchedulingDaemonset", "PreemptionBasic", "Unschedulable", "SchedulingWithMixedChurn",

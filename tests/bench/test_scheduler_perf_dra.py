@@ -51,11 +51,15 @@ def test_gates_off_by_default_or_locked_and_unimplemented_features_skipped(workl
     assert found["SchedulingWithResourceClaimTemplate/5000pods_500nodes"].skip == \
         "needs feature gate SchedulerQueueingHints=false, locked to true in v1.36.3"
     # partitionable devices are implemented: their default-gate variants run; the device-taint
-    # workload needs the DeviceTaintRule API, which v1.36 does not serve by default
+    # workload creates a DeviceTaintRule: its control plane serves them, and kube-scheduler applies them
     assert found["Partitionable/2000pods_100nodes"].skip == ""
     assert found["ConsumableCapacity/fast"].skip == ""
     assert found["ExtendedResource_50Classes/5000pods_500nodes"].skip == ""
-    assert "DeviceTaintRule" in found["DeviceTaintToleration/fast_QueueingHintsEnabled"].skip
+    taints = found["DeviceTaintToleration/fast_QueueingHintsEnabled"]
+    assert taints.skip == "" and taints.taint_rules
+    assert "--feature-gates=DRADeviceTaintRules=true" in taints.apiserver_args
+    assert taints.kube_scheduler_gates == "DRADeviceTaintRules=true"
+    assert not found["ConsumableCapacity/fast"].taint_rules and found["ConsumableCapacity/fast"].apiserver_args == []
     assert corpus._gate_skip({"DRADeviceTaintRules": True}) == \
         "needs feature gate DRADeviceTaintRules=true, off by default, default false in v1.36.3"
     assert "not recorded" in corpus._gate_skip({"SomeNewGate": True})
