@@ -36,6 +36,7 @@ from extender.dra.objects import (
     DeviceID,
     DeviceTaintRule,
     Pool,
+    PoolCache,
     ResourceClaim,
     ResourceSlice,
     consumed_capacity,
@@ -136,6 +137,7 @@ class DraStore:
         self._node_generation: dict[str, int] = {}
         self._shared_generation = 0
         self._pools: dict[str, tuple[int, int, Mapping[str, str], list[Pool]]] = {}
+        self._built_pools: PoolCache = {}  # each pool made once, shared by the nodes reaching it
         self._claims: dict[str, ResourceClaim] = {}
         self._by_uid: dict[str, str] = {}
         self._extended_claims: dict[str, str] = {}  # pod uid -> key of its extended-resource claim
@@ -220,7 +222,8 @@ class DraStore:
         if cached is not None and cached[0] == own and cached[1] == shared and (
                 cached[2] is labels or cached[2] == labels):
             return cached[3]
-        pools = gather_pools(self.slices_for(node_name), node_name, labels, all_slices=self.all_slices())
+        pools = gather_pools(self.slices_for(node_name), node_name, labels, all_slices=self.all_slices(),
+                             built=self._built_pools)
         if not any(pool.incomplete or pool.elsewhere for pool in pools):
             self._pools[node_name] = (own, shared, labels, pools)
         return pools
@@ -368,6 +371,7 @@ class DraStore:
         return parsed
 
     def _touch_slices(self, node_name: str | None) -> None:
+        self._built_pools = {}  # a new table, not clear(): a reader may be gathering with the old one
         if node_name:
             self._node_generation[node_name] = self._node_generation.get(node_name, 0) + 1
         else:

@@ -794,8 +794,12 @@ class Pool:
                      if device.consumes_counters)
 
 
+PoolCache = dict[tuple[str, str, int, tuple[int, ...], tuple[int, ...]],
+                  tuple[tuple[ResourceSlice, ...], Pool]]
+
+
 def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mapping[str, str], *,
-                 all_slices: Iterable[ResourceSlice] | None = None) -> list[Pool]:
+                 all_slices: Iterable[ResourceSlice] | None = None, built: PoolCache | None = None) -> list[Pool]:
     """The pools whose devices this node can reach (pools_incubating.go GatherPools, with
     DRAPartitionableDevices on as in kube-scheduler v1.36).
 
@@ -812,6 +816,10 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
     Pools are sorted by (driver, pool) and slices by name, as pools_incubating.go does, so
     that the first fit is reproducible; pools with devices that have binding conditions come
     last (they delay the pod's bind), in the same order among themselves.
+
+    `built`: pools already made from the same slice objects, shared between the nodes that reach
+    them (a pool of nodeSelector or allNodes slices is one object, not one per node); the
+    caller empties it when slices change.
     """
     slices = list(slices)
     pools: dict[tuple[str, str], list[ResourceSlice]] = {}
@@ -848,10 +856,23 @@ def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mappin
             # (filed under the node it names) gets it back here, as the source always has it.
             found = [*found, *(s for s in rest if s.shared_counters)]
             others = sorted((s for s in rest if not s.shared_counters), key=lambda s: s.name)
-        result.append(_build_pool(driver, name, generation, sorted(found, key=lambda s: s.name), others))
+        found = sorted(found, key=lambda s: s.name)
+        result.append(_build_pool(driver, name, generation, found, others) if built is None
+                      else _shared_pool(built, driver, name, generation, found, others))
     if any(pool.binding_conditions for pool in result):
         result.sort(key=lambda pool: pool.binding_conditions)  # stable: the sorted order stays within each part
     return result
+
+
+def _shared_pool(built: PoolCache, driver: str, name: str, generation: int, found: list[ResourceSlice],
+                 others: list[ResourceSlice]) -> Pool:
+    """The pool of these very slice objects, made once: the entry keeps the slices, so their
+    ids in the key cannot be reused by other objects while it lives."""
+    key = (driver, name, generation, tuple(map(id, found)), tuple(map(id, others)))
+    entry = built.get(key)
+    if entry is None:
+        entry = built[key] = ((*found, *others), _build_pool(driver, name, generation, found, others))
+    return entry[1]
 
 
 def _build_pool(driver: str, name: str, generation: int, found: list[ResourceSlice],

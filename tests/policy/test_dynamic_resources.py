@@ -401,3 +401,21 @@ def test_device_taint_rules_taint_the_devices_they_select_until_deleted(state: C
     everything = {"metadata": {"name": "all"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}}
     state.dra_store.upsert(dra.TAINT_RULES, everything)
     assert set(refusals(state, pod("second", "other"))) == {"n1", "n2"}
+
+
+def test_a_pool_every_node_reaches_is_one_object_until_its_slices_change(state: ClusterState) -> None:
+    """Pools of nodeSelector/allNodes slices are made once and shared by the nodes (memory and
+    time grow with the pools, not with pools times nodes); a slice change makes them anew."""
+    shared = {"metadata": {"name": "fabric"}, "spec": {
+        "driver": DRIVER, "allNodes": True, "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "nic-0"}]}}
+    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0"), shared])
+    store = state.dra_store
+    n1 = {p.name: p for p in store.pools_for("n1", {"kubernetes.io/hostname": "n1"})}
+    n2 = {p.name: p for p in store.pools_for("n2", {"kubernetes.io/hostname": "n2"})}
+    assert set(n1) == {"fabric"} and set(n2) == {"fabric", "n2"}
+    assert n1["fabric"] is n2["fabric"]
+    store.upsert(dra.SLICES, {**shared, "spec": {**shared["spec"], "devices": [{"name": "nic-0"}, {"name": "nic-1"}]}})
+    again = {p.name: p for p in store.pools_for("n1", {"kubernetes.io/hostname": "n1"})}
+    assert again["fabric"] is not n1["fabric"]
+    assert [d.name for _, d, _ in again["fabric"].devices] == ["nic-0", "nic-1"]
