@@ -91,3 +91,17 @@ def test_a_gang_whose_claims_do_not_all_fit_holds_no_device() -> None:
     result = simulate(_gang_snapshot(3, 3), default_policy("standalone"))
     assert result.placements == ()
     assert {n.node: n.devices for n in result.nodes}["gpu-node"] == "gpu.example.com 0/2"
+
+
+def test_simulate_applies_a_snapshot_device_taint_rule() -> None:
+    """A DeviceTaintRule in the snapshot (kubectl get devicetaintrules -o yaml, where served) taints
+    the devices it selects: the trainer's two-GPU claim no longer fits on the node."""
+    snapshot = read_snapshot(SNAPSHOT)
+    snapshot.dra["devicetaintrules"] = [{
+        "apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "drain-gpu-1"},
+        "spec": {"deviceSelector": {"driver": "gpu.example.com", "device": "gpu-1"},
+                 "taint": {"key": "maintenance", "effect": "NoSchedule"}}}]
+    result = simulate(snapshot, default_policy("standalone"))
+    assert "default/trainer" not in {p.pod for p in result.placements}
+    reasons = {u.pod: u.reason for u in result.unschedulable}
+    assert reasons["default/trainer"].startswith("0/2 nodes are available: 2 cannot allocate all claims")
