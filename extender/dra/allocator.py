@@ -530,18 +530,7 @@ class _Search:
         return not slice_.per_device_node_selection or device.available_on(self.node_name, self.labels)
 
     def _selectors_match(self, owner: str, expressions: Sequence[str], candidate: Candidate) -> bool:
-        device = candidate[1]
-        verdicts = device.verdicts
-        for i, expression in enumerate(expressions):
-            known = verdicts.get(expression)
-            if known is None:
-                known = verdicts[expression] = _verdict(expression, device)
-            if known is False:
-                return False
-            if known is not True:
-                stage = "runtime" if isinstance(known, _RuntimeFailure) else "compile"
-                raise AllocationError(f"{owner}: selector #{i}: CEL {stage} error: {known}")
-        return True
+        return _selectors_hold(owner, expressions, candidate[1])
 
     # -- the search (allocateOne, allocateDevice) --
 
@@ -926,15 +915,22 @@ def _add_requirements(source: Sequence[Mapping[str, Any]], into: list[Mapping[st
 
 def class_selects(device_class: DeviceClass, device: Device) -> bool:
     """The class's selectors on the device, evaluated and kept in its verdicts as the search does,
-    for code that lists the devices of a class outside a search (DeviceFit with a deviceClass).
-    A CEL error raises AllocationError."""
-    for i, expression in enumerate(device_class.selectors):
-        known = device.verdicts.get(expression)
+    for code that lists the devices of a class outside a search (DeviceFit with a deviceClass,
+    DRA-backed extended resources' scoring). A CEL error raises AllocationError."""
+    return _selectors_hold(f"class {device_class.name}", device_class.selectors, device)
+
+
+def _selectors_hold(owner: str, expressions: Sequence[str], device: Device) -> bool:
+    """Every expression true on the device, each evaluated once per device (its verdicts); a CEL
+    error raises AllocationError naming `owner` and the selector."""
+    verdicts = device.verdicts
+    for i, expression in enumerate(expressions):
+        known = verdicts.get(expression)
         if known is None:
-            known = device.verdicts[expression] = _verdict(expression, device)
+            known = verdicts[expression] = _verdict(expression, device)
         if known is False:
             return False
         if known is not True:
             stage = "runtime" if isinstance(known, _RuntimeFailure) else "compile"
-            raise AllocationError(f"class {device_class.name}: selector #{i}: CEL {stage} error: {known}")
+            raise AllocationError(f"{owner}: selector #{i}: CEL {stage} error: {known}")
     return True

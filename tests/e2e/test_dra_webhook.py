@@ -44,6 +44,24 @@ def dra_objects(cluster: Any) -> Any:
     dra.purge(cluster.client, ["default"])
 
 
+def start_webhook_and_kube_scheduler(cluster: Any, extender: Any, kube_scheduler: Any, tmp_path: Path,
+                                     name: str) -> Any:
+    """The webhook (config/policy-webhook.yaml, access log on), and kube-scheduler calling it for
+    filter, prioritize and bind; returns the webhook process."""
+    webhook = extender(processes.serve(
+        cluster.kubeconfig, tmp_path, policy=configs.CONFIG / "policy-webhook.yaml", scheduler_names=[SCHEDULER],
+        extra=["--access-log"],
+    ))  # fmt: skip
+    config = configs.kube_scheduler_config(
+        configs.HTTP_EXAMPLE, kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
+        scheduler_name=SCHEDULER, port=webhook.port, node_cache=True, bind=True,
+    )  # fmt: skip
+    (registered,) = config["extenders"]
+    assert {registered.get(v) for v in ("filterVerb", "prioritizeVerb", "bindVerb")} == {"filter", "prioritize", "bind"}
+    kube_scheduler(config, name=name)
+    return webhook
+
+
 def answered(log: str) -> dict[str, set[tuple[str, str]]]:
     """pod -> the (verb, result) pairs the webhook's access log shows for it."""
     calls: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -65,17 +83,7 @@ def test_kube_scheduler_allocates_claims_and_the_webhook_binds(
     for name in ("dra-1", "dra-3"):
         dra.create(kube, dra.resource_slice(name, [dra.device("eth-0")], driver=NIC_DRIVER))
 
-    webhook = extender(processes.serve(
-        cluster.kubeconfig, tmp_path, policy=configs.CONFIG / "policy-webhook.yaml", scheduler_names=[SCHEDULER],
-        extra=["--access-log"],
-    ))  # fmt: skip
-    config = configs.kube_scheduler_config(
-        configs.HTTP_EXAMPLE, kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
-        scheduler_name=SCHEDULER, port=webhook.port, node_cache=True, bind=True,
-    )  # fmt: skip
-    (registered,) = config["extenders"]
-    assert {registered.get(v) for v in ("filterVerb", "prioritizeVerb", "bindVerb")} == {"filter", "prioritize", "bind"}
-    kube_scheduler(config, name="kube-scheduler-dra")
+    webhook = start_webhook_and_kube_scheduler(cluster, extender, kube_scheduler, tmp_path, "kube-scheduler-dra")
 
     dra.create(kube, dra.claim_template("one-gpu", dra.claim_spec(dra.exactly("gpu", "gpu"))))
     dra.create(kube, dra.resource_claim("the-nic", dra.claim_spec(dra.exactly("nic", "nic"))))
@@ -148,15 +156,8 @@ def test_extended_resources_backed_by_a_class_are_bound_by_the_webhook(
     gpu["spec"]["extendedResourceName"] = "example.com/gpu"
     dra.create(kube, gpu)
     dra.create(kube, dra.resource_slice("er-2", [dra.device("gpu-a"), dra.device("gpu-b")]))
-    webhook = extender(processes.serve(
-        cluster.kubeconfig, tmp_path, policy=configs.CONFIG / "policy-webhook.yaml", scheduler_names=[SCHEDULER],
-        extra=["--access-log"],
-    ))  # fmt: skip
-    config = configs.kube_scheduler_config(
-        configs.HTTP_EXAMPLE, kubeconfig=cluster.plane.user_kubeconfig("system:kube-scheduler"),
-        scheduler_name=SCHEDULER, port=webhook.port, node_cache=True, bind=True,
-    )  # fmt: skip
-    kube_scheduler(config, name="kube-scheduler-dra-extended")
+    webhook = start_webhook_and_kube_scheduler(cluster, extender, kube_scheduler, tmp_path,
+                                               "kube-scheduler-dra-extended")
     for i in range(3):
         kube.create_pod(f"er-{i}", scheduler_name=SCHEDULER, containers=[container(
             "main", cpu="10m", extended={"example.com/gpu": "1"})])

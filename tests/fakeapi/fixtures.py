@@ -104,7 +104,14 @@ def apiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiS
         with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
             yield handle
         return
-    plane = EnvtestControlPlane(assets).start()
+    with running_envtest(assets) as handle:
+        yield handle
+
+
+@contextmanager
+def running_envtest(assets: Any, extra_apiserver_args: tuple[str, ...] = ()) -> Iterator[ApiServerHandle]:
+    """A real etcd + kube-apiserver of its own (with these extra flags), stopped after."""
+    plane = EnvtestControlPlane(assets, extra_apiserver_args=extra_apiserver_args).start()
     try:
         handle = start_envtest_handle(plane)
         yield handle

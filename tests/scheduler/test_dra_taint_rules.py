@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from extender.kube.client import build_api_client
-from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import ApiServerHandle, start_envtest_handle
+from tests.fakeapi.envtest import find_assets
+from tests.fakeapi.fixtures import ApiServerHandle, running_envtest
 from tests.scheduler.test_dra import (
     API,
     create_claim,
@@ -37,14 +37,9 @@ def rules_server() -> Iterator[ApiServerHandle]:
     if assets is None:
         pytest.skip("needs a real kube-apiserver with DeviceTaintRules turned on (KUBEBUILDER_ASSETS): the fake, "
                     "like kube-apiserver v1.36 by default, does not serve them")
-    plane = EnvtestControlPlane(assets, extra_apiserver_args=(
-        "--runtime-config=resource.k8s.io/v1beta2=true", "--feature-gates=DRADeviceTaintRules=true")).start()
-    try:
-        handle = start_envtest_handle(plane)
+    with running_envtest(assets, ("--runtime-config=resource.k8s.io/v1beta2=true",
+                                  "--feature-gates=DRADeviceTaintRules=true")) as handle:
         yield handle
-        handle.client.close()
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
