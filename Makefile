@@ -70,8 +70,10 @@ image:
 	echo "$$* -t $(IMAGE) ."; \
 	"$$@" --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t $(IMAGE) .
 
+## ruff on the tree, then mypy on the packages [tool.mypy] names (strict; tests/test_types.py too).
 lint: install
 	$(VENV)/bin/ruff check extender tests bench
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks .ruff_cache build dist *.egg-info

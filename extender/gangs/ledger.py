@@ -36,7 +36,7 @@ import enum
 import hashlib
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import orjson
 
@@ -59,13 +59,35 @@ class Outcome(enum.Enum):
     GONE = "gone"  # not held (expired with its group, withdrawn, or never held): answer an error
 
 
+# The document as `dump` writes it. `read` takes nothing on trust (an old or foreign writer may have
+# left any JSON there): it checks each field and drops what it cannot read.
+class EntryDoc(TypedDict):
+    node: str
+    by: str
+    expires: float
+
+
+class HolderDoc(TypedDict):
+    at: float
+    answered: int
+
+
+class LedgerDoc(TypedDict):
+    version: int
+    holds: dict[str, EntryDoc]
+    released: dict[str, EntryDoc]
+    holders: dict[str, HolderDoc]
+    call: int
+    calling: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     node: str
     by: str  # the writing process
     expires: float  # wall clock
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EntryDoc:
         return {"node": self.node, "by": self.by, "expires": round(self.expires, 3)}
 
 
@@ -76,7 +98,7 @@ class Holder:
     at: float
     answered: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> HolderDoc:
         return {"at": round(self.at, 3), "answered": self.answered}
 
 
@@ -156,14 +178,15 @@ def read(annotations: Mapping[str, str] | None) -> GangLedger:
 
 def dump(ledger: GangLedger) -> str:
     """The annotation value to write."""
-    return orjson.dumps({
+    doc: LedgerDoc = {
         "version": VERSION,
         "holds": {uid: e.to_json() for uid, e in sorted(ledger.holds.items())},
         "released": {uid: e.to_json() for uid, e in sorted(ledger.released.items())},
         "holders": {by: h.to_json() for by, h in sorted(ledger.holders.items())},
         "call": ledger.call,
         "calling": ledger.calling,
-    }).decode()
+    }
+    return orjson.dumps(doc).decode()
 
 
 def _pruned(ledger: GangLedger, now: float) -> GangLedger:

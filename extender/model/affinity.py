@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -148,11 +148,12 @@ def parse_pod_affinity(spec: Mapping[str, Any], namespace: str, labels: Mapping[
         raise InvalidObject("spec.affinity: not JSON") from None
     key_labels = tuple(sorted(labels.items())) if _uses_pod_labels(raw) else ()
     key = (namespace, canonical, key_labels)
-    found = _interned.get(key, False)
+    found: PodAffinity | None | Literal[False] = _interned.get(key, False)
     if found is not False:
-        return found  # type: ignore[return-value]
+        return found
     required, preferred = _block(affinity, "podAffinity", namespace, labels)
     required_anti, preferred_anti = _block(affinity, "podAntiAffinity", namespace, labels)
+    parsed: PodAffinity | None  # declared apart, so that mypy narrows it to PodAffinity on the next line
     parsed = PodAffinity(required, required_anti, preferred, preferred_anti)
     if not (parsed.has_required or parsed.has_preferred):
         parsed = None

@@ -534,7 +534,7 @@ def choose(devices: Sequence[Device], use: Mapping[str, Use], request: DeviceReq
         chosen.append((container.container, shares))
         if len(chosen) < len(request.containers):
             used = dict(used)
-            add_shares(used, shares)  # type: ignore[arg-type]
+            add_shares(used, shares)
     return tuple(chosen)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from extender.errors import InvalidObject
 from extender.model.fields import (
@@ -43,6 +43,18 @@ REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 SCHEDULED_REASONS = (REASON_SCHEDULED, REASON_UNSCHEDULABLE, REASON_SCHEDULER_ERROR)
+
+
+class Condition(TypedDict):
+    """The PodGroupScheduled condition as `scheduled_condition_patch` writes it (a metav1.Condition)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: NotRequired[int]  # omitempty
+
 
 # kube-scheduler v1.36.3's messages, as observed on the binary (docs/gangs.md), for parity: the
 # group's condition when its cycle fails, and each placed member's when the gang cannot complete.
@@ -216,7 +228,7 @@ def scheduled_condition_patch(raw_group: Any, reason: str, message: str, now: st
     existing = next((c for c in conditions if c.get("type") == SCHEDULED_CONDITION), None)
     if existing is not None and existing.get("status") == "True" and status != "True":
         return None
-    condition: dict[str, Any] = {
+    condition: Condition = {
         "type": SCHEDULED_CONDITION, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": (existing.get("lastTransitionTime") or now
                                if existing is not None and existing.get("status") == status else now),

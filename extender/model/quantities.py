@@ -38,7 +38,7 @@ MILLI_RESOURCES = frozenset({"cpu"})
 
 
 @lru_cache(maxsize=65536)
-def parse_quantity(text: str) -> Fraction:
+def parse_quantity(text: object) -> Fraction:
     """Return the exact value of a quantity string; raise QuantityError if Kubernetes would."""
     if not isinstance(text, str):
         if isinstance(text, bool) or not isinstance(text, int | float):
@@ -74,7 +74,7 @@ def to_units(resource: str, text: object) -> int:
 @lru_cache(maxsize=65536)
 def _to_units(resource: str, text: object) -> int:
     """Cached: a cluster's pods repeat a few hundred (resource, quantity) pairs."""
-    value = parse_quantity(text)  # type: ignore[arg-type]
+    value = parse_quantity(text)
     if value < 0:
         raise QuantityError(f"quantity {text!r} is negative")
     if resource in MILLI_RESOURCES:

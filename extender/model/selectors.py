@@ -40,6 +40,9 @@ class Requirement:
     operator: str
     values: frozenset[str] | int
 
+    # `values` is a frozenset for In and NotIn and an int for Gt and Lt (_requirement builds them so);
+    # a type cannot tie it to `operator`, and an isinstance check costs in this hot path: hence the
+    # ignores here and in LabelSelector.anchors.
     def matches(self, labels: Mapping[str, str]) -> bool:
         op = self.operator
         if op == "In":
@@ -165,7 +168,7 @@ class LabelSelector:
         found: list[tuple[str, frozenset[str] | None]] = []
         for requirement in self.requirements:
             if requirement.operator == "In":
-                found.append((requirement.key, requirement.values))  # type: ignore[arg-type]
+                found.append((requirement.key, requirement.values))  # type: ignore[arg-type]  # In: a frozenset
             elif requirement.operator == "Exists":
                 found.append((requirement.key, None))
         return found

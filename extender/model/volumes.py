@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -226,15 +226,12 @@ def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
         key = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON (a YAML oddity): parse it without sharing
         return _parse_node_affinity(raw)
-    found = _affinities.get(key, _MISSING)
-    if found is _MISSING:
+    found: NodeAffinity | None | Literal[False] = _affinities.get(key, False)  # None is cached too
+    if found is False:
         found = _parse_node_affinity(raw)
         if len(_affinities) < _INTERN_LIMIT:
             _affinities[key] = found
-    return found  # type: ignore[return-value]
-
-
-_MISSING = object()
+    return found
 
 
 def _parse_node_affinity(raw: Any) -> NodeAffinity | None:
@@ -573,8 +570,8 @@ def parse_pod_volumes(spec: Mapping[str, Any], pod_name: str) -> PodVolumes:
         if _VOLUME_SOURCES.isdisjoint(volume):
             continue  # configMap, secret, projected, emptyDir...: most volumes of most pods
         if "persistentVolumeClaim" in volume:
-            source = as_object(volume["persistentVolumeClaim"], f"{where}.persistentVolumeClaim")
-            claims.append(PodClaim(as_str(source.get("claimName"), f"{where}.persistentVolumeClaim.claimName")))
+            claim = as_object(volume["persistentVolumeClaim"], f"{where}.persistentVolumeClaim")
+            claims.append(PodClaim(as_str(claim.get("claimName"), f"{where}.persistentVolumeClaim.claimName")))
             continue
         if "ephemeral" in volume:
             claims.append(PodClaim(f"{pod_name}-{as_str(volume.get('name'), f'{where}.name')}", ephemeral=True))
