@@ -75,6 +75,29 @@ def attachable_slice(node_name: str, pool: str, *names: str) -> dict[str, Any]:
     return made
 
 
+def partitioned_pool(node_name: str) -> tuple[dict[str, Any], ...]:
+    """One GPU of 40Gi published as a whole device and two halves sharing its counter set
+    (DRAPartitionableDevices): two slices of one pool, the counters in the first."""
+    counters = resource_slice(node_name, [])
+    counters["metadata"]["name"] = f"{node_name}-counters"
+    counters["spec"]["pool"]["resourceSliceCount"] = 2
+    del counters["spec"]["devices"]
+    counters["spec"]["sharedCounters"] = [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]
+
+    def part(name: str, size: str, memory: str) -> dict[str, Any]:
+        return {**device(name, size=size), "consumesCounters": [
+            {"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]}
+
+    devices = resource_slice(node_name, [part("gpu-0-whole", "whole", "40Gi"), part("gpu-0-half-a", "half", "20Gi"),
+                                         part("gpu-0-half-b", "half", "20Gi")])
+    devices["spec"]["pool"]["resourceSliceCount"] = 2
+    return counters, devices
+
+
+SHARED_GPU = {"name": "shared-0", "allowMultipleAllocations": True, "capacity": {"memory": {
+    "value": "80Gi", "requestPolicy": {"default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}}}}}
+
+
 def claim_pods(count: int, claim_prefix: str) -> tuple[dict[str, Any], ...]:
     """Pods p-0.. each naming its own claim <claim_prefix>-<i>."""
     return tuple(pod(f"p-{i}", **uses_claims(claims={"gpu": f"{claim_prefix}-{i}"})) for i in range(count))
@@ -136,6 +159,26 @@ def attached(device_name: str) -> Expect:
                 problems.append(f"claim {name} reserved for {sorted(pods)}, none of them bound")
             return problems
         return [f"no claim holds {device_name}"]
+    return check
+
+
+def shares_of(device_name: str, consumed: Mapping[str, str], capacity_gi: int) -> Expect:
+    """Every bound pod holds a share of ``device_name`` consuming exactly ``consumed``, each with
+    its own shareID, and the shares stay within the device's capacity (memory, Gi)."""
+    def check(settled: dra.Settled, outcome: sidebyside.Outcome) -> list[str]:
+        found, ids, total = [], set(), 0
+        for bound in sorted(outcome.bound):
+            for claim in settled.claims_of(bound).values():
+                for r in dra.results(claim or {}):
+                    if r["device"] != device_name or r.get("consumedCapacity") != dict(consumed):
+                        found.append(f"{bound}: result {r}, expected a share of {device_name} consuming {consumed}")
+                    ids.add(r.get("shareID"))
+                    total += int(str(r.get("consumedCapacity", {}).get("memory", "0Gi")).removesuffix("Gi"))
+        if None in ids or len(ids) != len(outcome.bound):
+            found.append(f"share ids {ids} for {len(outcome.bound)} pods")
+        if total > capacity_gi:
+            found.append(f"shares of {device_name} consume {total}Gi of {capacity_gi}Gi")
+        return found
     return check
 
 
@@ -282,6 +325,59 @@ SCENARIOS = [
         pods=claim_pods(2, "bc"),
         bound=1, on=frozenset({"j-2"}), attach=True,
         expect=(bound_devices("gpu", {"fab-0"}), attached("fab-0")),
+    ),
+    DraScenario(
+        "partitionable",
+        "DRAPartitionableDevices: two halves and a whole GPU share one 40Gi counter set: the two halves are "
+        "taken, then neither a third half nor the whole fits: 4 pods, 2 bound",
+        nodes=(node("k-1"), node("k-2")),
+        slices=partitioned_pool("k-1"),
+        claims=(*claims_for(["half-0", "half-1", "half-2"], claim_spec(exactly("gpu", "gpu", attribute_is("size", "half")))),
+                dra.resource_claim("whole", claim_spec(exactly("gpu", "gpu", attribute_is("size", "whole"))))),
+        pods=(*claim_pods(3, "half"), pod("whole-user", **uses_claims(claims={"gpu": "whole"}))),
+        bound=2, on=frozenset({"k-1"}),
+        expect=(bound_devices("gpu", {"gpu-0-half-a", "gpu-0-half-b"}),),
+    ),
+    DraScenario(
+        "consumable-capacity",
+        "DRAConsumableCapacity: one 80Gi device shared by claims asking 25Gi each, which its request policy "
+        "(10Gi steps) rounds to 30Gi: two shares fit, the third does not: 3 pods, 2 bound",
+        nodes=(node("m-1"),),
+        slices=(resource_slice("m-1", [SHARED_GPU]),),
+        classes=(dra.device_class("shared", dra.cel("device.allowMultipleAllocations == true")),),
+        claims=claims_for([f"share-{i}" for i in range(3)], claim_spec(
+            {"name": "gpu", "exactly": {"deviceClassName": "shared", "allocationMode": "ExactCount", "count": 1,
+                                        "capacity": {"requests": {"memory": "25Gi"}}}})),
+        pods=claim_pods(3, "share"),
+        bound=2, on=frozenset({"m-1"}),
+        expect=(shares_of("shared-0", {"memory": "30Gi"}, 80),),
+    ),
+    DraScenario(
+        "device-taints",
+        "DRADeviceTaints: a NoSchedule-tainted device goes only to the claim that tolerates it, a NoExecute one "
+        "to none: 2 pods, the tolerating one bound",
+        nodes=(node("n-1"),),
+        slices=(resource_slice("n-1", [
+            {**device("gpu-0"), "taints": [{"key": "maintenance", "value": "soon", "effect": "NoSchedule"}]},
+            {**device("gpu-1"), "taints": [{"key": "ecc", "value": "fatal", "effect": "NoExecute"}]}]),),
+        claims=(dra.resource_claim("tolerant", claim_spec({"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
+                    "tolerations": [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]}})),
+                dra.resource_claim("strict", ONE_GPU)),
+        pods=(pod("tolerant-user", **uses_claims(claims={"gpu": "tolerant"})),
+              pod("strict-user", **uses_claims(claims={"gpu": "strict"}))),
+        bound=1, on=frozenset({"n-1"}),
+        expect=(devices_are("tolerant-user", ("gpu", "gpu-0")),),
+    ),
+    DraScenario(
+        "implicit-extended-resource",
+        "DRAExtendedResource: deviceclass.resource.kubernetes.io/gpu is served by the class gpu, which names "
+        "no extended resource: 2 devices, 3 pods, 2 bound",
+        nodes=(node("o-1"), node("o-2")),
+        slices=(resource_slice("o-2", [device("gpu-0"), device("gpu-1")]),),
+        pods=tuple(pod(f"p-{i}", containers=[container("main", extended={"deviceclass.resource.kubernetes.io/gpu": "1"})])
+                   for i in range(3)),
+        bound=2, on=frozenset({"o-2"}),
     ),
     DraScenario(
         "match-attribute",
