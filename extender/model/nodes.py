@@ -46,6 +46,9 @@ class NodeView:
     conditions: dict[str, str]
     allocatable: Resources
     error: str = ""
+    # status.declaredFeatures (NodeDeclaredFeatures), parsed here once per node update: the
+    # filter's per-node check is then one frozenset subset test. Empty for nearly every node.
+    declared_features: frozenset[str] = frozenset()
     # Ready, schedulable, and no other condition True: nothing for NodeReady to look at,
     # which is nearly every node, every time (it is read for each node of every filter call).
     all_clear: bool = field(init=False, compare=False)
@@ -90,9 +93,22 @@ class NodeView:
                 unschedulable=bool(spec.get("unschedulable")),
                 conditions=conditions,
                 allocatable=parse_resource_list(status.get("allocatable"), "status.allocatable"),
+                declared_features=_declared_features(status.get("declaredFeatures")),
             )
         except InvalidObject as exc:
             return cls(raw, name, {}, (), True, {}, {}, error=f"node {name} is unusable: {exc}")
+
+
+_NO_FEATURES: frozenset[str] = frozenset()
+
+
+def _declared_features(raw: Any) -> frozenset[str]:
+    """status.declaredFeatures as a set: the API server keeps it sorted and unique, and the
+    filter asks only "does the node declare all of these"."""
+    if not raw:
+        return _NO_FEATURES
+    where = "status.declaredFeatures"
+    return frozenset(_str(item, f"{where}[{i}]") for i, item in enumerate(_list(raw, where)))
 
 
 @dataclass(frozen=True, slots=True)

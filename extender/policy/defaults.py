@@ -29,6 +29,7 @@ from extender.policy.builtin import (
     InterPodAffinity,
     LeastAllocated,
     NodeAffinity,
+    NodeDeclaredFeatures,
     NodeLabels,
     NodePorts,
     NodeReady,
@@ -66,6 +67,7 @@ def _standalone() -> tuple[tuple[object, ...], tuple[WeightedScorer, ...]]:
         PodTopologySpread(),
         InterPodAffinity(),
         DynamicResources(),
+        NodeDeclaredFeatures(),
         NodeLabels(),
     )
     scorers = (

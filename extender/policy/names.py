@@ -18,6 +18,7 @@ VOLUME_BINDING = "VolumeBinding"  # also an opt-in scorer (kube-scheduler's Volu
 VOLUME_ZONE = "VolumeZone"
 DYNAMIC_RESOURCES = "DynamicResources"  # a filter and a scorer, as in kube-scheduler
 DEVICE_FIT = "DeviceFit"
+NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"  # opt-in: kube-scheduler v1.36 runs it behind its gate
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"

@@ -63,6 +63,8 @@ _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 _RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
 # DeviceFit too: with a deviceClass its shares are DRA allocations (a claim freed makes room).
 _DRA_PLUGINS = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
+# kube-scheduler's UpdateNodeDeclaredFeature event: only NodeDeclaredFeatures registers for it.
+_NODE_FEATURES = frozenset({names.NODE_DECLARED_FEATURES})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -79,9 +81,10 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
 
 
 def _node_signature(view: NodeView) -> tuple[Any, ...]:
-    """What a node update must change to be worth retrying unschedulable pods (not heartbeats)."""
+    """What a node update must change to be worth retrying unschedulable pods (not heartbeats).
+    status.declaredFeatures comes last: `_on_cluster_event` tells a change of it alone apart."""
     return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
-            node_inventory(raw_annotations(view.raw)))
+            node_inventory(raw_annotations(view.raw)), view.declared_features)
 
 
 class Scheduler:
@@ -387,9 +390,15 @@ class Scheduler:
             self.queue.move_all(event)
         elif event == listeners.NODE_UPDATED:
             signature = _node_signature(obj)
-            if self._node_signatures.get(obj.name) != signature:
+            before = self._node_signatures.get(obj.name)
+            if before != signature:
                 self._node_signatures[obj.name] = signature
-                self.queue.move_all(event)
+                if before is not None and before[:-1] == signature[:-1]:
+                    # Only its declared features changed (UpdateNodeDeclaredFeature): it can help
+                    # only the pods NodeDeclaredFeatures refused, as kube-scheduler's hint says.
+                    self.queue.move_all(event, rejected_by=_NODE_FEATURES)
+                else:
+                    self.queue.move_all(event)
         elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
         elif event == listeners.POD_DELETED:

@@ -46,7 +46,8 @@ def test_unknown_mode():
 # The built-ins that read only the node and the pod being placed: the default webhook
 # policy is made of them, so a webhook that does not bind watches no pods.
 NODE_ONLY = {"NodeReady", "NodeLabels", "LabelPreference", "TaintToleration", "TaintPreferNoSchedule",
-             "NodeAffinity", "PreferredNodeAffinity", "SchedulingGates", "UnsupportedConstraints"}
+             "NodeAffinity", "PreferredNodeAffinity", "SchedulingGates", "UnsupportedConstraints",
+             "NodeDeclaredFeatures"}
 
 NODE_ONLY_ARGS = {"LabelPreference": {"label": "pool", "values": {"a": 10}},
                   "NodeLabels": {"rules": [{"require": [{"label": "pool", "values": ["a"]}]}]},

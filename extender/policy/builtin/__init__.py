@@ -7,7 +7,8 @@ allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints)
 (NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
 plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
 and volume_scoring (the opt-in VolumeBinding scorer), devices (DeviceFit,
-DeviceAllocation: shared GPUs), and dynamic_resources (DynamicResources: DRA claims).
+DeviceAllocation: shared GPUs), dynamic_resources (DynamicResources: DRA claims), and
+node_features (NodeDeclaredFeatures: node.status.declaredFeatures).
 InterPodAffinity, PodTopologySpread and DynamicResources are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
 by `from_args`, which validates the policy file's `args`; equal args give equal
@@ -27,6 +28,7 @@ from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
 from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking
+from extender.policy.builtin.node_features import NodeDeclaredFeatures
 from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady
 from extender.policy.builtin.spread import PodTopologySpread, PreferredPodTopologySpread
@@ -41,7 +43,7 @@ from extender.policy.plugins import PluginFactory
 
 FILTERS = (SchedulingGates, UnsupportedConstraints, NodeReady, TaintToleration, NodeAffinity, NodePorts,
            ResourceFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
-           InterPodAffinity, DynamicResources, NodeLabels)
+           InterPodAffinity, DynamicResources, NodeDeclaredFeatures, NodeLabels)
 SCORERS = (
     LeastAllocated,
     MostAllocated,
@@ -90,6 +92,7 @@ __all__ = [
     "LoadVariationRiskBalancing",
     "MostAllocated",
     "NodeAffinity",
+    "NodeDeclaredFeatures",
     "NodeLabels",
     "NodePorts",
     "NodeLoad",
