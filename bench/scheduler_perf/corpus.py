@@ -212,18 +212,47 @@ class Workload:
 
     @property
     def taint_rules(self) -> bool:
-        """It creates DeviceTaintRules: kube-apiserver must serve them (TAINT_RULE_APISERVER_ARGS)
+        """It creates DeviceTaintRules: kube-apiserver must serve them (TAINT_RULE_RUNTIME_CONFIG)
         and kube-scheduler apply them (its DRADeviceTaintRules gate), as ours does where served."""
         return any(op["opcode"] == "createAny" and _template_kind(op.get("templatePath", "")) == "DeviceTaintRule"
                    for op in self.ops)
 
     @property
+    def node_declared_features(self) -> bool:
+        """It runs with the NodeDeclaredFeatures gate (the nodedeclaredfeatures folder): nodes get
+        status.declaredFeatures after their creation, and both schedulers run the filter."""
+        return self.feature_gates.get(NODE_DECLARED_FEATURES_GATE) is True
+
+    @property
+    def declared_features(self) -> list[str]:
+        """What node_declared_features_test.go's updateNodesWithDeclaredFeatures writes into each
+        node's status.declaredFeatures: Feature1..FeatureN (N = numNodeDeclaredFeatures, 0 when
+        unset), sorted as strings (sort.Strings; the API server requires the list sorted)."""
+        if not self.node_declared_features:
+            return []
+        count = self.params.get("numNodeDeclaredFeatures", 0)
+        return sorted(f"Feature{i}" for i in range(1, int(count) + 1))
+
+    @property
     def apiserver_args(self) -> list[str]:
-        return list(TAINT_RULE_APISERVER_ARGS) if self.taint_rules else []
+        """kube-apiserver's flags: the served DRA versions and every gate the workload needs in one
+        --feature-gates (the API server keeps status.declaredFeatures only with its gate on)."""
+        args = [TAINT_RULE_RUNTIME_CONFIG] if self.taint_rules else []
+        gates = self.kube_scheduler_gates
+        return [*args, f"--feature-gates={gates}"] if gates else args
 
     @property
     def kube_scheduler_gates(self) -> str:
-        return "DRADeviceTaintRules=true" if self.taint_rules else ""
+        gates = ["DRADeviceTaintRules=true"] if self.taint_rules else []
+        if self.node_declared_features:
+            gates.append(f"{NODE_DECLARED_FEATURES_GATE}=true")
+        return ",".join(gates)
+
+    @property
+    def our_policy_plugins(self) -> tuple[str, ...]:
+        """Filters our standalone policy adds for this workload, as kube-scheduler's gates add
+        plugins to its default profile (profiles.with_filters)."""
+        return (NODE_DECLARED_FEATURES_GATE,) if self.node_declared_features else ()
 
     @property
     def disables_gates(self) -> bool:
@@ -235,17 +264,22 @@ class Workload:
 #: DeviceTaintRules are an off-by-default API in v1.36 (scheduler_perf's own apiserver serves every
 #: API): served here, in both versions, for the workloads that create them (the template is v1alpha3,
 #: kube-scheduler's informer reads v1beta2).
-TAINT_RULE_APISERVER_ARGS = ("--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta2=true",
-                             "--feature-gates=DRADeviceTaintRules=true")
+TAINT_RULE_RUNTIME_CONFIG = "--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta2=true"
+#: The gate of the nodedeclaredfeatures folder, and the name of the plugin it enables in
+#: kube-scheduler's default profile (and of our filter).
+NODE_DECLARED_FEATURES_GATE = "NodeDeclaredFeatures"
 
 
 @lru_cache(maxsize=256)
 def _template_kind(path: str) -> str:
+    """A template's kind, read off its top-level ``kind:`` line: a Go template ({{.Index}} as a
+    value) is no YAML until rendered."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text()) if path else None
+        text = Path(path).read_text() if path else ""
     except OSError:
         return ""
-    return str(loaded.get("kind", "")) if isinstance(loaded, dict) else ""
+    found = re.search(r"^kind:\s*([A-Za-z0-9]+)\s*$", text, re.MULTILINE)
+    return found.group(1) if found else ""
 
 
 def _param(params: dict[str, Any], name: str, kind: type) -> Any:
@@ -299,11 +333,10 @@ def unroll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return unrolled
 
 
-#: Folders skipped whole, with the reason (issue 26 lets nodedeclaredfeatures go).
-SKIPPED_FOLDERS = {
-    "nodedeclaredfeatures": "needs the alpha NodeDeclaredFeatures gate and node.status.declaredFeatures, "
-                            "which scheduler_perf fills in Go (nodeUpdateFn); not covered by this benchmark",
-}
+#: Folders skipped whole, with the reason. None now: nodedeclaredfeatures runs with its gate on
+#: kube-apiserver and kube-scheduler, our NodeDeclaredFeatures filter, and the nodes' declared
+#: features written by the executor after createNodes (as its Go nodeUpdateFn does).
+SKIPPED_FOLDERS: dict[str, str] = {}
 
 
 #: The v1.36.3 defaults of the feature gates the DRA workloads set (pkg/features/

@@ -14,7 +14,10 @@ What differs, on purpose: objects are created by 16 threads (client-go's creator
 to 30; createAny's objects, created one by one in operations.go, too), the wait for
 scheduled pods gives up after ``stall`` seconds without progress (executor.go waits 10
 minutes, then fails the test), and there is no fake PV controller: the volumes of
-``createPods`` are created bound, as test/utils does, so none is needed. The DRA opcodes
+``createPods`` are created bound, as test/utils does, so none is needed; a node template with
+no status.conditions gets Ready=True (:data:`READY`); a workload with the NodeDeclaredFeatures
+gate gets its nodes' status.declaredFeatures written after createNodes, as its Go
+nodeUpdateFn does (:meth:`Executor._declare_features`). The DRA opcodes
 (createResourceDriver, allocResourceClaims) build their objects in dra.py; the
 ResourceClaims of pods' templates come from kube-controller-manager (schedulers.py).
 """
@@ -62,6 +65,12 @@ def base_pod() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "pod-"},
             "spec": {"containers": [{"name": "pause", "image": PAUSE, "ports": [{"containerPort": 80}],
                                      "resources": {"limits": dict(resources), "requests": dict(resources)}}]}}
+
+
+#: The condition a node without any gets (nodedeclaredfeatures' node-base.yaml has none): a kubelet
+#: would report it, kube-scheduler reads no condition, and our NodeReady refuses a node not Ready
+#: (in a real cluster the node lifecycle controller, not run here, would taint it not-ready).
+READY = ({"type": "Ready", "status": "True"},)
 
 
 def base_node(prefix: str) -> dict[str, Any]:
@@ -183,13 +192,16 @@ class Executor:
             obj.setdefault("spec", {})["schedulerName"] = self.scheduler_name
         return obj
 
-    def _send(self, method: str, path: str, body: Any, attempts: int = 6, params: Any = None) -> dict[str, Any]:
+    def _send(self, method: str, path: str, body: Any, attempts: int = 6, params: Any = None,
+              content_type: str = "application/json") -> dict[str, Any]:
         """One API call, retried on throttling, server errors and dropped connections."""
         from tests.fakeapi.client import KubeApiError
 
         for attempt in range(attempts):
             try:
-                return self.kube.call(method, path, body, params)
+                if content_type == "application/json":
+                    return self.kube.call(method, path, body, params)
+                return self.kube.call(method, path, body, params, content_type)
             except KubeApiError as exc:
                 if not _retryable(exc, body) or attempt == attempts - 1:
                     raise WorkloadFailed(f"{method} {path}: {str(exc)[:300]}") from exc
@@ -231,6 +243,8 @@ class Executor:
         label = op.get("labelNodePrepareStrategy") or {}
         unique = op.get("uniqueNodeLabelStrategy") or {}
 
+        created: list[str] = []
+
         def create(i: int) -> None:
             node = corpus.load_object(template, i, count) if template else base_node(f"node-{index}-")
             meta = node.setdefault("metadata", {})
@@ -245,10 +259,13 @@ class Executor:
             if unique:
                 labels[unique["labelKey"]] = str(uuid.uuid4())
             status = node.setdefault("status", {})
+            if not status.get("conditions"):
+                status["conditions"] = [dict(c) for c in READY]
             if allocatable.get("nodeAllocatable"):
                 status["allocatable"] = {**(status.get("allocatable") or status.get("capacity") or {}),
                                          **allocatable["nodeAllocatable"]}
             self._send("POST", "/api/v1/nodes", node)
+            created.append(meta["name"])
             if allocatable.get("csiNodeAllocatable") or allocatable.get("migratedPlugins"):
                 self._send("POST", "/apis/storage.k8s.io/v1/csinodes", {
                     "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
@@ -259,6 +276,26 @@ class Executor:
 
         self._parallel(create, count)
         self._next_node += count
+        if self.workload.node_declared_features:
+            self._declare_features(created)
+
+    def _declare_features(self, nodes: list[str]) -> None:
+        """node_declared_features_test.go's nodeUpdateFn: each node's status.declaredFeatures set
+        to the workload's feature names after its creation, by a status update (so both schedulers
+        see a node update). Go updates every node one by one and then waits until its in-process
+        scheduler's cache shows them; here 16 threads patch, each reply is checked (an API server
+        without the gate silently drops the field), and no scheduler cache can be read."""
+        features = self.workload.declared_features
+        body = {"status": {"declaredFeatures": features}}
+
+        def declare(i: int) -> None:
+            reply = self._send("PATCH", f"/api/v1/nodes/{nodes[i]}/status", body,
+                               content_type="application/merge-patch+json")
+            if features and (reply.get("status") or {}).get("declaredFeatures") != features:
+                raise WorkloadFailed(f"node {nodes[i]} kept no status.declaredFeatures: kube-apiserver "
+                                     f"needs --feature-gates={corpus.NODE_DECLARED_FEATURES_GATE}=true")
+
+        self._parallel(declare, len(nodes))
 
     def _node_name(self, prefix: str) -> str:
         """A generateName-like name chosen here (the hostname label needs it before the create).

@@ -7,11 +7,14 @@ gets that profile's ``pluginConfig`` as written; ours gets the built-in standalo
 translation is accepted: NodeResourcesFit's ``scoringStrategy`` of type LeastAllocated or
 MostAllocated with its ``resources`` (our LeastAllocated or MostAllocated scorer with those
 weights). Anything else makes the workload "skipped" with the reason, never run half-translated.
+
+A workload may also run kube-scheduler with a feature gate that adds a plugin to its default
+profile (NodeDeclaredFeatures); ours then gets the same filter added (:func:`with_filters`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +76,22 @@ def load(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise Untranslatable(f"{path.name} is not a KubeSchedulerConfiguration")
     return loaded
+
+
+def standalone() -> dict[str, Any]:
+    """Our built-in standalone policy as a document (config/policy.yaml, which loads to it)."""
+    loaded: dict[str, Any] = yaml.safe_load(POLICY.read_text())
+    return loaded
+
+
+def with_filters(policy: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``policy`` with the filters ``names`` added (those it lacks) where a gate puts them in
+    kube-scheduler's profile: its applyFeatureGates appends them to the default plugins and
+    DynamicResources is inserted before DefaultPreemption, so they filter after DynamicResources
+    (before NodeLabels, which kube-scheduler does not have). Order changes only which refusal a
+    node reports first, not whether it passes."""
+    filters = [dict(f) for f in policy.get("filters") or []]
+    present = {f["name"] for f in filters}
+    at = next((i + 1 for i, f in enumerate(filters) if f["name"] == "DynamicResources"), len(filters))
+    added = [{"name": name} for name in names if name not in present]
+    return {**policy, "filters": [*filters[:at], *added, *filters[at:]]}

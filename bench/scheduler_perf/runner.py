@@ -73,7 +73,8 @@ def run_one(workload: corpus.Workload, kind: str, workdir: Path, stall: float,
             stack.enter_context(schedulers.claim_controller(cp, workdir / kind))
         running = stack.enter_context(schedulers.scheduler(cp, kind, workdir / kind,
                                                            feature_gates=workload.kube_scheduler_gates,
-                                                           config=workload.scheduler_config))
+                                                           config=workload.scheduler_config,
+                                                           filters=workload.our_policy_plugins))
         cache = PodCache(cp.client).start()
         claims_watch = ClaimWatch(cp.client, holders.observe).start() if workload.uses_dra else None
         control_cpu = schedulers.trees_cpu(cp.plane.pids)

@@ -5,8 +5,9 @@ scheduler_perf's util.go sets it (``ServiceAccount``, ``TaintNodesByCondition`` 
 ``Priority`` off: there is no node lifecycle controller to lift the not-ready taint, and
 the templates give ``spec.priority`` directly). ``kube`` is kube-scheduler v1.36.3 with
 its default profile and client qps/burst 5000 (util.go's ``cfg.QPS``/``cfg.Burst``);
-``ours`` is ``extender schedule`` with its built-in standalone policy, taking the pods
-that name :data:`OURS`. DRA workloads also get kube-controller-manager's resource-claim
+``ours`` is ``extender schedule`` with its built-in standalone policy (plus the filters a
+workload's gates add to kube-scheduler's profile: ``filters``), taking the pods that name
+:data:`OURS`. DRA workloads also get kube-controller-manager's resource-claim
 controller (:func:`claim_controller`), started before either scheduler.
 """
 
@@ -90,13 +91,18 @@ def control_plane(extra_args: Sequence[str] = ()) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
-              feature_gates: str = "", config: dict[str, Any] | None = None) -> Iterator[Running]:
+              feature_gates: str = "", config: dict[str, Any] | None = None,
+              filters: Sequence[str] = ()) -> Iterator[Running]:
     """Start the scheduler ``kind`` on ``cp``; on exit read its figures, then stop it.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (ours reads the API server's
     discovery instead). ``config``: the workload's KubeSchedulerConfiguration, given to
-    kube-scheduler as its profile's pluginConfig and to ours as a policy (profiles.py)."""
+    kube-scheduler as its profile's pluginConfig and to ours as a policy (profiles.py).
+    ``filters``: plugins those gates add to kube-scheduler's default profile, added to our
+    policy (profiles.with_filters)."""
     workdir.mkdir(parents=True, exist_ok=True)
     plugin_config, policy = profiles.translate(config) if config else (None, None)
+    if filters:
+        policy = profiles.with_filters(policy or profiles.standalone(), filters)
     if kind == KUBE:
         from tests.e2e.controlplane import KUBE_SCHEDULER_USER, scheduler_configuration
 

@@ -86,11 +86,38 @@ def test_unsupported_template_syntax_is_an_error() -> None:
         corpus.render("a: {{ if .Index }}x{{ end }}")
 
 
+def test_node_declared_features_variants_run_with_the_gate_and_the_filter(workloads: list[corpus.Workload]) -> None:
+    """performance-config.yaml of nodedeclaredfeatures: four variants, each with the gate on;
+    node_declared_features_test.go names the features Feature1..N, sorted as strings."""
+    variants = [w for w in workloads if w.folder == "nodedeclaredfeatures"]
+    assert [w.variant for w in variants] == ["5Nodes5DeclaredFeatures", "5000Nodes20DeclaredFeatures",
+                                             "5000Nodes40DeclaredFeatures", "5000Nodes100DeclaredFeatures"]
+    for workload in variants:
+        assert not workload.skip, (workload.key, workload.skip)
+        assert workload.apiserver_args == ["--feature-gates=NodeDeclaredFeatures=true"]
+        assert workload.kube_scheduler_gates == "NodeDeclaredFeatures=true"
+        assert workload.our_policy_plugins == ("NodeDeclaredFeatures",)
+    small = find(workloads, "NodeDeclaredFeaturesEnabled/5Nodes5DeclaredFeatures")
+    assert small.size == (5, 10)
+    assert small.declared_features == ["Feature1", "Feature2", "Feature3", "Feature4", "Feature5"]
+    big = find(workloads, "NodeDeclaredFeaturesEnabled/5000Nodes20DeclaredFeatures").declared_features
+    assert big[:4] == ["Feature1", "Feature10", "Feature11", "Feature12"] and len(big) == 20 == len(set(big))
+
+
+def test_other_workloads_get_no_node_features_and_keep_their_flags(workloads: list[corpus.Workload]) -> None:
+    basic = find(workloads, "SchedulingBasic/5Nodes")
+    assert (basic.declared_features, basic.our_policy_plugins, basic.apiserver_args) == ([], (), [])
+    assert basic.kube_scheduler_gates == ""
+    rules = [w for w in workloads if w.taint_rules]
+    assert rules, "DeviceTaintRule workloads"
+    for workload in rules:
+        assert workload.apiserver_args == [corpus.TAINT_RULE_RUNTIME_CONFIG, "--feature-gates=DRADeviceTaintRules=true"]
+        assert workload.kube_scheduler_gates == "DRADeviceTaintRules=true"
+
+
 def test_unimplemented_folders_skipped_with_reason_and_issue_workloads_covered(workloads: list[corpus.Workload]) -> None:
-    for workload in workloads:
-        if workload.folder.startswith("nodedeclaredfeatures"):
-            assert workload.skip, workload.key
     covered = {w.name for w in workloads if not w.skip}
+    assert "NodeDeclaredFeaturesEnabled" in covered
     assert {"SchedulingBasic", "SchedulingDaemonset", "PreemptionBasic", "Unschedulable", "SchedulingWithMixedChurn",
             "SchedulingWhileGated", "SchedulingDeletedPodsWithFinalizers", "SchedulingWithExtendedResource",
             "TopologySpreading", "PreferredTopologySpreading", "DefaultTopologySpreading",

@@ -46,3 +46,24 @@ def test_most_allocated_replaces_least_allocated() -> None:
 def test_what_has_no_translation_is_refused_with_the_reason(config: dict, why: str) -> None:
     with pytest.raises(profiles.Untranslatable, match=why):
         profiles.translate(config)
+
+
+def test_a_gated_filter_is_added_to_the_standalone_policy_after_dynamic_resources() -> None:
+    """kube-scheduler's applyFeatureGates appends NodeDeclaredFeatures to the default plugins,
+    after DynamicResources; ours gets it at the same place, the rest unchanged."""
+    full = profiles.standalone()
+    standalone = {**full, "filters": [f for f in full["filters"] if f["name"] != "NodeDeclaredFeatures"]}
+    policy = profiles.with_filters(standalone, ["NodeDeclaredFeatures"])
+    names = [f["name"] for f in policy["filters"]]
+    assert names[names.index("DynamicResources") + 1] == "NodeDeclaredFeatures"
+    assert [n for n in names if n != "NodeDeclaredFeatures"] == [f["name"] for f in standalone["filters"]]
+    assert policy["scores"] == standalone["scores"]
+    assert "NodeDeclaredFeatures" in load_policy(policy).filter_names
+    assert profiles.with_filters(policy, ["NodeDeclaredFeatures"]) == policy  # never twice
+
+
+def test_gated_filters_combine_with_a_translated_configuration() -> None:
+    _, translated = profiles.translate(SCORING)
+    policy = profiles.with_filters(translated, ["NodeDeclaredFeatures"])
+    assert "NodeDeclaredFeatures" in load_policy(policy).filter_names
+    assert scorers(policy)["LeastAllocated"] == scorers(translated)["LeastAllocated"]

@@ -1,4 +1,4 @@
-"""The scheduler_perf runner end to end, on the smallest variants of five workloads (two DRA).
+"""The scheduler_perf runner end to end, on the smallest variants of six workloads (two DRA).
 
 Each run starts its own etcd and kube-apiserver (with scheduler_perf's admission flags),
 then kube-scheduler or ``extender schedule``; the whole file takes one to two minutes.
@@ -18,7 +18,9 @@ from tests.fakeapi.envtest import find_assets
 pytestmark = [pytest.mark.e2e]
 
 SMALL = ["SchedulingBasic/5Nodes_AsyncAPICallsEnabled", "SchedulingPodAntiAffinity/5Nodes_QueueingHintsEnabled",
-         "TopologySpreading/5Nodes_QueueingHintsEnabled"]
+         "TopologySpreading/5Nodes_QueueingHintsEnabled",
+         # the NodeDeclaredFeatures gate on both, our filter listed, 5 features on each node
+         "NodeDeclaredFeaturesEnabled/5Nodes5DeclaredFeatures"]
 #: DRA: 10 pods sharing 2 claims (5 each) on one node with 2 devices, and 10 pods whose
 #: template claims kube-controller-manager creates, one device each.
 DRA = ["SchedulingWithResourceClaim/fast_QueueingHintsEnabled",
