@@ -22,7 +22,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from extender.dra.allocator import NodeAllocation, allocate
-from extender.dra.objects import DeviceClass, DeviceID, ResourceClaim, ResourceSlice, gather_pools
+from extender.dra.objects import (
+    DeviceClass,
+    DeviceID,
+    Pool,
+    PoolCache,
+    ResourceClaim,
+    ResourceSlice,
+    gather_pools,
+)
 
 API = "resource.k8s.io/v1"
 #: The attributes and capacity dra.go's resourceSlice gives every device.
@@ -82,13 +90,20 @@ def plan_allocations(claims: list[dict[str, Any]], nodes: list[dict[str, Any]], 
         (local.setdefault(slice_.node_name, []) if slice_.node_name else shared).append(slice_)
     targets = [(n["metadata"]["name"], (n["metadata"].get("labels") or {})) for n in nodes]
     in_use = allocated_devices([*claims, *others])
+    # The slices do not change during the op: each node's pools are gathered once (and a pool
+    # every node reaches is one object), not once per claim and node tried.
+    built: PoolCache = {}
+    pools_of: dict[str, list[Pool]] = {}
     for index, raw in enumerate(claims):
         if (raw.get("status") or {}).get("allocation"):
             continue
         claim = ResourceClaim.parse(raw)
         rng.shuffle(targets)
         for name, labels in targets:
-            pools = gather_pools([*local.get(name, ()), *shared], name, labels, all_slices=parsed)
+            pools = pools_of.get(name)
+            if pools is None:
+                pools = pools_of[name] = gather_pools([*local.get(name, ()), *shared], name, labels,
+                                                      all_slices=parsed, built=built)
             result = allocate([claim], name, labels, pools, by_class.get, in_use)
             if isinstance(result, NodeAllocation):
                 allocation = result.allocations[0]
