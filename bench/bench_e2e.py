@@ -146,58 +146,40 @@ def _parallel(fn: Callable[[int], Any], count: int, workers: int = 8) -> None:
 
 @dataclass
 class BindClock:
-    """Stamps each pod of a namespace with the monotonic time its nodeName first appears."""
+    """Stamps each pod of a namespace with the monotonic time its nodeName first appears (the
+    time its watch event reached us), from one list and a resumed watch (watchstream.WatchLoop)."""
 
     kube: Any  # tests.fakeapi.client.KubeTestClient
     namespace: str
     expected: int
     bound: dict[str, float] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
-    _response: Any = None
-    _thread: threading.Thread | None = None
-    _stop: bool = False
-    _version: str = ""
+    _watch: Any = None  # bench.watchstream.WatchLoop
 
     def start(self) -> BindClock:
-        listed = self.kube.call("GET", f"/api/v1/namespaces/{self.namespace}/pods")
-        self._version = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="bind-clock", daemon=True)
-        self._thread.start()
+        # Imported here: run as a script, this file puts the project on sys.path below its imports.
+        from bench.watchstream import WatchLoop
+
+        self._watch = WatchLoop(self.kube, f"/api/v1/namespaces/{self.namespace}/pods", "bind clock",
+                                self._event, self._list)
+        self._watch.start(self._list())
         return self
 
-    def _run(self) -> None:
-        """Watch from the last resourceVersion seen, again whenever the server ends the stream
-        (kube-apiserver may close a fresh watch whose version its cache has not reached yet)."""
-        while not self._stop and not self.done.is_set():
-            try:
-                self._response = self.kube.session.get(
-                    f"{self.kube.base_url}/api/v1/namespaces/{self.namespace}/pods",
-                    params={"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600",
-                            "allowWatchBookmarks": "true"},
-                    stream=True, verify=self.kube.verify, timeout=(10, 3600),
-                )
-                self._response.raise_for_status()
-                self._read(self._response.raw)
-            except Exception as exc:  # noqa: BLE001 (reported; the run's figures say the rest)
-                if not self._stop:
-                    print(f"# bind clock: the watch failed, reconnecting: {exc!r}", file=sys.stderr)
-                    time.sleep(0.2)
+    def _list(self) -> str:
+        """The namespace's pods now (those bound already are stamped now): its resourceVersion."""
+        listed = self.kube.call("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+        now = time.monotonic()
+        for pod in listed.get("items") or []:
+            self._stamp(pod, now)
+        return str(listed["metadata"]["resourceVersion"])
 
-    def _read(self, raw: Any) -> None:
-        from bench.watchstream import watch_events
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        assert self._watch is not None
+        self._stamp(obj, self._watch.arrived)
 
-        for event, now in watch_events(raw, lambda: self._stop):
-            self._event(event, now)
-
-    def _event(self, event: dict[str, Any], now: float) -> None:
-        obj = event.get("object") or {}
-        if event.get("type") == "ERROR":
-            raise RuntimeError(f"watch error: {obj.get('message')}")
-        meta = obj.get("metadata") or {}
-        self._version = meta.get("resourceVersion") or self._version
-        name = meta.get("name")
-        if event.get("type") != "BOOKMARK" and name and (obj.get("spec") or {}).get("nodeName") \
-                and name not in self.bound:
+    def _stamp(self, pod: dict[str, Any], now: float) -> None:
+        name = (pod.get("metadata") or {}).get("name")
+        if name and (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
             self.bound[name] = now
             if len(self.bound) >= self.expected:
                 self.done.set()
@@ -213,13 +195,8 @@ class BindClock:
                 return
 
     def close(self) -> None:
-        self._stop = True
-        with contextlib.suppress(Exception):
-            self._response.raw._fp.fp.raw._sock.shutdown(2)  # wake the reader blocked in read1
-        with contextlib.suppress(Exception):
-            self._response.close()
-        if self._thread is not None:
-            self._thread.join(5)
+        if self._watch is not None:
+            self._watch.close()
 
 
 # ---- metrics of the schedulers ------------------------------------------------------------------
