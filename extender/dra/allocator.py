@@ -68,6 +68,7 @@ from extender.dra.objects import (
     Request,
     ResourceClaim,
     ResourceSlice,
+    pinned_to,
 )
 from extender.errors import ExtenderError
 
@@ -776,8 +777,7 @@ class _Search:
             node_name, selector = ((device.node_name, device.node_selector) if slice_.per_device_node_selection
                                    else (slice_.node_name, slice_.node_selector))
             if node_name or device.binds_to_node:
-                return {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
+                return pinned_to(self.node_name)
             if selector is None:
                 continue
             terms = selector.raw.get("nodeSelectorTerms") or []

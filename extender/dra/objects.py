@@ -638,6 +638,12 @@ class Allocation:
         return selector is None or selector.matches(node_name, labels)
 
 
+def pinned_to(node_name: str) -> dict[str, Any]:
+    """The node selector of an allocation bound to one node (createNodeSelector's metadata.name term)."""
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                     "values": [node_name]}]}]}
+
+
 def consumed_capacity(allocations: Iterable[Allocation]) -> dict[DeviceID, dict[str, Fraction]]:
     """What the shares among `allocations` take of their devices: every device with a share
     (a result with a shareID, admin access aside), with the sum of their consumedCapacity by

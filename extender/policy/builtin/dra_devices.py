@@ -42,6 +42,7 @@ from extender.dra.objects import (
     DeviceID,
     DeviceResult,
     ResourceSlice,
+    pinned_to,
 )
 from extender.dra.objects import Device as DraDevice
 from extender.model.devices import (
@@ -419,9 +420,7 @@ def shares_claim(pod: PodView, request: DeviceRequest, chosen: tuple[tuple[str, 
         mappings += [{"containerName": name, "resourceName": r, "requestName": request_name} for r in ours]
     request_names = [r["name"] for r in requests]
     config = tuple({"source": FROM_CLASS, "requests": list(request_names), **entry} for entry in device_class.config)
-    pinned = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                       "values": [node_name]}]}]}
-    return SharesClaim(tuple(requests), Allocation(tuple(results), config, pinned), tuple(mappings))
+    return SharesClaim(tuple(requests), Allocation(tuple(results), config, pinned_to(node_name)), tuple(mappings))
 
 
 @dataclass(frozen=True)
