@@ -80,11 +80,12 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
     return parallel_binds + REPORT_WORKERS + PREEMPT_WORKERS + _WATCHES + profiles + _OTHER_CONNECTIONS
 
 
-def _node_signature(view: NodeView) -> tuple[Any, ...]:
-    """What a node update must change to be worth retrying unschedulable pods (not heartbeats).
-    status.declaredFeatures comes last: `_on_cluster_event` tells a change of it alone apart."""
-    return (view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
-            node_inventory(raw_annotations(view.raw)), view.declared_features)
+def _node_signature(view: NodeView) -> tuple[tuple[Any, ...], frozenset[str]]:
+    """What a node update must change to be worth retrying unschedulable pods (not heartbeats):
+    what every filter may read, and apart from it status.declaredFeatures, whose change alone
+    matters only to NodeDeclaredFeatures (`_on_cluster_event`)."""
+    return ((view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
+             node_inventory(raw_annotations(view.raw))), view.declared_features)
 
 
 class Scheduler:
@@ -158,7 +159,7 @@ class Scheduler:
         self._abandon = False
         self._stopped = False
         self._thread: threading.Thread | None = None
-        self._node_signatures: dict[str, tuple[Any, ...]] = {}
+        self._node_signatures: dict[str, tuple[tuple[Any, ...], frozenset[str]]] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -393,7 +394,7 @@ class Scheduler:
             before = self._node_signatures.get(obj.name)
             if before != signature:
                 self._node_signatures[obj.name] = signature
-                if before is not None and before[:-1] == signature[:-1]:
+                if before is not None and before[0] == signature[0]:
                     # Only its declared features changed (UpdateNodeDeclaredFeature): it can help
                     # only the pods NodeDeclaredFeatures refused, as kube-scheduler's hint says.
                     self.queue.move_all(event, rejected_by=_NODE_FEATURES)
