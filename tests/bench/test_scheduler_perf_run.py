@@ -49,7 +49,8 @@ def test_both_schedulers_schedule_every_measured_pod(workloads: list[corpus.Work
         assert row["expected"] == workload.ops[-1]["count"], kind
         assert row["scheduled"] == row["expected"], (kind, row)
         assert row["_violations"] == [], (kind, row["_violations"])
-        assert row["cpu_s"] > 0 and row["rss_mb"] > 0, (kind, row)
+        # cpu_s counts clock ticks (10 ms): kube-scheduler may place 5 nodes' pods in less.
+        assert row["cpu_s"] >= 0 and row["rss_mb"] > 0, (kind, row)
     assert runner.parity(runs["kube"], runs["ours"]) == "same"
     if key in DRA:  # every claim there, each allocated, under both
         claims = 2 if key.startswith("SchedulingWithResourceClaim/") else 10

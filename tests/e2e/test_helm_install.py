@@ -141,9 +141,12 @@ def assert_rbac(cluster: Any, modes: dict[str, dict[str, bool]], second_schedule
                 line = can_i_command(permission, account, NAMESPACE)
                 allowed = can_i(cluster, line)
                 if allowed is None:
-                    # metrics.k8s.io: no metrics-server here; scheduling.k8s.io/v1alpha2 (pod groups):
-                    # served only with the GenericWorkload gate, off on this control plane.
-                    assert permission.group in ("metrics.k8s.io", "scheduling.k8s.io"), f"kubectl cannot ask: {line}"
+                    # Not served on this control plane: metrics.k8s.io (no metrics-server),
+                    # scheduling.k8s.io/v1alpha2 (pod groups, GenericWorkload gate) and
+                    # DeviceTaintRules (resource.k8s.io/v1beta2, a beta API left off by default).
+                    unserved = permission.group in ("metrics.k8s.io", "scheduling.k8s.io") or (
+                        permission.group, permission.resource) == ("resource.k8s.io", "devicetaintrules")
+                    assert unserved, f"kubectl cannot ask: {line}"
                     allowed = review(cluster, permission, account)
                 if not allowed:
                     wrong.append(f"no, should be yes: {line}")
