@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from extender.dra.capacity import Quantity
 from extender.dra.cel import CelError, CelRuntimeError, compile_selector
@@ -180,6 +180,12 @@ class _Wanted:
     all_devices: list[Candidate] | None  # for allocationMode All: fixed up front
 
 
+class _ConstrainsRequests(Protocol):
+    """What `_MatchAttribute.applies` reads, so that `_DistinctAttribute` can share it."""
+
+    requests: frozenset[str]
+
+
 class _MatchAttribute:
     """matchAttributeConstraint: every device of the constrained requests has the attribute,
     with the same type and value as the first one. Only counts are tracked (monotonic)."""
@@ -192,7 +198,7 @@ class _MatchAttribute:
         self.first: Mapping[str, Any] | None = None
         self.count = 0
 
-    def applies(self, request: DeviceRequest) -> bool:
+    def applies(self: _ConstrainsRequests, request: DeviceRequest) -> bool:
         if not self.requests:
             return True
         return request.request in self.requests or (bool(request.subrequest) and request.name in self.requests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from extender.dra.cel.library import (
     _COST,
@@ -19,7 +19,7 @@ from extender.dra.cel.library import (
     _in,
     _lookup,
 )
-from extender.dra.cel.syntax import _Parser, _Syntax
+from extender.dra.cel.syntax import _Node, _Parser, _Syntax
 from extender.dra.cel.values import (
     _INT_MIN,
     COST_LIMIT,
@@ -30,6 +30,7 @@ from extender.dra.cel.values import (
     Quantity,
     Semver,
     UInt,
+    _Env,
     _Fail,
     _no_overload,
     _type_name,
@@ -45,7 +46,8 @@ _PARTS = {"attributes": "attribute-map", "attribute-map": "dyn", "capacity": "ca
           "capacity-map": "quantity"}
 _LITERAL_KINDS = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string",
                   bytes: "bytes", type(None): "null"}
-_Code = Callable[[dict], Any]
+_Code = Callable[[_Env], Any]
+_Compiled = Callable[..., tuple[_Code, str, int]]  # a c_* method: a node's parts -> (code, kind, cost)
 
 
 def _base(kind: str) -> str:
@@ -65,9 +67,9 @@ class _Compiler:
     def problem(self, message: str) -> CelError:
         return CelError(message)
 
-    def compile(self, node: tuple) -> tuple[_Code, str, int]:
+    def compile(self, node: _Node) -> tuple[_Code, str, int]:
         """(code, kind, cost of one evaluation without loops)."""
-        return getattr(self, "c_" + node[0])(*node[1:])
+        return cast(_Compiled, getattr(self, "c_" + node[0]))(*node[1:])
 
     def c_lit(self, value: Any) -> tuple[_Code, str, int]:
         return (lambda env: value), _LITERAL_KINDS[type(value)], 0
@@ -81,7 +83,7 @@ class _Compiler:
             return (lambda env: name), "type", 1
         raise self.problem(f"undeclared reference to '{name}' (in container '')")
 
-    def c_sel(self, operand: tuple, name: str) -> tuple[_Code, str, int]:
+    def c_sel(self, operand: _Node, name: str) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
         if kind == "device":
             if name not in _DEVICE_FIELDS:
@@ -95,7 +97,7 @@ class _Compiler:
             raise self.problem(f"type '{kind}' does not support field selection")
         return (lambda env: _field(code(env), name)), "dyn", cost + 1
 
-    def c_has(self, operand: tuple, name: str) -> tuple[_Code, str, int]:
+    def c_has(self, operand: _Node, name: str) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
         if kind == "device":
             if name not in _DEVICE_FIELDS:
@@ -104,14 +106,14 @@ class _Compiler:
         if kind not in ("dyn", "map") and kind not in _PARTS:
             raise self.problem(f"invalid type for field selection: {kind}")
 
-        def has(env: dict) -> bool:
+        def has(env: _Env) -> bool:
             container = code(env)
             if not isinstance(container, dict):
                 raise _Fail(f"invalid type for field selection: {_type_name(container)}")
             return dict.__contains__(container, name)
         return has, "bool", cost + 1
 
-    def c_idx(self, operand: tuple, key: tuple) -> tuple[_Code, str, int]:
+    def c_idx(self, operand: _Node, key: _Node) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
         kcode, kkind, kcost = self.compile(key)
         if kind == "device":
@@ -125,7 +127,7 @@ class _Compiler:
             return (lambda env: _lookup(code(env), k)), result, cost + 1
         return (lambda env: _lookup(code(env), kcode(env))), result, cost + kcost + 1
 
-    def c_list(self, items: list[tuple]) -> tuple[_Code, str, int]:
+    def c_list(self, items: list[_Node]) -> tuple[_Code, str, int]:
         codes = [self.compile(item) for item in items]
         kinds = {k for _, k, _ in codes} - {"dyn"}
         if len(kinds) > 1:
@@ -133,11 +135,11 @@ class _Compiler:
         fns = [c for c, _, _ in codes]
         return (lambda env: [f(env) for f in fns]), "list", 1 + sum(c for _, _, c in codes)
 
-    def c_map(self, pairs: list[tuple[tuple, tuple]]) -> tuple[_Code, str, int]:
+    def c_map(self, pairs: list[tuple[_Node, _Node]]) -> tuple[_Code, str, int]:
         codes = [(self.compile(k), self.compile(v)) for k, v in pairs]
 
-        def build(env: dict) -> dict:
-            out: dict = {}
+        def build(env: _Env) -> dict[Any, Any]:
+            out: dict[Any, Any] = {}
             for (kf, _, _), (vf, _, _) in codes:
                 key = kf(env)
                 if isinstance(key, float | list | dict | type(None) | Quantity | Semver):
@@ -152,23 +154,23 @@ class _Compiler:
         if kind not in ("bool", "dyn"):
             raise self.problem(f"found no matching overload for '{name}' applied to '({kind})'")
 
-    def c_not(self, operand: tuple) -> tuple[_Code, str, int]:
+    def c_not(self, operand: _Node) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
         self._boolean(kind, "!_")
 
-        def negate(env: dict) -> bool:
+        def negate(env: _Env) -> bool:
             value = code(env)
             if type(value) is not bool:
                 raise _no_overload("!_", value)
             return not value
         return negate, "bool", cost + 1
 
-    def c_neg(self, operand: tuple) -> tuple[_Code, str, int]:
+    def c_neg(self, operand: _Node) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
         if kind not in ("int", "double", "dyn"):
             raise self.problem(f"found no matching overload for '-_' applied to '({kind})'")
 
-        def negate(env: dict) -> Any:
+        def negate(env: _Env) -> Any:
             value = code(env)
             if type(value) is float:
                 return -value
@@ -179,7 +181,7 @@ class _Compiler:
             return -value
         return negate, kind, cost + 1
 
-    def _logic(self, a: tuple, b: tuple, is_and: bool) -> tuple[_Code, str, int]:
+    def _logic(self, a: _Node, b: _Node, is_and: bool) -> tuple[_Code, str, int]:
         name = "_&&_" if is_and else "_||_"
         left, lkind, lcost = self.compile(a)
         right, rkind, rcost = self.compile(b)
@@ -187,17 +189,17 @@ class _Compiler:
             raise self.problem(f"found no matching overload for '{name}' applied to '({lkind}, {rkind})'")
         decided = not is_and  # the value that decides the result on its own
 
-        def logic(env: dict) -> bool:
+        def logic(env: _Env) -> bool:
             # CEL is commutative here: an error on one side is absorbed when the other
             # side alone decides the result.
             try:
-                x = left(env)
+                x: object = left(env)  # object, not Any: `x is decided` must not make `decided` Any
                 if x is decided:
                     return decided
                 failure = None if type(x) is bool else _no_overload(name, x)
             except _Fail as exc:
                 failure = exc
-            y = right(env)
+            y: object = right(env)
             if y is decided:
                 return decided
             if type(y) is not bool:
@@ -207,19 +209,19 @@ class _Compiler:
             return y
         return logic, "bool", lcost + rcost + 1
 
-    def c_and(self, a: tuple, b: tuple) -> tuple[_Code, str, int]:
+    def c_and(self, a: _Node, b: _Node) -> tuple[_Code, str, int]:
         return self._logic(a, b, True)
 
-    def c_or(self, a: tuple, b: tuple) -> tuple[_Code, str, int]:
+    def c_or(self, a: _Node, b: _Node) -> tuple[_Code, str, int]:
         return self._logic(a, b, False)
 
-    def c_cond(self, cond: tuple, yes: tuple, no: tuple) -> tuple[_Code, str, int]:
+    def c_cond(self, cond: _Node, yes: _Node, no: _Node) -> tuple[_Code, str, int]:
         c, ckind, ccost = self.compile(cond)
         self._boolean(ckind, "_?_:_")
         y, ykind, ycost = self.compile(yes)
         n, nkind, ncost = self.compile(no)
 
-        def choose(env: dict) -> Any:
+        def choose(env: _Env) -> Any:
             test = c(env)
             if type(test) is not bool:
                 raise _no_overload("_?_:_", test)
@@ -227,7 +229,7 @@ class _Compiler:
         kind = ykind if ykind == nkind else "dyn"
         return choose, kind, ccost + max(ycost, ncost) + 1
 
-    def c_op(self, op: str, a: tuple, b: tuple) -> tuple[_Code, str, int]:
+    def c_op(self, op: str, a: _Node, b: _Node) -> tuple[_Code, str, int]:
         left, lkind, lcost = self.compile(a)
         right, rkind, rcost = self.compile(b)
         cost = lcost + rcost + 1
@@ -242,7 +244,7 @@ class _Compiler:
             if b[0] == "lit" and type(b[1]) is str:
                 s = b[1]
 
-                def equal_str(env: dict) -> bool:
+                def equal_str(env: _Env) -> bool:
                     x = left(env)
                     return (x == s) is want if type(x) is str else want is False
                 return equal_str, "bool", cost
@@ -259,7 +261,7 @@ class _Compiler:
         if known and not (lb == rb and (lb in numbers or op == "+" and lb in ("string", "bytes", "list"))):
             raise self.problem(mismatch)
         if op == "+" and lb in ("string", "list", "dyn"):
-            def concat(env: dict) -> Any:
+            def concat(env: _Env) -> Any:
                 out = _arith("+", left(env), right(env))
                 if isinstance(out, str | list):
                     _charge(env, 0.1 * len(out))
@@ -267,7 +269,7 @@ class _Compiler:
             return concat, lb, cost
         return (lambda env: _arith(op, left(env), right(env))), lb if known else "dyn", cost
 
-    def c_call(self, name: str, target: tuple | None, args: list[tuple]) -> tuple[_Code, str, int]:
+    def c_call(self, name: str, target: _Node | None, args: list[_Node]) -> tuple[_Code, str, int]:
         if name not in _OVERLOADS:
             raise self.problem(f"undeclared reference to '{name}' (in container '')")
         compiled = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
@@ -300,7 +302,7 @@ class _Compiler:
             return (lambda env: impl(env, f(env), g(env))), kind, cost
         return (lambda env: impl(env, *[h(env) for h in fns])), kind, cost
 
-    def c_bind(self, var: str, init: tuple, body: tuple) -> tuple[_Code, str, int]:
+    def c_bind(self, var: str, init: _Node, body: _Node) -> tuple[_Code, str, int]:
         icode, ikind, icost = self.compile(init)
         saved = self.scope.get(var)
         self.scope[var] = ikind
@@ -309,7 +311,7 @@ class _Compiler:
         finally:
             self._restore(var, saved)
 
-        def bind(env: dict) -> Any:
+        def bind(env: _Env) -> Any:
             outer = env.get(var, _UNSET)
             env[var] = icode(env)
             try:
@@ -324,7 +326,7 @@ class _Compiler:
         else:
             self.scope[var] = saved
 
-    def c_comp(self, macro: str, range_: tuple, var: str, arg: tuple, extra: tuple | None
+    def c_comp(self, macro: str, range_: _Node, var: str, arg: _Node, extra: _Node | None
                ) -> tuple[_Code, str, int]:
         rcode, rkind, rcost = self.compile(range_)
         if _base(rkind) not in ("list", "map", "dyn"):
@@ -343,7 +345,7 @@ class _Compiler:
             self._boolean(fkind, macro)
         step = fcost + scost + 3  # cel-go charges the loop condition and the step as well
 
-        def loop(env: dict) -> Any:
+        def loop(env: _Env) -> Any:
             items = rcode(env)
             if not isinstance(items, list | tuple | dict):
                 raise _Fail(f"got '{_type_name(items)}', expected iterable type")
@@ -356,7 +358,7 @@ class _Compiler:
         return loop, kind, rcost + _range_size(range_, rkind) * step
 
 
-def _range_size(node: tuple, kind: str) -> int:
+def _range_size(node: _Node, kind: str) -> int:
     """The most elements a comprehension's range can have, for the worst-case cost: a
     literal's length, 32 domains or names in a device (ResourceSliceMaxAttributesAndCapacities
     PerDevice), otherwise 64 (an attribute string's maximum length, DeviceAttributeMaxValueLength,
@@ -369,14 +371,14 @@ def _range_size(node: tuple, kind: str) -> int:
 _UNSET = object()
 
 
-def _put_back(env: dict, var: str, outer: Any) -> None:
+def _put_back(env: _Env, var: str, outer: Any) -> None:
     if outer is _UNSET:
         env.pop(var, None)
     else:
         env[var] = outer
 
 
-def _iterate(env: dict, macro: str, items: list, var: str, first: _Code, second: _Code | None,
+def _iterate(env: _Env, macro: str, items: list[Any], var: str, first: _Code, second: _Code | None,
              step: int) -> Any:
     budget = env[_COST]
     if macro == "map" or macro == "filter":

@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from extender.dra.cel.values import (
     _INT_MAX,
@@ -17,30 +17,35 @@ from extender.dra.cel.values import (
     Quantity,
     Semver,
     UInt,
+    _Env,
     _Fail,
     _no_overload,
     _type_name,
 )
-from extender.model.quantities import QuantityError, parse_quantity
+from extender.errors import QuantityError
+from extender.model.quantities import parse_quantity
 
 # --------------------------------------------------------------------------- functions
 # Each overload: (member?, parameter kinds, result kind). "dyn" matches anything; the
 # implementation dispatches on the run-time values and fails with "no such overload".
+# Parameters are Any for that reason; once `_want` (or `_q`) has checked them, `cast` states
+# the type it checked.
 
 _F = Callable[..., Any]
+_FnT = TypeVar("_FnT", bound=_F)
 _OVERLOADS: dict[str, list[tuple[bool, tuple[str, ...], str]]] = {}
 _IMPLS: dict[str, _F] = {}
 
 
-def _fn(name: str, *overloads: tuple[bool, tuple[str, ...], str]) -> Callable[[_F], _F]:
-    def register(impl: _F) -> _F:
+def _fn(name: str, *overloads: tuple[bool, tuple[str, ...], str]) -> Callable[[_FnT], _FnT]:
+    def register(impl: _FnT) -> _FnT:
         _OVERLOADS[name] = list(overloads)
         _IMPLS[name] = impl
         return impl
     return register
 
 
-def _charge(env: dict, amount: float) -> None:
+def _charge(env: _Env, amount: float) -> None:
     budget = env[_COST]
     budget[0] -= math.ceil(amount)
     if budget[0] < 0:
@@ -63,7 +68,7 @@ def _is_int(v: Any) -> bool:
 @_fn("size", (M, ("string",), "int"), (G, ("string",), "int"), (M, ("list",), "int"),
      (G, ("list",), "int"), (M, ("map",), "int"), (G, ("map",), "int"), (M, ("bytes",), "int"),
      (G, ("bytes",), "int"))
-def _size(env: dict, x: Any) -> int:
+def _size(env: _Env, x: Any) -> int:
     _want(isinstance(x, str | bytes | list | tuple | dict), "size", x)
     return len(x)
 
@@ -73,26 +78,26 @@ def _strings(name: str, *more: str) -> tuple[bool, tuple[str, ...], str]:
 
 
 @_fn("contains", _strings("contains", "string", "bool"))
-def _contains(env: dict, s: Any, t: Any) -> bool:
+def _contains(env: _Env, s: Any, t: Any) -> bool:
     _want(type(s) is str and type(t) is str, "contains", s, t)
     _charge(env, 0.1 * len(s))
     return t in s
 
 
 @_fn("startsWith", _strings("startsWith", "string", "bool"))
-def _starts(env: dict, s: Any, t: Any) -> bool:
+def _starts(env: _Env, s: Any, t: Any) -> bool:
     _want(type(s) is str and type(t) is str, "startsWith", s, t)
-    return s.startswith(t)
+    return cast(str, s).startswith(t)
 
 
 @_fn("endsWith", _strings("endsWith", "string", "bool"))
-def _ends(env: dict, s: Any, t: Any) -> bool:
+def _ends(env: _Env, s: Any, t: Any) -> bool:
     _want(type(s) is str and type(t) is str, "endsWith", s, t)
-    return s.endswith(t)
+    return cast(str, s).endswith(t)
 
 
 @functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern:
+def _regex(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as exc:
@@ -100,14 +105,14 @@ def _regex(pattern: str) -> re.Pattern:
 
 
 @_fn("matches", (M, ("string", "string"), "bool"), (G, ("string", "string"), "bool"))
-def _matches(env: dict, s: Any, p: Any) -> bool:
+def _matches(env: _Env, s: Any, p: Any) -> bool:
     _want(type(s) is str and type(p) is str, "matches", s, p)
     _charge(env, 0.1 * len(s) * max(1, len(p)))
     return _regex(p).search(s) is not None
 
 
 @_fn("find", _strings("find", "string", "string"))
-def _find(env: dict, s: Any, p: Any) -> str:
+def _find(env: _Env, s: Any, p: Any) -> str:
     _want(type(s) is str and type(p) is str, "find", s, p)
     _charge(env, 0.1 * len(s) * max(1, len(p)))
     m = _regex(p).search(s)
@@ -115,7 +120,7 @@ def _find(env: dict, s: Any, p: Any) -> str:
 
 
 @_fn("findAll", _strings("findAll", "string", "list"), _strings("findAll", "string", "int", "list"))
-def _find_all(env: dict, s: Any, p: Any, n: Any = -1) -> list:
+def _find_all(env: _Env, s: Any, p: Any, n: Any = -1) -> list[str]:
     _want(type(s) is str and type(p) is str and _is_int(n), "findAll", s, p, n)
     _charge(env, 0.1 * len(s) * max(1, len(p)))
     found = [m[0] for m in _regex(p).finditer(s)]
@@ -123,17 +128,17 @@ def _find_all(env: dict, s: Any, p: Any, n: Any = -1) -> list:
 
 
 @_fn("lowerAscii", _strings("lowerAscii", "string"))
-def _lower(env: dict, s: Any) -> str:
+def _lower(env: _Env, s: Any) -> str:
     _want(type(s) is str, "lowerAscii", s)
     _charge(env, 0.1 * len(s))
-    return s.translate(_LOWER)
+    return cast(str, s).translate(_LOWER)
 
 
 @_fn("upperAscii", _strings("upperAscii", "string"))
-def _upper(env: dict, s: Any) -> str:
+def _upper(env: _Env, s: Any) -> str:
     _want(type(s) is str, "upperAscii", s)
     _charge(env, 0.1 * len(s))
-    return s.translate(_UPPER)
+    return cast(str, s).translate(_UPPER)
 
 
 _LOWER = {c: c + 32 for c in range(65, 91)}
@@ -141,54 +146,54 @@ _UPPER = {c + 32: c for c in range(65, 91)}
 
 
 @_fn("trim", _strings("trim", "string"))
-def _trim(env: dict, s: Any) -> str:
+def _trim(env: _Env, s: Any) -> str:
     _want(type(s) is str, "trim", s)
-    return s.strip()
+    return cast(str, s).strip()
 
 
 @_fn("charAt", _strings("charAt", "int", "string"))
-def _char_at(env: dict, s: Any, i: Any) -> str:
+def _char_at(env: _Env, s: Any, i: Any) -> str:
     _want(type(s) is str and _is_int(i), "charAt", s, i)
     if not 0 <= i <= len(s):
         raise _Fail(f"index out of range: {i}")
-    return s[i:i + 1]
+    return cast(str, s)[i:i + 1]
 
 
 @_fn("indexOf", _strings("indexOf", "string", "int"), _strings("indexOf", "string", "int", "int"),
      (M, ("list", "dyn"), "int"))
-def _index_of(env: dict, s: Any, t: Any, start: Any = 0) -> int:
+def _index_of(env: _Env, s: Any, t: Any, start: Any = 0) -> int:
     if isinstance(s, list | tuple):
         return next((i for i, v in enumerate(s) if _equal(v, t)), -1)
     _want(type(s) is str and type(t) is str and _is_int(start), "indexOf", s, t)
     if not 0 <= start <= len(s):
         raise _Fail(f"index out of range: {start}")
-    return s.find(t, start)
+    return cast(str, s).find(t, start)
 
 
 @_fn("lastIndexOf", _strings("lastIndexOf", "string", "int"),
      _strings("lastIndexOf", "string", "int", "int"), (M, ("list", "dyn"), "int"))
-def _last_index_of(env: dict, s: Any, t: Any, end: Any = None) -> int:
+def _last_index_of(env: _Env, s: Any, t: Any, end: Any = None) -> int:
     if isinstance(s, list | tuple):
         return next((i for i in range(len(s) - 1, -1, -1) if _equal(s[i], t)), -1)
     _want(type(s) is str and type(t) is str and (end is None or _is_int(end)), "lastIndexOf", s, t)
     if end is None:
-        return s.rfind(t)
+        return cast(str, s).rfind(t)
     if not 0 <= end < max(len(s), 1):
         raise _Fail(f"index out of range: {end}")
-    return s.rfind(t, 0, end + len(t))
+    return cast(str, s).rfind(t, 0, end + len(t))
 
 
 @_fn("replace", _strings("replace", "string", "string", "string"),
      _strings("replace", "string", "string", "int", "string"))
-def _replace(env: dict, s: Any, old: Any, new: Any, n: Any = -1) -> str:
+def _replace(env: _Env, s: Any, old: Any, new: Any, n: Any = -1) -> str:
     _want(type(s) is str and type(old) is str and type(new) is str and _is_int(n), "replace", s, old)
-    out = s.replace(old, new, n)
+    out = cast(str, s).replace(old, new, n)
     _charge(env, 0.1 * (len(s) + len(out)))
     return out
 
 
 @_fn("split", _strings("split", "string", "list"), _strings("split", "string", "int", "list"))
-def _split_fn(env: dict, s: Any, sep: Any, n: Any = -1) -> list:
+def _split_fn(env: _Env, s: Any, sep: Any, n: Any = -1) -> list[str]:
     _want(type(s) is str and type(sep) is str and _is_int(n), "split", s, sep)
     _charge(env, 0.1 * len(s))
     if n == 0:
@@ -196,44 +201,44 @@ def _split_fn(env: dict, s: Any, sep: Any, n: Any = -1) -> list:
     if sep == "":
         parts = list(s)
         return parts if n < 0 or n >= len(parts) else parts[:n - 1] + ["".join(parts[n - 1:])]
-    return s.split(sep, n - 1 if n > 0 else -1)
+    return cast(str, s).split(sep, n - 1 if n > 0 else -1)
 
 
 @_fn("substring", _strings("substring", "int", "string"), _strings("substring", "int", "int", "string"))
-def _substring(env: dict, s: Any, start: Any, end: Any = None) -> str:
+def _substring(env: _Env, s: Any, start: Any, end: Any = None) -> str:
     end = len(s) if end is None and type(s) is str else end
     _want(type(s) is str and _is_int(start) and _is_int(end), "substring", s, start)
     if not 0 <= start <= len(s) or not 0 <= end <= len(s):
         raise _Fail(f"index out of range: {start if not 0 <= start <= len(s) else end}")
     if start > end:
         raise _Fail(f"invalid substring range. start: {start}, end: {end}")
-    return s[start:end]
+    return cast(str, s)[start:end]
 
 
 @_fn("join", (M, ("list",), "string"), (M, ("list", "string"), "string"))
-def _join(env: dict, items: Any, sep: Any = "") -> str:
+def _join(env: _Env, items: Any, sep: Any = "") -> str:
     _want(isinstance(items, list | tuple) and all(type(i) is str for i in items) and type(sep) is str,
           "join", items)
-    out = sep.join(items)
+    out = cast(str, sep).join(items)
     _charge(env, 0.1 * len(out))
     return out
 
 
 @_fn("reverse", _strings("reverse", "string"))
-def _reverse(env: dict, s: Any) -> str:
+def _reverse(env: _Env, s: Any) -> str:
     _want(type(s) is str, "reverse", s)
-    return s[::-1]
+    return cast(str, s)[::-1]
 
 
 @_fn("isSorted", (M, ("list",), "bool"))
-def _is_sorted(env: dict, items: Any) -> bool:
+def _is_sorted(env: _Env, items: Any) -> bool:
     _want(isinstance(items, list | tuple), "isSorted", items)
     _charge(env, len(items))
     return all(_compare(a, b, "<=") for a, b in zip(items, items[1:], strict=False))
 
 
 @_fn("sum", (M, ("list",), "dyn"))
-def _sum(env: dict, items: Any) -> Any:
+def _sum(env: _Env, items: Any) -> Any:
     _want(isinstance(items, list | tuple), "sum", items)
     _charge(env, len(items))
     total: Any = 0
@@ -243,16 +248,16 @@ def _sum(env: dict, items: Any) -> Any:
 
 
 @_fn("min", (M, ("list",), "dyn"))
-def _min(env: dict, items: Any) -> Any:
+def _min(env: _Env, items: Any) -> Any:
     return _extreme(env, items, "min", "<")
 
 
 @_fn("max", (M, ("list",), "dyn"))
-def _max(env: dict, items: Any) -> Any:
+def _max(env: _Env, items: Any) -> Any:
     return _extreme(env, items, "max", ">")
 
 
-def _extreme(env: dict, items: Any, name: str, op: str) -> Any:
+def _extreme(env: _Env, items: Any, name: str, op: str) -> Any:
     _want(isinstance(items, list | tuple), name, items)
     if not items:
         raise _Fail(f"{name}(list) called on an empty list")
@@ -265,26 +270,26 @@ def _extreme(env: dict, items: Any, name: str, op: str) -> Any:
 
 
 @_fn("sets.contains", (G, ("list", "list"), "bool"))
-def _sets_contains(env: dict, a: Any, b: Any) -> bool:
+def _sets_contains(env: _Env, a: Any, b: Any) -> bool:
     _want(isinstance(a, list | tuple) and isinstance(b, list | tuple), "sets.contains", a, b)
     _charge(env, len(a) * len(b))
     return all(any(_equal(x, y) for x in a) for y in b)
 
 
 @_fn("sets.equivalent", (G, ("list", "list"), "bool"))
-def _sets_equivalent(env: dict, a: Any, b: Any) -> bool:
+def _sets_equivalent(env: _Env, a: Any, b: Any) -> bool:
     return _sets_contains(env, a, b) and _sets_contains(env, b, a)
 
 
 @_fn("sets.intersects", (G, ("list", "list"), "bool"))
-def _sets_intersects(env: dict, a: Any, b: Any) -> bool:
+def _sets_intersects(env: _Env, a: Any, b: Any) -> bool:
     _want(isinstance(a, list | tuple) and isinstance(b, list | tuple), "sets.intersects", a, b)
     _charge(env, len(a) * len(b))
     return any(_equal(x, y) for x in a for y in b)
 
 
 @_fn("quantity", (G, ("string",), "quantity"))
-def _quantity(env: dict, s: Any) -> Quantity:
+def _quantity(env: _Env, s: Any) -> Quantity:
     _want(type(s) is str, "quantity", s)
     try:
         return Quantity(parse_quantity(s))
@@ -293,7 +298,7 @@ def _quantity(env: dict, s: Any) -> Quantity:
 
 
 @_fn("isQuantity", (G, ("string",), "bool"))
-def _is_quantity(env: dict, s: Any) -> bool:
+def _is_quantity(env: _Env, s: Any) -> bool:
     _want(type(s) is str, "isQuantity", s)
     try:
         parse_quantity(s)
@@ -307,26 +312,28 @@ def _q(name: str, *values: Any) -> None:
 
 
 @_fn("sign", (G, ("quantity",), "int"), (M, ("quantity",), "int"))
-def _sign(env: dict, q: Any) -> int:
+def _sign(env: _Env, q: Any) -> int:
     _q("sign", q)
-    return (q.value > 0) - (q.value < 0)
+    value = cast(Quantity, q).value
+    return (value > 0) - (value < 0)
 
 
 @_fn("isInteger", (M, ("quantity",), "bool"))
-def _q_is_integer(env: dict, q: Any) -> bool:
+def _q_is_integer(env: _Env, q: Any) -> bool:
     _q("isInteger", q)
-    return q.value.denominator == 1 and _INT_MIN <= q.value <= _INT_MAX
+    value = cast(Quantity, q).value
+    return value.denominator == 1 and _INT_MIN <= value <= _INT_MAX
 
 
 @_fn("asInteger", (M, ("quantity",), "int"))
-def _q_as_integer(env: dict, q: Any) -> int:
+def _q_as_integer(env: _Env, q: Any) -> int:
     if not _q_is_integer(env, q):
         raise _Fail("cannot convert value to integer")
     return int(q.value)
 
 
 @_fn("asApproximateFloat", (M, ("quantity",), "double"))
-def _q_float(env: dict, q: Any) -> float:
+def _q_float(env: _Env, q: Any) -> float:
     _q("asApproximateFloat", q)
     return float(q.value)
 
@@ -336,16 +343,16 @@ def _q_operand(name: str, q: Any, other: Any) -> Fraction:
     if _is_int(other):
         return Fraction(other)
     _q(name, other)
-    return other.value
+    return cast(Quantity, other).value
 
 
 @_fn("add", (M, ("quantity", "quantity"), "quantity"), (M, ("quantity", "int"), "quantity"))
-def _q_add(env: dict, q: Any, other: Any) -> Quantity:
+def _q_add(env: _Env, q: Any, other: Any) -> Quantity:
     return Quantity(q.value + _q_operand("add", q, other))
 
 
 @_fn("sub", (M, ("quantity", "quantity"), "quantity"), (M, ("quantity", "int"), "quantity"))
-def _q_sub(env: dict, q: Any, other: Any) -> Quantity:
+def _q_sub(env: _Env, q: Any, other: Any) -> Quantity:
     return Quantity(q.value - _q_operand("sub", q, other))
 
 
@@ -361,22 +368,22 @@ _ORDERED = ((M, ("quantity", "quantity"), "bool"), (M, ("semver", "semver"), "bo
 
 
 @_fn("isGreaterThan", *_ORDERED)
-def _greater(env: dict, a: Any, b: Any) -> bool:
+def _greater(env: _Env, a: Any, b: Any) -> bool:
     return _ordered("isGreaterThan", a, b) == 1
 
 
 @_fn("isLessThan", *_ORDERED)
-def _less(env: dict, a: Any, b: Any) -> bool:
+def _less(env: _Env, a: Any, b: Any) -> bool:
     return _ordered("isLessThan", a, b) == -1
 
 
 @_fn("compareTo", (M, ("quantity", "quantity"), "int"), (M, ("semver", "semver"), "int"))
-def _compare_to(env: dict, a: Any, b: Any) -> int:
+def _compare_to(env: _Env, a: Any, b: Any) -> int:
     return _ordered("compareTo", a, b)
 
 
 @_fn("semver", (G, ("string",), "semver"), (G, ("string", "bool"), "semver"))
-def _semver(env: dict, s: Any, normalize: Any = False) -> Semver:
+def _semver(env: _Env, s: Any, normalize: Any = False) -> Semver:
     _want(type(s) is str and type(normalize) is bool, "semver", s)
     try:
         return Semver.normalized(s) if normalize else Semver(s)
@@ -385,7 +392,7 @@ def _semver(env: dict, s: Any, normalize: Any = False) -> Semver:
 
 
 @_fn("isSemver", (G, ("string",), "bool"), (G, ("string", "bool"), "bool"))
-def _is_semver(env: dict, s: Any, normalize: Any = False) -> bool:
+def _is_semver(env: _Env, s: Any, normalize: Any = False) -> bool:
     try:
         _semver(env, s, normalize)
     except _Fail:
@@ -394,9 +401,9 @@ def _is_semver(env: dict, s: Any, normalize: Any = False) -> bool:
 
 
 def _semver_part(name: str) -> _F:
-    def part(env: dict, v: Any) -> int:
+    def part(env: _Env, v: Any) -> int:
         _want(isinstance(v, Semver), name, v)
-        return getattr(v, name)
+        return cast(int, getattr(v, name))  # name is major, minor or patch: an int
     return part
 
 
@@ -405,7 +412,7 @@ for _part in ("major", "minor", "patch"):
 
 
 @_fn("int", (G, ("dyn",), "int"))
-def _to_int(env: dict, v: Any) -> int:
+def _to_int(env: _Env, v: Any) -> int:
     try:
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             raise _no_overload("int", v)
@@ -420,7 +427,7 @@ def _to_int(env: dict, v: Any) -> int:
 
 
 @_fn("uint", (G, ("dyn",), "uint"))
-def _to_uint(env: dict, v: Any) -> UInt:
+def _to_uint(env: _Env, v: Any) -> UInt:
     out = _to_int(env, v) if not isinstance(v, UInt) else int(v)
     if out < 0:
         raise _Fail("unsigned integer overflow")
@@ -428,7 +435,7 @@ def _to_uint(env: dict, v: Any) -> UInt:
 
 
 @_fn("double", (G, ("dyn",), "double"))
-def _to_double(env: dict, v: Any) -> float:
+def _to_double(env: _Env, v: Any) -> float:
     _want(isinstance(v, int | float | str) and not isinstance(v, bool), "double", v)
     try:
         return float(v)
@@ -437,7 +444,7 @@ def _to_double(env: dict, v: Any) -> float:
 
 
 @_fn("string", (G, ("dyn",), "string"))
-def _to_string(env: dict, v: Any) -> str:
+def _to_string(env: _Env, v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | str):
@@ -450,7 +457,7 @@ def _to_string(env: dict, v: Any) -> str:
 
 
 @_fn("bool", (G, ("dyn",), "bool"))
-def _to_bool(env: dict, v: Any) -> bool:
+def _to_bool(env: _Env, v: Any) -> bool:
     if isinstance(v, bool):
         return v
     if type(v) is str and v in ("true", "True", "TRUE", "t", "1", "false", "False", "FALSE", "f", "0"):
@@ -459,20 +466,20 @@ def _to_bool(env: dict, v: Any) -> bool:
 
 
 @_fn("bytes", (G, ("dyn",), "bytes"))
-def _to_bytes(env: dict, v: Any) -> bytes:
+def _to_bytes(env: _Env, v: Any) -> bytes:
     _want(isinstance(v, str | bytes), "bytes", v)
     return v.encode() if isinstance(v, str) else v
 
 
 @_fn("dyn", (G, ("dyn",), "dyn"))
-def _dyn(env: dict, v: Any) -> Any:
+def _dyn(env: _Env, v: Any) -> Any:
     return v
 
 
 # --------------------------------------------------------------------------- operators
 
 
-def _equal(a: Any, b: Any) -> bool:
+def _equal(a: object, b: object) -> bool:
     """CEL heterogeneous equality: numbers compare by value across int, uint and double;
     bool is not a number; lists and maps compare element by element."""
     ta, tb = type(a), type(b)
@@ -491,18 +498,30 @@ def _equal(a: Any, b: Any) -> bool:
     return ta is tb and a == b
 
 
+class _Ordered(Protocol):
+    """What `_compare` compares once it has checked its operands (two numbers, or two str, bytes
+    or bool): every comparison answers a bool."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+    def __le__(self, other: Any, /) -> bool: ...
+    def __gt__(self, other: Any, /) -> bool: ...
+    def __ge__(self, other: Any, /) -> bool: ...
+
+
 def _compare(a: Any, b: Any, op: str) -> bool:
     numeric = (isinstance(a, int | float) and not isinstance(a, bool)
                and isinstance(b, int | float) and not isinstance(b, bool))
     if not numeric and not (type(a) is type(b) and type(a) in (str, bytes, bool)):
         raise _no_overload(_OP_NAMES[op], a, b)
+    x: _Ordered = a  # checked just above; annotated names rather than casts on this hot path
+    y: _Ordered = b
     if op == "<":
-        return a < b
+        return x < y
     if op == "<=":
-        return a <= b
+        return x <= y
     if op == ">":
-        return a > b
-    return a >= b
+        return x > y
+    return x >= y
 
 
 _OP_NAMES = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_",

@@ -26,7 +26,7 @@ def _unescape(body: str, raw: bool) -> str:
     if raw:
         return body
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         s = m[0][1:]
         if s[0] in _ESCAPES:
             return _ESCAPES[s[0]]
@@ -54,7 +54,7 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
             raise _Syntax(pos, f"token recognition error at: '{text[pos]}'")
         kind, tok = m.lastgroup, m[0]
         if kind == "str":
-            prefix = re.match(r"[rRbB]*", tok)[0]  # type: ignore[index]
+            prefix = re.match(r"[rRbB]*", tok)[0]  # type: ignore[index]  # "[rRbB]*" always matches: never None
             body = tok[len(prefix):]
             quote = 3 if body[:3] in ("'''", '"""') else 1
             value: Any = _unescape(body[quote:-quote], "r" in prefix.lower())
@@ -104,6 +104,7 @@ def _number(tok: str, pos: int) -> Any:
 # ("idx", x, key) ("call", name, target|None, args) ("list", items) ("map", pairs)
 # ("cond", c, a, b) ("and", a, b) ("or", a, b) ("op", symbol, a, b) ("not", a) ("neg", a)
 # ("comp", macro, range, var, arg1, arg2|None) ("bind", var, init, body)
+_Node = tuple[Any, ...]  # one of the shapes above: the kind first, then its parts
 
 _RELATIONS = {"<", "<=", ">", ">=", "==", "!=", "in"}
 
@@ -131,14 +132,14 @@ class _Parser:
             shown = "<EOF>" if value == "<EOF>" else repr(value) if kind == "lit" else value
             raise _Syntax(pos, f"mismatched input '{shown}' expecting '{symbol}'")
 
-    def parse(self) -> tuple:
+    def parse(self) -> _Node:
         node = self.expr()
         kind, value, pos = self.peek()
         if value != "<EOF>":
             raise _Syntax(pos, f"extraneous input '{value}' expecting <EOF>")
         return node
 
-    def expr(self) -> tuple:
+    def expr(self) -> _Node:
         cond = self.binary(0)
         if self.at("?"):
             self.take()
@@ -149,7 +150,7 @@ class _Parser:
 
     _LEVELS = (("||",), ("&&",), tuple(_RELATIONS), ("+", "-"), ("*", "/", "%"))
 
-    def binary(self, level: int) -> tuple:
+    def binary(self, level: int) -> _Node:
         if level == len(self._LEVELS):
             return self.unary()
         node = self.binary(level + 1)
@@ -166,7 +167,7 @@ class _Parser:
             else:
                 node = ("op", value, node, right)
 
-    def unary(self) -> tuple:
+    def unary(self) -> _Node:
         if self.at("!"):
             self.take()
             return ("not", self.unary())
@@ -179,7 +180,7 @@ class _Parser:
             return ("neg", self.unary())
         return self.postfix(self.primary())
 
-    def postfix(self, node: tuple) -> tuple:
+    def postfix(self, node: _Node) -> _Node:
         if node[0] == "lit" and isinstance(node[1], int) and not isinstance(node[1], bool | UInt) \
                 and node[1] > _INT_MAX:
             raise _Syntax(0, "invalid int literal")
@@ -201,9 +202,9 @@ class _Parser:
             else:
                 return node
 
-    def args(self, close: str) -> list[tuple]:
+    def args(self, close: str) -> list[_Node]:
         self.take()
-        items: list[tuple] = []
+        items: list[_Node] = []
         while not self.at(close):
             items.append(self.expr())
             if not self.at(","):
@@ -212,7 +213,7 @@ class _Parser:
         self.expect(close)
         return items
 
-    def primary(self) -> tuple:
+    def primary(self) -> _Node:
         kind, value, pos = self.peek()
         if kind == "lit":
             self.take()
@@ -231,7 +232,7 @@ class _Parser:
             return ("list", self.args("]"))
         if value == "{":
             self.take()
-            pairs: list[tuple[tuple, tuple]] = []
+            pairs: list[tuple[_Node, _Node]] = []
             while not self.at("}"):
                 key = self.expr()
                 self.expect(":")
@@ -247,7 +248,7 @@ class _Parser:
         shown = "<EOF>" if value == "<EOF>" else value
         raise _Syntax(pos, f"mismatched input '{shown}' expecting an expression")
 
-    def macro_or_call(self, name: str, target: tuple | None, args: list[tuple]) -> tuple:
+    def macro_or_call(self, name: str, target: _Node | None, args: list[_Node]) -> _Node:
         if target is None and name == "has" and len(args) == 1:
             if args[0][0] != "sel":
                 raise _Syntax(0, "invalid argument to has() macro")

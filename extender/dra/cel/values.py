@@ -9,12 +9,17 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from extender.model.quantities import QuantityError, parse_quantity
+from extender.errors import QuantityError
+from extender.model.quantities import parse_quantity
 
 COST_LIMIT = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
 MAX_EXPRESSION_LENGTH = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 _UINT_MAX = 2**64 - 1
+
+# The evaluation environment: the variables by name ("device", bound and loop variables) and,
+# under library._COST, the remaining budget as a one-element list of int.
+_Env = dict[str, Any]
 
 
 class CelError(ValueError):
@@ -80,7 +85,7 @@ class Semver:
         """semver(s, true): strip a leading v, fill in missing minor and patch, drop leading
         zeros (semverlib.go normalizeAndParse)."""
         text = text.removeprefix("v")
-        core = re.match(r"[0-9.]*", text)[0]  # type: ignore[index]
+        core = re.match(r"[0-9.]*", text)[0]  # type: ignore[index]  # "[0-9.]*" always matches: never None
         rest = text[len(core):]
         parts = core.split(".") if core else []
         if not 1 <= len(parts) <= 3 or not all(parts):
@@ -88,7 +93,7 @@ class Semver:
         parts = [str(int(p)) for p in parts] + ["0"] * (3 - len(parts))
         return cls(".".join(parts) + rest)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[int, int, int]:
         return (self.major, self.minor, self.patch)
 
     def compare(self, other: Semver) -> int:
@@ -104,7 +109,7 @@ class Semver:
                 continue
             if isinstance(x, int) != isinstance(y, int):
                 return -1 if isinstance(x, int) else 1
-            return -1 if x < y else 1  # type: ignore[operator]
+            return -1 if x < y else 1  # type: ignore[operator]  # both int or both str: checked just above
         return -1 if len(self.pre) < len(other.pre) else 1
 
     def __eq__(self, other: object) -> bool:
@@ -135,13 +140,13 @@ def _no_overload(name: str, *args: Any) -> _Fail:
 # --------------------------------------------------------------------------- the device
 
 
-class _Domains(dict):
+class _Domains(dict[str, dict[str, Any]]):
     """device.attributes / device.capacity: an unknown domain reads as an empty map
     (compile.go newStringInterfaceMapWithDefault), while `in` still says it is absent."""
 
     __slots__ = ()
 
-    def __missing__(self, key: Any) -> dict:
+    def __missing__(self, key: object) -> dict[str, Any]:
         return {}
 
 
@@ -150,7 +155,7 @@ class CelDevice:
 
     __slots__ = ("value", "error")
 
-    def __init__(self, value: dict, error: str | None) -> None:
+    def __init__(self, value: dict[str, Any], error: str | None) -> None:
         self.value = value
         self.error = error
 
