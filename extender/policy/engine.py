@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from extender.errors import ExtenderError
 from extender.model.nodes import NodeInfo
@@ -61,7 +61,7 @@ class WeightedScorer:
 
     @property
     def name(self) -> str:
-        return self.plugin.name  # type: ignore[attr-defined, no-any-return]
+        return self.plugin.name  # type: ignore[attr-defined, no-any-return]  # every plugin has a str `name`
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ _REFUSALS = (Code.UNSCHEDULABLE, Code.UNRESOLVABLE)
 
 
 def _as_status(result: FilterResult, plugin: str) -> Status:
-    if result.__class__ is Status and result.plugin == plugin and result.code in _REFUSALS:  # type: ignore[union-attr]
-        return result  # type: ignore[return-value]  # the common case first: a built-in refusal, stamped already
+    if result.__class__ is Status and result.plugin == plugin and result.code in _REFUSALS:
+        return result  # the common case first: a built-in refusal, stamped already
     if isinstance(result, str):
         return Status(Code.UNSCHEDULABLE, (result,), "", plugin)
     if isinstance(result, Status):
@@ -123,7 +123,7 @@ def _as_status(result: FilterResult, plugin: str) -> Status:
 
 def _finite(value: object) -> bool:
     try:
-        return math.isfinite(value)  # type: ignore[arg-type]
+        return math.isfinite(value)  # type: ignore[arg-type]  # any value: a non-number raises TypeError
     except TypeError:
         return False
 
@@ -280,7 +280,7 @@ class FilterCycle:
                 if status is None:
                     feasible.append(info)
                 else:
-                    failed[node_name] = status  # type: ignore[assignment]  # a Status
+                    failed[node_name] = status
         except ExtenderError:
             raise
         except Exception as exc:
@@ -388,7 +388,8 @@ class Engine:
         for points in self.policy.filter_points:
             name = points.name
             if points.prefilter is None:
-                checks.append((name, partial(points.filter, pod)))
+                # A filter without prefilter has filter: the loader refuses one with neither (loading._build).
+                checks.append((name, partial(cast(Callable[[PodView, NodeInfo], FilterResult], points.filter), pod)))
                 continue
             try:
                 check = points.prefilter(pod, view)
@@ -468,7 +469,8 @@ class Engine:
                         cluster: ClusterView) -> NodeScore | None:
         """The scorer's per-node function for this pod, or None when it has nothing to say."""
         if points.prescore is None:
-            return partial(points.score, pod)
+            # A scorer without prescore has score: the loader refuses one with neither (loading._build).
+            return partial(cast(Callable[[PodView, NodeInfo], float], points.score), pod)
         try:
             return points.prescore(pod, cluster, nodes)
         except ExtenderError:
@@ -513,7 +515,7 @@ class Engine:
         for info in nodes:
             known = memo.get(info.name)
             if known is not None and known[0] is info:
-                rows.append(known[1])  # type: ignore[arg-type]  # a row, as _row made
+                rows.append(known[1])  # a row, as _row made
             else:
                 row = _row(fns, info)
                 memo[info.name] = (info, row)
@@ -543,7 +545,9 @@ class Engine:
         for points in self.policy.reservers:
             name = points.name
             try:
-                result = points.reserve(pod, node, view)
+                # Policy.reservers holds only the plugins whose reserve is set (Policy.__post_init__).
+                result = cast(Callable[[PodView, NodeInfo, ClusterView], Reservation | Status | None],
+                              points.reserve)(pod, node, view)
             except ExtenderError:
                 release_all(reservations)
                 raise
@@ -567,7 +571,10 @@ class Engine:
         actions: list[Any] = []
         for points in self.policy.post_filters:
             try:
-                actions.extend(points.post_filter(pod, failed, view))  # type: ignore[misc]
+                # Policy.post_filters holds only the plugins whose post_filter is set (Policy.__post_init__).
+                post_filter = cast(Callable[[PodView, Mapping[str, Status], ClusterView], Sequence[Any]],
+                                   points.post_filter)
+                actions.extend(post_filter(pod, failed, view))
             except ExtenderError:
                 raise
             except Exception as exc:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
@@ -67,14 +67,22 @@ NodeScore = Callable[[NodeInfo], float]
 
 @runtime_checkable
 class FilterPlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def filter(self, pod: PodView, node: NodeInfo) -> FilterResult: ...
 
 
 @runtime_checkable
 class PreFilterPlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         """Per-pod setup: the per-node check, a Status refusing every node, or None (skip)."""
@@ -82,14 +90,22 @@ class PreFilterPlugin(Protocol):
 
 @runtime_checkable
 class ScorePlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def score(self, pod: PodView, node: NodeInfo) -> float: ...
 
 
 @runtime_checkable
 class PreScorePlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         """Per-pod setup over the nodes to be scored: the per-node score function, or None (skip)."""
@@ -103,7 +119,11 @@ class NormalizeScores(Protocol):
 
 @runtime_checkable
 class ReservePlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         """Claim what the pod will use on its chosen node, before the next pod is considered."""
@@ -111,7 +131,11 @@ class ReservePlugin(Protocol):
 
 @runtime_checkable
 class PostFilterPlugin(Protocol):
-    name: str
+    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
+        @property
+        def name(self) -> str: ...
+    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
+        name: str
 
     def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
         """No node fits (`failed`: each node's refusal): the API writes to make, if any."""

@@ -89,7 +89,8 @@ def split_by_budgets(pods: Sequence[PodRecord], budgets: Sequence[DisruptionBudg
                      ) -> tuple[list[PodRecord], list[PodRecord]]:
     """filterPodsWithPDBViolation: (would violate a budget, would not), order kept."""
     allowed = [budget.allowed for budget in budgets]
-    violating, fine = [], []
+    violating: list[PodRecord] = []
+    fine: list[PodRecord] = []
     for pod in pods:
         violates = False
         for i, budget in enumerate(budgets):
@@ -159,7 +160,7 @@ def pick(candidates: Sequence[Candidate]) -> Candidate:
     for criterion in _CRITERIA:
         if len(remaining) == 1:
             break
-        best = max(criterion(c) for c in remaining)  # type: ignore[type-var]
+        best = max(criterion(c) for c in remaining)  # type: ignore[type-var]  # each criterion: ints, or strs alone
         remaining = [c for c in remaining if criterion(c) == best]
     return remaining[0]
 

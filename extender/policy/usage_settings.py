@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from extender.policy.builtin import arguments
 
@@ -194,7 +194,7 @@ _USAGE = arguments.schema({
 
 def parse_usage_settings(raw: Any) -> UsageSettings:
     """The validated block; raises PolicyError naming every problem, each starting with `settings.usage`."""
-    return arguments.load(_USAGE, raw, WHERE)
+    return cast(UsageSettings, arguments.load(_USAGE, raw, WHERE))  # _USAGE's build (_usage) makes it
 
 
 def usage_settings(settings: Mapping[str, Any]) -> UsageSettings:

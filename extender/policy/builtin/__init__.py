@@ -72,8 +72,8 @@ def register(registry: _Registry) -> None:
     """Add every built-in to `registry` (the same hook third-party packages provide)."""
     for plugin in (*FILTERS, *OPT_IN_FILTERS):
         registry.add_filter(plugin.name, plugin.from_args)
-    for plugin in (*SCORERS, *OPT_IN_SCORERS):
-        registry.add_scorer(plugin.name, plugin.from_args)
+    for scorer in (*SCORERS, *OPT_IN_SCORERS):
+        registry.add_scorer(scorer.name, scorer.from_args)
 
 
 __all__ = [

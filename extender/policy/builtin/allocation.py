@@ -214,7 +214,7 @@ class BalancedAllocation(PrescoredScorer, NormalizeScores):
                 std = 0.0
             return int((1 - std) * 100)
 
-        score.memo_key = pairs  # type: ignore[attr-defined]
+        score.memo_key = pairs  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
         return score
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:

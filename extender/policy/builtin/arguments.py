@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from marshmallow import Schema, ValidationError, fields, missing, post_load, pre_load
 
@@ -46,7 +46,7 @@ def _mapping(raw: Any) -> Mapping[str, Any]:
     return raw
 
 
-class Value(fields.Field):
+class Value(fields.Field[Any]):
     """One value made by `read` (which raises ValidationError). A missing value is `default`, or
     "required", or else read as null; null is `null` when given, else read like any value; an
     empty result is the problem `empty` when given."""
@@ -69,19 +69,21 @@ class Value(fields.Field):
 value = Value  # the field of a value only its `read` knows how to check
 
 
-def schema(table: Mapping[str, fields.Field], build: Callable[[dict[str, Any]], Any] | None = None) -> Schema:
+def schema(table: Mapping[str, fields.Field[Any]], build: Callable[[dict[str, Any]], Any] | None = None) -> Schema:
     """The schema of one mapping; `build(values)` makes what `load` returns and may raise
     ValidationError for rules across fields (it runs only when every field is valid)."""
     attrs: dict[str, Any] = dict(table)
     if build is not None:
         attrs["_build"] = post_load(lambda self, data, **_: build(data))
-    return type("Args", (Args,), attrs)()
+    return cast(Args, type("Args", (Args,), attrs)())  # type() over Args alone makes a subclass of Args
 
 
 NONE = schema({})  # the args of a plugin that takes none
 
 
-def one_needed(keys: tuple[str, ...], message: str, build: Callable[[dict[str, Any]], Any] = dict) -> Callable:
+def one_needed(
+    keys: tuple[str, ...], message: str, build: Callable[[dict[str, Any]], Any] = dict,
+) -> Callable[[dict[str, Any]], Any]:
     """A `build` that refuses values in which none of `keys` is set, then makes `build(values)`."""
 
     def check(values: dict[str, Any]) -> Any:
@@ -126,7 +128,7 @@ def read_string(raw: Any, *, allow_empty: bool = False) -> str:
     return raw
 
 
-def string(*, allow_empty: bool = False, **options: Any) -> fields.Field:
+def string(*, allow_empty: bool = False, **options: Any) -> fields.Field[Any]:
     return Value(lambda raw: read_string(raw, allow_empty=allow_empty), **options)
 
 
@@ -145,7 +147,7 @@ def read_strings(raw: Any, each: Callable[[str], str] | None = None) -> tuple[st
     return tuple(dict.fromkeys(item for _, item in _each(enumerate(raw), read_item)))
 
 
-def strings(*, each: Callable[[str], str] | None = None, **options: Any) -> fields.Field:
+def strings(*, each: Callable[[str], str] | None = None, **options: Any) -> fields.Field[Any]:
     return Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
 
 
@@ -160,7 +162,7 @@ def read_number(raw: Any, *, minimum: float | None = None) -> float:
     return float(raw)
 
 
-def number(*, minimum: float | None = None, **options: Any) -> fields.Field:
+def number(*, minimum: float | None = None, **options: Any) -> fields.Field[Any]:
     return Value(lambda raw: read_number(raw, minimum=minimum), **options)
 
 
@@ -170,20 +172,20 @@ def read_integer(raw: Any, *, minimum: int, maximum: int) -> int:
     return raw
 
 
-def integer(*, minimum: int, maximum: int, **options: Any) -> fields.Field:
+def integer(*, minimum: int, maximum: int, **options: Any) -> fields.Field[Any]:
     return Value(lambda raw: read_integer(raw, minimum=minimum, maximum=maximum), **options)
 
 
-def boolean(**options: Any) -> fields.Field:
+def boolean(**options: Any) -> fields.Field[Any]:
     return Value(lambda raw: raw if isinstance(raw, bool) else fail("expected true or false"), **options)
 
 
-def one_of(choices: tuple[Any, ...], message: str, **options: Any) -> fields.Field:
+def one_of(choices: tuple[Any, ...], message: str, **options: Any) -> fields.Field[Any]:
     """One of `choices`; `message` may name the value as `{value!r}`."""
     return Value(lambda raw: raw if raw in choices else fail(message.format(value=raw)), **options)
 
 
-def items(read_item: Read, what: str, **options: Any) -> fields.Field:
+def items(read_item: Read, what: str, **options: Any) -> fields.Field[Any]:
     """A list (null: empty), each item made by `read_item` (a schema's `load` for mappings); `what`
     is the problem of anything else."""
 
@@ -195,7 +197,7 @@ def items(read_item: Read, what: str, **options: Any) -> fields.Field:
     return Value(read, **options)
 
 
-def table(read_value: Read, **options: Any) -> fields.Field:
+def table(read_value: Read, **options: Any) -> fields.Field[Any]:
     """A mapping of names to values made by `read_value`; each problem at its name."""
     return Value(lambda raw: dict(_each(_mapping(raw).items(), read_value)), **options)
 

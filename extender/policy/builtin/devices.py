@@ -65,6 +65,7 @@ from extender.policy.builtin import arguments, dra_devices
 from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import (
     FilterPlugin,
+    FilterResult,
     NodeCheck,
     NodeScore,
     NormalizeScores,
@@ -191,7 +192,7 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
             return f"GPUs on {info.name}: unusable inventory: {inventory.error}"
         return f"GPUs on {info.name}: {describe_devices(inventory.devices, cluster.device_use(info.name).totals)}"
 
-    def filter(self, pod: PodView, node: NodeInfo) -> Status | None:
+    def filter(self, pod: PodView, node: NodeInfo) -> FilterResult:
         """One node, without a cluster: as if nothing held any of its devices."""
         check = self.prefilter(pod, EMPTY_CLUSTER)
         if check is None or isinstance(check, Status):

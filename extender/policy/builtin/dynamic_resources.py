@@ -136,7 +136,7 @@ def pod_claims(pod: PodView, dra: DraView) -> list[ResourceClaim] | Waiting:
             generated = _generated_names(pod) if generated is None else generated
             if ref.get("name") not in generated:
                 return Waiting(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet', "")
-            name = generated[ref.get("name")]  # type: ignore[index]
+            name = generated[ref.get("name")]  # type: ignore[index]  # a str: it is in `generated`, checked above
             if name is None:
                 continue  # no claim is needed for this entry (resourceclaim.Name)
             must_own = True

@@ -119,7 +119,7 @@ def _delegating_check(wanted: tuple[tuple[str, int], ...], delegable: frozenset[
                 return _refusal(kept, info)
         return None
 
-    check.memo_key = (wanted, delegable)  # type: ignore[attr-defined]
+    check.memo_key = (wanted, delegable)  # type: ignore[attr-defined]  # a mark on the function (plugins.memo_key)
     return check
 
 

@@ -41,7 +41,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from extender.errors import QuantityError
 from extender.model.nodes import NodeInfo
@@ -176,8 +176,10 @@ def _container_cpu(container: Any, default: int, multiplier: float) -> int:
     """Trimaran's PredictUtilisation for one container: limit, else request x multiplier, else default."""
     resources = container.get("resources") if isinstance(container, Mapping) else None
     resources = resources if isinstance(resources, Mapping) else {}
-    limits = resources.get("limits") if isinstance(resources.get("limits"), Mapping) else {}
-    requests = resources.get("requests") if isinstance(resources.get("requests"), Mapping) else {}
+    # Each is the value just checked to be a Mapping, or an empty one.
+    limits = cast(Mapping[str, Any], resources.get("limits") if isinstance(resources.get("limits"), Mapping) else {})
+    requests = cast(Mapping[str, Any],
+                    resources.get("requests") if isinstance(resources.get("requests"), Mapping) else {})
     if "cpu" in limits:
         return to_units("cpu", limits["cpu"])
     if "cpu" in requests:
@@ -270,6 +272,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
             predicted = 100 * (sample.cpu + pod_cpu + sample.recent_cpu) / capacity if capacity > 0 else 0.0
             return target_load_score(predicted, target)
 
+        # A mark on the function, read by explain (simulation/usage_lines.py).
         score.explain = partial(_packing_parts, samples, now, pod_cpu, target)  # type: ignore[attr-defined]
         return score
 
@@ -388,6 +391,7 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
                 return go_round(cpu if cpu < memory else memory)
             return go_round(cpu if cpu is not None else memory if memory is not None else 0.0)
 
+        # A mark on the function, read by explain (simulation/usage_lines.py).
         score.explain = partial(_risk_parts, samples, now, cpu_request, memory_request,  # type: ignore[attr-defined]
                                 margin, sensitivity)
         return score

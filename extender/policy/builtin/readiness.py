@@ -110,5 +110,5 @@ class NodeReady(PrefilteredFilter):
             return None
 
         check.passes_clear_nodes = True  # type: ignore[attr-defined]  # see FilterCycle.passes_clear_nodes
-        check.memo_key = (cordon_ok, tuple(c for c, _ in refusals))  # type: ignore[attr-defined]
+        check.memo_key = (cordon_ok, tuple(c for c, _ in refusals))  # type: ignore[attr-defined]  # plugins.memo_key
         return check

@@ -42,11 +42,11 @@ from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.spread import (
     DO_NOT_SCHEDULE,
-    HOSTNAME,
     SCHEDULE_ANYWAY,
     SYSTEM_DEFAULT_CONSTRAINTS,
     SpreadConstraint,
 )
+from extender.model.wellknown import HOSTNAME
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.taints import untolerated_taint
@@ -133,7 +133,7 @@ def _eligibility(pod: PodView, rules: Sequence[_Rule], cluster: ClusterView,
            tuple(sorted(pod.node_selector.items())) if honors_affinity else (),
            pod.required_terms if honors_affinity else None,
            pod.tolerations if honors_taints else ())
-    return cluster.memo(key, compute)  # type: ignore[no-any-return]
+    return cluster.memo(key, compute)  # type: ignore[no-any-return]  # what compute() made, or its cached copy
 
 
 def _bump(counts: dict[str, int], value: str, delta: int) -> None:
@@ -187,7 +187,7 @@ class SpreadCheck:
         return SpreadCheck(pod, self.rules, counts)
 
 
-def _detail(rule: _Rule, value: str, count: int, minimum: int, self_match: bool) -> str:
+def _detail(rule: _Rule, value: str, count: int, minimum: int, self_match: int) -> str:
     c = rule.constraint
     plus = " + this pod" if self_match else ""
     return (f"{c.topology_key}={value}: {count} matching pod(s){plus}, min {minimum} across domains, "

@@ -151,11 +151,11 @@ def _count(info: NodeInfo, csi_node: CSINode, storage: StorageView, new: dict[st
     for unique, driver in attached.items():
         new.pop(unique, None)
         counts[driver] = counts.get(driver, 0) + 1
-    leftover = {}
+    leftover: dict[str, str] = {}
     for attachment in storage.attachments_on(info.name):
-        unique = _attached_volume(attachment.attacher, attachment.volume_name, storage)
-        if unique is not None and unique not in attached:
-            leftover[unique] = attachment.attacher
+        volume = _attached_volume(attachment.attacher, attachment.volume_name, storage)
+        if volume is not None and volume not in attached:
+            leftover[volume] = attachment.attacher
     for driver in leftover.values():
         counts[driver] = counts.get(driver, 0) + 1
     wanted: dict[str, int] = {}

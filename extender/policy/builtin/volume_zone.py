@@ -101,7 +101,7 @@ class VolumeZone(TakesNoArgs, PreFilterPlugin, FilterPlugin):
             return None
         topologies = volume_topologies(pod, cluster)
         if isinstance(topologies, Status) or not topologies:
-            return topologies or None
+            return topologies if isinstance(topologies, Status) else None  # a Status, else no volume constraint
 
         def check(info: NodeInfo) -> Status | None:
             labels = info.node.labels
