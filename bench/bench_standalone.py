@@ -172,10 +172,10 @@ def with_fake_server(nodes: int, pods: int, fn: Any) -> Any:
 
 def cycle_only(nodes: int, pods: int, percentage: int = 0) -> dict[str, Any]:
     from extender.cluster.state import ClusterState
+    from extender.cycle.pod import schedule_one
     from extender.model.pods import PodView
     from extender.policy.defaults import default_policy
     from extender.policy.engine import Engine
-    from extender.scheduler.cycle import schedule_one
 
     state = ClusterState()
     node_objects = []

@@ -34,9 +34,10 @@ from bench.objects import make_node, make_pod
 from extender.cluster.binding import MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
-from extender.runtime import Runtime, make_policy_holder
+from extender.startup import make_policy_holder  # noqa: E402
 from extender.webhook import verbs
 from extender.webhook.nodeviews import NodeViewCache
+from extender.webhook.runtime import Runtime
 from tests.helpers import ROOT, free_port, start_server, stop_server, wire_body
 
 POLICIES = {"webhook": "", "standalone": str(ROOT / "config" / "policy.yaml")}

@@ -149,9 +149,9 @@ def _check_once():
     if os.environ.get("EXTENDER_STARTUP_CHECKED") == "1":
         return
     from extender.errors import ExtenderError
-    from extender.runtime import choose_source
     from extender.settings import Settings
     from extender.startup import check_serving
+    from extender.webhook.runtime import choose_source
 
     try:
         settings = Settings.from_env()

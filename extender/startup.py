@@ -1,4 +1,5 @@
-"""Start-up checks: what would stop a mode from working, found before it starts and said in one line.
+"""Start-up: the checks that would stop a mode from working, found before it starts and said in
+one line; the policy holder each mode starts with; the collector's tuning.
 
 Under gunicorn each worker builds its runtime after fork (extender/webhook/app.py): a policy
 that does not load, a snapshot that does not parse or an API server that cannot be reached
@@ -10,6 +11,7 @@ to do about it.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from pathlib import Path
@@ -17,7 +19,10 @@ from typing import Any, NoReturn
 
 import click
 
+from extender import metrics
 from extender.errors import ClusterError, ExtenderError
+from extender.policy.defaults import default_policy
+from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings, default_snapshot
 
 # /version answers any authenticated (and, by default, anonymous) client: a cheap round trip
@@ -112,3 +117,32 @@ def fail(message: str, log_format: str) -> NoReturn:
         logging.getLogger("extender").error(message)
         raise SystemExit(1)
     raise click.ClickException(message)
+
+
+# Objects allocated between young-generation collections (CPython's default: 700).
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def tune_gc() -> None:
+    """Collect the young generation every 10,000 allocations instead of every 700.
+
+    Decoding a request or watch event allocates an object per JSON value; at 700, a
+    full-NodeList call (hundreds of KB) ran a collection every few nodes, each promoting
+    the half-built tree to the older generations, whose collections then walk it again:
+    orjson.loads of a 230-node body took 1.29 ms instead of 0.84 (bench measured in one
+    process). The objects are freed by reference counting as before; only cyclic garbage
+    waits a little longer, a few MB at most.
+    """
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+
+
+def _record_reload(outcome: str, error: str | None) -> None:
+    metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
+
+
+def make_policy_holder(path: str, mode: str) -> PolicyHolder | FixedPolicy:
+    """A reloading holder for a policy file, or the built-in default of the mode."""
+    if not path:
+        return FixedPolicy(default_policy(mode))
+    return PolicyHolder(path, on_reload=_record_reload)

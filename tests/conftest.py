@@ -21,9 +21,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from extender.kube.client import build_api_client
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.helpers import snapshot_settings
 
 pytest_plugins = ["tests.fakeapi.fixtures"]

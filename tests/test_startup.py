@@ -198,7 +198,7 @@ def test_json_logs_include_gunicorns_own_lines(serve: Any) -> None:
     lines = served.stop()
     entries = [json.loads(line) for line in lines]  # every line, or this fails
     loggers = {entry["logger"] for entry in entries}
-    assert "gunicorn.error" in loggers and "extender.runtime" in loggers, loggers
+    assert "gunicorn.error" in loggers and "extender.webhook.runtime" in loggers, loggers
     messages = " ".join(entry["msg"] for entry in entries)
     assert "Booting worker" in messages and "Shutting down" in messages
 

@@ -19,11 +19,11 @@ import click
 from extender.cluster.snapshot import Snapshot, load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject, NotFoundError, PolicyError
+from extender.explain.explanation import Explanation, explain_pod, render_table, to_json
 from extender.model.podgroups import GroupKey
 from extender.model.pods import PodView
 from extender.policy.engine import Engine, Policy
 from extender.settings import default_snapshot
-from extender.simulation.explaining import Explanation, explain_pod, render_table, to_json
 
 __all__ = ["explain", "policy_from_option"]
 

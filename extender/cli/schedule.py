@@ -152,12 +152,11 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.kube import deviceledger
     from extender.kube.client import build_api_client
     from extender.logs import setup_logging
-    from extender.runtime import tune_gc
     from extender.scheduler.health import HealthServer
     from extender.scheduler.leader import LeaderElector
     from extender.scheduler.profiles import build_profiles
     from extender.scheduler.scheduler import Scheduler, connections_needed
-    from extender.startup import fail, reach_api_server
+    from extender.startup import fail, reach_api_server, tune_gc
 
     setup_logging(log_format, log_level)
     tune_gc()

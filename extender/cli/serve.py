@@ -128,10 +128,10 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     from extender.logs import setup_logging
 
     setup_logging(settings.log_format, settings.log_level)
-    # extender.runtime imports prometheus_client, so it must come after _prepare_metrics_dir.
+    # extender.webhook.runtime imports prometheus_client, so it must come after _prepare_metrics_dir.
     from extender.errors import ExtenderError
-    from extender.runtime import choose_source
     from extender.startup import check_serving, fail
+    from extender.webhook.runtime import choose_source
 
     try:
         source = choose_source(settings)

@@ -1,4 +1,5 @@
-"""Binders: how a placement becomes real. `MemoryBinder` for snapshots; the kube binder is `extender.kube.binding`.
+"""Binders (`extender.cycle.steps.Binder`): how a placement becomes real. `MemoryBinder` for
+snapshots; the kube binder is `extender.kube.binding`.
 
 Both check what the API server checks (the pod exists, its UID matches, it is
 not bound, not being deleted, not gated) and raise the same errors, so the
@@ -9,23 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from extender.cluster import dra_actions, prebinding, volume_actions
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError
 from extender.model.devices import LedgerClaim
-
-
-class Binder(Protocol):
-    def bind(self, namespace: str, name: str, uid: str, node: str, *,
-             annotations: Mapping[str, str] | None = None) -> None:
-        """Bind the pod to the node or raise ClusterError (ConflictError, NotFoundError, ...).
-
-        `annotations` go on the Binding, and from there onto the pod, in the same request."""
-
-    def prebind(self, actions: Sequence[Any]) -> None:
-        """Carry out reservations' bind-time actions before the bind; raise ClusterError if not."""
 
 
 def in_memory_actions(state: ClusterState) -> dict[type, prebinding.Handler]:

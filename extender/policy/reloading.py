@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Callable
 from os import PathLike
+from typing import Any
 
 from extender.errors import PolicyError
 from extender.policy.engine import Engine, Policy
@@ -171,3 +172,26 @@ class PolicyHolder:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+
+
+class FixedPolicy:
+    """The built-in default policy, behind the same interface as a file-backed PolicyHolder."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.engine = Engine(policy)
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
+
+    def start_watching(self, interval: float = 2.0) -> None:
+        """Nothing to watch: the default is compiled in."""
+
+    def add_listener(self, listener: Any) -> None:
+        """It never changes, so there is nothing to tell."""
+
+    def add_preparer(self, preparer: Any) -> None:
+        """It never changes, so there is nothing to prepare for."""
+
+    def stop_watching(self, timeout: float | None = 5.0) -> None:
+        """Nothing was started."""

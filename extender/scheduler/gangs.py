@@ -21,18 +21,22 @@ A pod of no group never reaches this module: the scheduler looks at `pod.group` 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extender import metrics
 from extender.cluster import listeners
+from extender.cluster.state import ClusterState
+from extender.cycle import steps
+from extender.cycle.group import choose_domain, domains, member_order, place_members
+from extender.cycle.pod import CycleResult
 from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator, Member, Verdict
-from extender.gangs.cycle import best_domain, member_order
-from extender.gangs.topology import placements
 from extender.kube.events import rfc3339
+from extender.model.nodes import NodeInfo
 from extender.model.podgroups import (
     API_COSCHEDULING,
     API_V1ALPHA2,
@@ -48,8 +52,8 @@ from extender.model.podgroups import (
 )
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.records import PodRecord
-from extender.policy.reservations import Reservation, release_all
-from extender.scheduler.cycle import schedule_one
+from extender.policy.engine import Engine
+from extender.policy.reservations import Reservation
 from extender.scheduler.queueing import ACTIVE, QueuedPod
 
 if TYPE_CHECKING:
@@ -72,6 +76,61 @@ class Placed:
     node: str
     started: float  # perf_counter when the group cycle began
     reservations: tuple[Reservation, ...]
+
+    @property
+    def taken(self) -> steps.Taken:
+        return steps.Taken(self.entry.pod, self.node, self.reservations)
+
+
+class _LiveGroup:
+    """The live scheduler as one group cycle's host (extender.cycle.group.GroupHost): members
+    are queue entries, failures are reported and requeued as the pod-by-pod cycle does."""
+
+    def __init__(self, gangs: GangScheduling, profile: Profile, started: float) -> None:
+        self._gangs = gangs
+        self._scheduler = gangs.scheduler
+        self._profile = profile
+        self._started = started
+        self.unfit_count = 0
+
+    @property
+    def cluster(self) -> ClusterState:
+        return self._scheduler.state
+
+    @property
+    def rng(self) -> random.Random:
+        return self._scheduler.rng
+
+    def pod(self, member: QueuedPod) -> PodView:
+        return member.pod
+
+    def engine(self, member: QueuedPod) -> Engine:
+        return self._gangs.engine(member, self._profile)
+
+    def nodes(self, domain: tuple[str, ...] | None) -> list[NodeInfo] | None:
+        return self._scheduler.state.node_infos(domain)[0] if domain is not None else None
+
+    def place(self, member: QueuedPod, nodes: Sequence[NodeInfo] | None) -> Placed | CycleResult | None:
+        s = self._scheduler
+        engine = self.engine(member)
+        result = s.decide(member, engine, self._started, nodes)
+        if result is None or result.node is None:
+            return result
+        reservations = s.reserve(member, engine, result.node, self._started)
+        if reservations is None:
+            return None
+        taken = steps.assume(s.state, member.pod, result.node, reservations)
+        return Placed(member, taken.node, self._started, taken.reservations)
+
+    def unfit(self, member: QueuedPod, result: CycleResult, *, preempting: bool) -> None:
+        self.unfit_count += 1
+        self._scheduler.unschedulable(member, self.engine(member), result, self._started, preempt=preempting)
+
+    def assume(self, member: QueuedPod, node: str) -> None:
+        self._scheduler.state.assume(member.key, node, uid=member.uid, view=member.pod)
+
+    def forget(self, member: QueuedPod) -> None:
+        self._scheduler.state.forget(member.key)
 
 
 def _member(pod: PodView | PodRecord, group: GroupKey, node: str, gated: bool) -> Member:
@@ -209,38 +268,21 @@ class GangScheduling:
         entries.sort(key=lambda e: member_order(e.pod))
         entries = [e for e in entries if not s.placed_already(e)]
         group = self.coordinator.group_of(first.uid)
+        host = _LiveGroup(self, profile, started)
         domain: tuple[str, ...] | None = None
         if group is not None and group.topology_keys:
-            domain = self._domain(group, entries, profile, started)
+            domain = self._domain(host, group, entries, started)
             if domain is None:
                 return
-        placed: list[Placed] = []
-        unfit = []
-        for entry in entries:
-            engine = self._engine(entry, profile)
-            result = s.decide(entry, engine, started, s.state.node_infos(domain)[0] if domain is not None else None)
-            if result is None:
-                continue
-            if result.node is None:
-                unfit.append((entry, engine, result))
-                continue
-            reservations = s.reserve(entry, engine, result.node, started)
-            if reservations is None:
-                continue
-            s.state.assume(entry.key, result.node, uid=entry.uid, view=entry.pod)
-            placed.append(Placed(entry, result.node, started, tuple(reservations)))
+        placed = place_members(host, entries, domain)
         complete = bool(placed) and self.coordinator.quorum_with(key, len(placed))
-        for entry, engine, result in unfit:  # preemption sees the group's places still taken
-            # A group held to one topology domain is not placed by preemption (kube-scheduler's
-            # TopologyPlacementGenerator does not use pod-by-pod preemption either).
-            s.unschedulable(entry, engine, result, started, preempt=domain is None)
         if not complete:
             for member in placed:
                 self._give_back(member)
                 s.reporter.unschedulable_message(member.entry, KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
                                                  duration=time.perf_counter() - started)
                 s.queue.requeue_unschedulable(member.entry)
-            if placed or unfit:
+            if placed or host.unfit_count:
                 self._write_condition(key, REASON_UNSCHEDULABLE, KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
             return
         metrics.SCHEDULING_LATENCY.labels(profile=profile.name).observe(time.perf_counter() - started)
@@ -249,23 +291,21 @@ class GangScheduling:
                 self._held[member.entry.uid] = member
             self.apply(self.coordinator.hold(member.entry.uid, member.node))
 
-    def _engine(self, entry: QueuedPod, profile: Profile) -> Any:
+    def engine(self, entry: QueuedPod, profile: Profile) -> Engine:
+        """The engine of the member's own profile (the popped member's when it names none served)."""
         found = self.scheduler.profiles.get(entry.profile)
         return found.engine if found is not None else profile.engine
 
-    def _domain(self, group: PodGroup, entries: list[QueuedPod], profile: Profile,
+    def _domain(self, host: _LiveGroup, group: PodGroup, entries: list[QueuedPod],
                 started: float) -> tuple[str, ...] | None:
-        """The nodes of the topology domain where most members fit (kube-scheduler's
-        PodGroupPodsCount; ties to the first domain by name), each domain tried on the live state
-        and given back; None when no domain is possible (the members are then reported and
+        """The nodes of the topology domain where most members fit, each domain tried on the live
+        state and given back; None when no domain is possible (the members are then reported and
         requeued)."""
         s = self.scheduler
-        label = group.topology_keys[0]
-        node_labels = {info.name: info.node.labels for info in s.state.all_node_infos()}
         with self._lock:
             held = [m.node for m in self._held.values() if m.entry.pod.group == group.key]
         pinned = [m.node for m in self.coordinator.members(group.key) if m.node] + held
-        candidates = placements(label, node_labels, pinned)
+        candidates = domains(group.topology_keys[0], s.state, pinned)
         if not candidates.domains:
             for entry in entries:
                 s.reporter.unschedulable_message(entry, f"{candidates.reason}: {candidates.message}",
@@ -273,23 +313,7 @@ class GangScheduling:
                 s.queue.requeue_unschedulable(entry)
             self._write_condition(group.key, REASON_UNSCHEDULABLE, KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
             return None
-
-        def fitting(nodes: tuple[str, ...]) -> int:
-            tried = []
-            for entry in entries:
-                try:
-                    result = schedule_one(self._engine(entry, profile), s.state, entry.pod, rng=s.rng,
-                                          nodes=s.state.node_infos(nodes)[0])
-                except Exception:  # a plugin's failure: the real attempt below reports it
-                    continue
-                if result.node is not None:
-                    s.state.assume(entry.key, result.node, uid=entry.uid, view=entry.pod)
-                    tried.append(entry.key)
-            for key in tried:
-                s.state.forget(key)
-            return len(tried)
-
-        return best_domain(candidates.domains, fitting)
+        return choose_domain(host, entries, candidates.domains)
 
     # ---- verdicts -------------------------------------------------------------------------
 
@@ -344,10 +368,9 @@ class GangScheduling:
 
     def _give_back(self, member: Placed) -> None:
         try:
-            release_all(member.reservations)
+            steps.give_back(self.scheduler.state, member.taken)
         except Exception:  # a plugin's bug must not lose the pod
             log.exception("releasing the reservations of %s failed", member.entry.key)
-        self.scheduler.state.forget(member.entry.key)
 
     # ---- the group's status ---------------------------------------------------------------
 

@@ -80,7 +80,7 @@ def build_profiles(scheduler_name: str, policy_path: str | None,
     must not). A name given twice is an error (its pods could only follow one policy).
     Raises PolicyError for a policy file that does not load.
     """
-    from extender.runtime import make_policy_holder
+    from extender.startup import make_policy_holder
 
     if not _valid_scheduler_name(scheduler_name):
         raise PolicyError(f"{scheduler_name!r} is not a valid schedulerName (a DNS subdomain)")

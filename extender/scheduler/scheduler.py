@@ -29,6 +29,8 @@ from extender.cluster import listeners
 from extender.cluster.dra import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
+from extender.cycle import steps
+from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ExtenderError
 from extender.kube import dra_source
 from extender.kube.volume_source import STORAGE_PATHS
@@ -37,10 +39,9 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
-from extender.policy.status import Code, Status
+from extender.policy.status import Status
 from extender.scheduler.binding import BindPool
 from extender.scheduler.claim_gate import ClaimGate
-from extender.scheduler.cycle import CycleResult, schedule_one
 from extender.scheduler.gangs import GangScheduling
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
@@ -312,7 +313,7 @@ class Scheduler:
         reservations = self.reserve(entry, profile.engine, result.node, started)
         if reservations is None:
             return
-        self.state.assume(pod.key, result.node, uid=pod.uid, view=pod)
+        steps.assume(self.state, pod, result.node, reservations)
         metrics.SCHEDULING_LATENCY.labels(profile=entry.profile).observe(time.perf_counter() - started)
         self.binds.submit(entry, result.node, started, reservations)
 
@@ -360,19 +361,17 @@ class Scheduler:
         except ExtenderError as exc:
             log.warning("post-filter of %s failed: %s", entry.key, exc)
 
-    def reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float) -> list[Reservation] | None:
-        """Let the plugins claim what the pod needs on `node` (Reserve); None when one refuses."""
-        info = self.state.node_info(node)
-        if info is None:
-            outcome: list[Reservation] | Status = Status(Code.UNSCHEDULABLE, (f"node {node} no longer exists",))
-        else:
-            try:
-                outcome = engine.reserve(entry.pod, info, self.state)
-            except Exception as exc:
-                self.reporter.failed(entry, f"reserving on node {node} failed: {exc}",
-                                     duration=time.perf_counter() - started)
-                self.queue.requeue_backoff(entry)
-                return None
+    def reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float
+                ) -> tuple[Reservation, ...] | None:
+        """Let the plugins claim what the pod needs on `node` (Reserve); None when one refuses
+        or fails (reported, requeued with backoff)."""
+        try:
+            outcome = steps.reserve(engine, self.state, entry.pod, node)
+        except Exception as exc:
+            self.reporter.failed(entry, f"reserving on node {node} failed: {exc}",
+                                 duration=time.perf_counter() - started)
+            self.queue.requeue_backoff(entry)
+            return None
         if isinstance(outcome, Status):
             self.reporter.failed(entry, f"node {node} refused at reserve: {outcome.reason}", node=node,
                                  duration=time.perf_counter() - started)

@@ -3,14 +3,14 @@
 The same coordinator as the schedulers (extender.gangs), fed once with the snapshot's PodGroups
 (both APIs) and their member pods: bound members count whatever their scheduler, pending ones
 are the run's queue. When the queue reaches a group's first member, the whole group is decided
-at once, as `extender.scheduler.gangs.GangScheduling.schedule_group` does live:
+at once by the one group cycle (`extender.cycle.group`), as the standalone scheduler does live:
 
 * **admission** (PreEnqueue): the group must exist, a gang must have `minCount` members, and the
   unbound members must share one schedulerName; otherwise no member is tried and each is reported
   with the coordinator's message;
 * **the cycle**: the members (scheduling-gated ones aside) are placed in turn on the live state
-  (`extender.gangs.cycle.member_order`), each assumed so the next sees it, inside the best domain
-  of a topology constraint (`extender.gangs.topology`, `extender.gangs.cycle.best_domain`); the
+  (`extender.cycle.group.member_order`), each assumed so the next sees it, inside the best domain
+  of a topology constraint (`extender.gangs.topology`, `extender.cycle.group.choose_domain`); the
   members no node fits then preempt, with the group's places still taken (not in a topology
   domain), and are retried at once, as simulate retries every preempting pod;
 * **all or nothing**: if bound + placed members do not reach the quorum
@@ -25,14 +25,17 @@ Each group's outcome (quorum, members placed and pending, complete or not and wh
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extender.cluster.state import ClusterState
+from extender.cycle.group import choose_domain, domains, member_order, place_members
+from extender.cycle.pod import CycleResult
 from extender.errors import InvalidObject
 from extender.gangs.coordinator import GangCoordinator, Member
-from extender.gangs.cycle import best_domain, member_order
-from extender.gangs.topology import placements
+from extender.model.nodes import NodeInfo
 from extender.model.podgroups import (
     APIS,
     KUBE_MEMBER_UNSCHEDULABLE_MESSAGE,
@@ -42,8 +45,7 @@ from extender.model.podgroups import (
 )
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
-from extender.policy.engine import PluginError
-from extender.scheduler.cycle import schedule_one
+from extender.policy.engine import Engine
 from extender.simulation.placing import Placement, Placer, Taken, Unfit, Unplaced
 
 # Short fixed phrases, as the coordinator's REASON_* (which give the admission reasons).
@@ -87,6 +89,61 @@ def _raw_key(raw: Mapping[str, Any]) -> GroupKey | None:
     if not isinstance(namespace, str) or not isinstance(name, str) or not namespace or not name:
         return None
     return GroupKey(str(version), namespace, name)
+
+
+class _SimulatedGroup:
+    """Simulate as one group cycle's host (extender.cycle.group.GroupHost): members are pods,
+    what stays pending is collected in `unplaced`, and a member no node fits preempts and is
+    retried at once, as simulate retries every preempting pod."""
+
+    def __init__(self, placer: Placer, group: str, unplaced: list[Unplaced]) -> None:
+        self._placer = placer
+        self._group = group
+        self.unplaced = unplaced
+
+    @property
+    def cluster(self) -> ClusterState:
+        return self._placer.state
+
+    @property
+    def rng(self) -> random.Random:
+        return self._placer.rng
+
+    def pod(self, member: PodView) -> PodView:
+        return member
+
+    def engine(self, member: PodView) -> Engine:
+        return self._placer.engine
+
+    def nodes(self, domain: tuple[str, ...] | None) -> list[NodeInfo] | None:
+        return self._placer.state.node_infos(domain)[0] if domain is not None else None
+
+    def place(self, member: PodView, nodes: Sequence[NodeInfo] | None) -> Taken | CycleResult | None:
+        outcome = self._placer.take(member, nodes=nodes, preempting=False, group=self._group)
+        if isinstance(outcome, Unfit):
+            return outcome.result
+        if isinstance(outcome, Unplaced):
+            self.unplaced.append(outcome)
+            return None
+        return outcome
+
+    def unfit(self, member: PodView, result: CycleResult, *, preempting: bool) -> Taken | None:
+        if not preempting:
+            self.unplaced.append(Unplaced(member.key, result.decision.summary(), member.priority, self._group))
+            return None
+        # Tried again first: an earlier member's preemption may have made room already.
+        retried = self._placer.take(member, group=self._group)
+        if isinstance(retried, Taken):
+            return retried
+        assert isinstance(retried, Unplaced)
+        self.unplaced.append(retried)
+        return None
+
+    def assume(self, member: PodView, node: str) -> None:
+        self._placer.state.assume(member.key, node, uid=member.uid, view=member)
+
+    def forget(self, member: PodView) -> None:
+        self._placer.state.forget(member.key)
 
 
 class GroupCycles:
@@ -167,30 +224,8 @@ class GroupCycles:
                 return refuse(found.partition(": ")[0], found)
             domain = found
 
-        taken: list[Taken] = []
-        unfit: list[Unfit] = []
         unplaced: list[Unplaced] = list(gated)
-        state = self.placer.state
-        for view in entries:  # each sees the previous ones' places: the domain's infos are read anew
-            nodes = state.node_infos(domain)[0] if domain is not None else None
-            result = self.placer.take(view, nodes=nodes, preempting=False, group=name)
-            if isinstance(result, Taken):
-                taken.append(result)
-            elif isinstance(result, Unfit):
-                unfit.append(result)
-            else:
-                unplaced.append(result)
-        for miss in unfit:  # preemption sees the group's places still taken
-            if domain is not None:  # a group held to one domain is not placed by preemption
-                unplaced.append(Unplaced(miss.view.key, miss.result.decision.summary(), miss.view.priority, name))
-                continue
-            # Tried again first: an earlier member's preemption may have made room already.
-            retried = self.placer.take(miss.view, group=name)
-            if isinstance(retried, Taken):
-                taken.append(retried)
-            else:
-                assert isinstance(retried, Unplaced)
-                unplaced.append(retried)
+        taken = place_members(_SimulatedGroup(self.placer, name, unplaced), entries, domain)
 
         if not self.coordinator.quorum_with(key, len(taken)):
             for place in taken:
@@ -227,27 +262,9 @@ class GroupCycles:
 
     def _domain(self, key: GroupKey, label: str, entries: Sequence[PodView]) -> tuple[str, ...] | str:
         """The nodes of the domain where most members fit (each domain tried on the state and given
-        back, as the scheduler's `_domain`); a "reason: message" string when no domain is possible."""
-        placer = self.placer
-        state = placer.state
-        node_labels = {info.name: info.node.labels for info in state.all_node_infos()}
+        back, as the scheduler's); a "reason: message" string when no domain is possible."""
         pinned = [m.node for m in self.coordinator.members(key) if m.node]
-        candidates = placements(label, node_labels, pinned)
+        candidates = domains(label, self.placer.state, pinned)
         if not candidates.domains:
             return f"{candidates.reason}: {candidates.message}"
-
-        def fitting(nodes: tuple[str, ...]) -> int:
-            tried = []
-            for view in entries:
-                try:
-                    result = schedule_one(placer.engine, state, view, rng=placer.rng, nodes=state.node_infos(nodes)[0])
-                except PluginError:  # the real attempt reports it
-                    continue
-                if result.node is not None:
-                    state.assume(view.key, result.node, uid=view.uid, view=view)
-                    tried.append(view.key)
-            for pod in tried:
-                state.forget(pod)
-            return len(tried)
-
-        return best_domain(candidates.domains, fitting)
+        return choose_domain(_SimulatedGroup(self.placer, str(key), []), entries, candidates.domains)

@@ -3,8 +3,8 @@ assume, bind; and, for a pod group's members, the place taken but not bound yet.
 
 The steps the standalone scheduler takes against a real cluster, on simulate's in-memory state:
 `schedule_one`, then (no node fits) preemption whose victims are removed at once and the pod tried
-again on its nominated node, then the plugins' Reserve, `ClusterState.assume` and the in-memory
-binder. A pod of no group is `take`-n and `bind`-ed at once; a pod group's members are all taken
+again on its nominated node, then the steps after a decision (extender.cycle.steps: Reserve,
+assume, PreBind and bind, or give back) with the in-memory binder. A pod of no group is `take`-n and `bind`-ed at once; a pod group's members are all taken
 first and bound only when their group completes, else each place is given back (`give_back`).
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 
 from extender.cluster.binding import MemoryBinder
 from extender.cluster.state import ClusterState
+from extender.cycle import steps
+from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ClusterError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.engine import Engine, PluginError
 from extender.policy.preemption import preempt
-from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
 from extender.policy.status import Status
-from extender.scheduler.cycle import CycleResult, schedule_one
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +50,12 @@ class Unplaced:
 class Taken:
     """A pod placed and assumed on `placement.node`, its reservations held, not bound yet."""
 
-    view: PodView
+    place: steps.Taken
     placement: Placement
-    reserved: tuple[Reservation, ...]
+
+    @property
+    def view(self) -> PodView:
+        return self.place.pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,30 +137,24 @@ class Placer:
     def _reserve(self, view: PodView, result: CycleResult, victims: tuple[str, ...], group: str) -> Taken | Unplaced:
         node = result.node
         assert node is not None
-        info = self.state.node_info(node)
-        reserved = self.engine.reserve(view, info, self.state) if info is not None else []
-        if isinstance(reserved, Status):
-            return Unplaced(view.key, f"node {node} refused at reserve: {reserved.reason}", view.priority, group)
-        self.state.assume(view.key, node, uid=view.uid, view=view)
+        taken = steps.take(self.engine, self.state, self.state, view, node)
+        if isinstance(taken, Status):
+            return Unplaced(view.key, f"node {node} refused at reserve: {taken.reason}", view.priority, group)
         placement = Placement(view.key, node, _chosen_score(result.decision, node), view.priority,
                               len(result.decision.feasible), victims, group)
-        return Taken(view, placement, tuple(reserved))
+        return Taken(taken, placement)
 
     def bind(self, taken: Taken) -> Placement | Unplaced:
         """The reservations' actions and the bind, in memory; a failure gives the place back."""
-        view, node = taken.view, taken.placement.node
+        place = taken.place
         try:
-            actions = all_actions(taken.reserved)
-            if actions:
-                self.binder.prebind(actions)
-            self.binder.bind(view.namespace, view.name, view.uid, node,
-                             annotations=merged_annotations(taken.reserved) or None)
+            steps.prebind(self.binder, place.reservations)
+            steps.bind(self.binder, place.pod, place.node, place.reservations)
         except ClusterError as exc:
             self.give_back(taken)
-            return Unplaced(view.key, f"bind failed: {exc}", view.priority, taken.placement.group)
+            return Unplaced(place.pod.key, f"bind failed: {exc}", place.pod.priority, taken.placement.group)
         return taken.placement
 
     def give_back(self, taken: Taken) -> None:
         """Undo `take`: the reservations released, the assumption forgotten (the pod is pending again)."""
-        release_all(taken.reserved)
-        self.state.forget(taken.view.key)
+        steps.give_back(self.state, taken.place)

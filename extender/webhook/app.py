@@ -13,12 +13,13 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from extender import __version__, metrics
-from extender.runtime import Runtime, build_runtime, tune_gc
 from extender.settings import Settings
+from extender.startup import tune_gc
 from extender.webhook import verbs
 from extender.webhook.bodies import error_message, explain_off_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
 from extender.webhook.podviews import PodViewCache
+from extender.webhook.runtime import Runtime, build_runtime
 from extender.webhook.verb_routes import Route, VerbRoutes
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.policy import names
 from extender.policy.builtin import NodeAffinity, ResourceFit, SchedulingGates, TaintToleration
 from extender.policy.engine import Engine, Policy
-from extender.runtime import Runtime
 from extender.settings import Settings
+from extender.webhook.runtime import Runtime
 from extender.wire import BindingArgs
 
 # Names as the API server validates them: DNS-1123 subdomain (pods, nodes), label (namespaces).

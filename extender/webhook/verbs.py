@@ -14,18 +14,19 @@ from typing import Any
 import orjson
 
 from extender import metrics, wire
+from extender.cycle import steps
 from extender.errors import ClusterError, InvalidObject, WireError
+from extender.explain import explanation as explaining
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.engine import unknown_node_status
-from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
+from extender.policy.reservations import Reservation, merged_annotations, release_all
 from extender.policy.status import Code, Status
-from extender.runtime import Runtime
 from extender.settings import Settings
-from extender.simulation import explaining
 from extender.webhook.bind_guard import refuse_bind
 from extender.webhook.nodeviews import NodeViewCache
 from extender.webhook.podviews import PodViewCache
+from extender.webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -258,9 +259,7 @@ def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
         log.warning("refused bind of %s to %s: %s", key, args.node, reserved)
         return Outcome(wire.error_result(reserved), "refused", key, 1, reserved)
     try:
-        actions = all_actions(reserved)
-        if actions:
-            runtime.binder.prebind(actions)
+        steps.prebind(runtime.binder, reserved)
         runtime.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node,
                             annotations=merged_annotations(reserved) or None)
     except ClusterError as exc:
@@ -272,13 +271,12 @@ def bind_verb(runtime: Runtime, settings: Settings, body: Any) -> Outcome:
     return Outcome(wire.error_result(""), "ok", key, 1, f"bound to {args.node}")
 
 
-def _reserve(runtime: Runtime, key: str, node: str) -> list[Reservation] | str:
+def _reserve(runtime: Runtime, key: str, node: str) -> tuple[Reservation, ...] | str:
     """The policy's reservations for a bind refuse_bind let through, or why one plugin refused."""
     record = runtime.state.pod(key)
-    info = runtime.state.node_info(node)
-    if record is None or record.view is None or info is None:
+    if record is None or record.view is None or runtime.state.node_info(node) is None:
         return f"pod {key} or node {node} left the extender's state"
-    outcome = runtime.engine.reserve(record.view, info, runtime.state)
+    outcome = steps.reserve(runtime.engine, runtime.state, record.view, node)
     if isinstance(outcome, Status):
         return f"node {node} refused at reserve for pod {key}: {outcome.reason}"
     return outcome

@@ -18,10 +18,10 @@ from extender.cli.explain import explain
 from extender.cluster.binding import MemoryBinder
 from extender.cluster.snapshot import load_into, read_snapshot
 from extender.cluster.state import ClusterState
+from extender.cycle.pod import schedule_one
 from extender.model.devices import ASSIGNMENT_ANNOTATION, parse_assignment
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file
-from extender.scheduler.cycle import schedule_one
 from extender.simulation.simulating import simulate
 from tests.helpers import ROOT
 

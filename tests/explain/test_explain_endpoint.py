@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from flask.testing import FlaskClient
 
-from extender.runtime import build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import build_runtime
 from tests.helpers import SNAPSHOT, wire_body
 
 

@@ -16,10 +16,7 @@ import pytest
 
 from extender.cluster.snapshot import Snapshot
 from extender.cluster.state import ClusterState
-from extender.model.nodes import NodeInfo, NodeView
-from extender.model.pods import PodView
-from extender.policy.engine import Engine
-from extender.simulation.explaining import (
+from extender.explain.explanation import (
     FEASIBLE,
     UNRESOLVABLE,
     Explanation,
@@ -27,6 +24,9 @@ from extender.simulation.explaining import (
     render_table,
     to_json,
 )
+from extender.model.nodes import NodeInfo, NodeView
+from extender.model.pods import PodView
+from extender.policy.engine import Engine
 
 CORDONED = ("unresolvable", "NodeReady", "node(s) were unschedulable", "the node is cordoned (spec.unschedulable)")
 NOT_READY = ("unresolvable", "NodeReady", "node(s) were not ready", "the node's Ready condition is not True")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from extender.cluster.snapshot import Snapshot
+from extender.explain.explanation import explain_pod, render_table, to_json
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
-from extender.simulation.explaining import explain_pod, render_table, to_json
 from extender.simulation.simulating import render_result, simulate
 from extender.simulation.simulating import to_json as simulation_json
 from tests.policy.builders import cluster_state, incoming, node_dict, placed

@@ -17,6 +17,7 @@ from extender.cluster import dra
 from extender.cluster.binding import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
+from extender.explain.device_notes import device_notes
 from extender.model.devices import (
     ASSIGNMENT_ANNOTATION,
     REASON_CORES,
@@ -35,7 +36,6 @@ from extender.policy.engine import Engine
 from extender.policy.loading import load_policy
 from extender.policy.reservations import Reservation, all_actions, release_all
 from extender.policy.status import Code, Status
-from extender.simulation.devicenotes import device_notes
 
 DRIVER = "gpu.example.com"
 MIB = 1 << 20

@@ -141,9 +141,9 @@ def test_removed_pods_update_the_counts() -> None:
 def test_seven_replicas_over_three_zones_end_up_three_two_two() -> None:
     import random
 
+    from extender.cycle.pod import schedule_one
     from extender.policy.defaults import default_policy
     from extender.policy.engine import Engine
-    from extender.scheduler.cycle import schedule_one
 
     state = cluster_state(zoned_nodes({"a": 2, "b": 2, "c": 2}))
     engine = Engine(default_policy("standalone"))

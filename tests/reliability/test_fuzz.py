@@ -25,9 +25,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from extender.cluster.snapshot import read_snapshot
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.helpers import SNAPSHOT, snapshot_settings, wire_body
 from tests.reliability.figures import FIGURES
 from tests.reliability.mutations import FIXTURES, VERBS, hostile_request

@@ -27,9 +27,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from extender.runtime import build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import build_runtime
 from tests.reliability.figures import FIGURES
 from tests.reliability.servers import LiveServer
 

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from flask.testing import FlaskClient
 
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.helpers import SNAPSHOT, snapshot_settings
 from tests.security.certs import PKI, make_pki
 

@@ -14,11 +14,11 @@ from extender.cluster.state import ClusterState
 from extender.model.usage import EMPTY_USAGE
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy
-from extender.policy.reloading import PolicyHolder
-from extender.runtime import FixedPolicy, build_runtime
+from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings
 from extender.usage.service import UsageService
 from extender.webhook import create_app
+from extender.webhook.runtime import build_runtime
 from tests.helpers import wait_for
 
 from .conftest import node, pod

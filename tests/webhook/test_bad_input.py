@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from flask.testing import FlaskClient
 
-from extender.runtime import Runtime
+from extender.webhook.runtime import Runtime
 from tests.helpers import wire_body
 
 

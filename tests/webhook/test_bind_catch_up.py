@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.devicebuilders import create_ready_node
 
 pytestmark = pytest.mark.apiserver

@@ -16,8 +16,8 @@ from flask.testing import FlaskClient
 from extender.kube.client import request_json
 from extender.kube.deviceledger import Ledger
 from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, NodeDeviceUse, Use
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.devicebuilders import assigned, create_ready_node, gpu, gpu_limits
 from tests.helpers import ROOT
 

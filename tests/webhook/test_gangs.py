@@ -22,9 +22,9 @@ from extender.gangs.coordinator import REASON_TOO_FEW
 from extender.gangs.ledger import Outcome
 from extender.kube.gangledger import GangLeases
 from extender.model import podgroups as pg
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.fakeapi.fixtures import ApiServerHandle
 from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.runtime import GC_YOUNG_THRESHOLD
+from extender.startup import GC_YOUNG_THRESHOLD
 from extender.webhook import create_app
 from tests.helpers import snapshot_settings
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from extender.runtime import Runtime, build_runtime
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.runtime import Runtime, build_runtime
 from tests.devicebuilders import create_ready_node
 
 pytestmark = pytest.mark.apiserver

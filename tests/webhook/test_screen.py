@@ -14,9 +14,10 @@ from extender.model.pods import PodView
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy
-from extender.runtime import FixedPolicy, Runtime
+from extender.policy.reloading import FixedPolicy
 from extender.webhook import verbs
 from extender.webhook.nodeviews import NodeViewCache
+from extender.webhook.runtime import Runtime
 from tests.policy.builders import node_dict, pod_dict, toleration
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

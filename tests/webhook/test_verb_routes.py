@@ -12,10 +12,10 @@ import pytest
 from flask import Flask
 
 from extender import metrics
-from extender.runtime import Runtime
 from extender.settings import Settings
 from extender.webhook import create_app, verbs
 from extender.webhook.podviews import PodViewCache
+from extender.webhook.runtime import Runtime
 from tests.helpers import wire_body
 
 

@@ -6,7 +6,7 @@ import copy
 
 from flask.testing import FlaskClient
 
-from extender.runtime import Runtime
+from extender.webhook.runtime import Runtime
 from tests.helpers import wire_body
 
 

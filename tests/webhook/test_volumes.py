@@ -10,8 +10,8 @@ import yaml
 from flask.testing import FlaskClient
 
 from extender.cluster.snapshot import read_snapshot
-from extender.runtime import Runtime
 from extender.settings import Settings
+from extender.webhook.runtime import Runtime
 from tests.explain.test_volumes import VOLUMES
 
 POLICY = {"apiVersion": "extender/v1alpha1", "kind": "Policy",

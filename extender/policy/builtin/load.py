@@ -272,7 +272,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
             predicted = 100 * (sample.cpu + pod_cpu + sample.recent_cpu) / capacity if capacity > 0 else 0.0
             return target_load_score(predicted, target)
 
-        # A mark on the function, read by explain (simulation/usage_lines.py).
+        # A mark on the function, read by explain (explain/usage_lines.py).
         score.explain = partial(_packing_parts, samples, now, pod_cpu, target)  # type: ignore[attr-defined]
         return score
 
@@ -391,7 +391,7 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
                 return go_round(cpu if cpu < memory else memory)
             return go_round(cpu if cpu is not None else memory if memory is not None else 0.0)
 
-        # A mark on the function, read by explain (simulation/usage_lines.py).
+        # A mark on the function, read by explain (explain/usage_lines.py).
         score.explain = partial(_risk_parts, samples, now, cpu_request, memory_request,  # type: ignore[attr-defined]
                                 margin, sensitivity)
         return score

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from extender.cluster.state import ClusterState
+from extender.cycle.pod import nodes_to_find, schedule_one
 from extender.model.pods import PodView
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
-from extender.scheduler.cycle import nodes_to_find, schedule_one
 
 
 def node(name: str, *, cpu: str = "4", labels: dict[str, str] | None = None) -> dict[str, Any]:

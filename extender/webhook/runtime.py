@@ -1,55 +1,33 @@
-"""The per-process runtime: cluster state, its source, a binder and the current policy.
+"""The webhook's per-process runtime: cluster state, its source, a binder and the current policy.
 
-The webhook (one per gunicorn worker), the standalone scheduler and simulate all
-assemble the same pieces here, so "the same policy gives the same answer in all
-three" holds by construction rather than by discipline.
+One per gunicorn worker (extender/webhook/app.py), built after fork. The pieces are the ones the
+standalone scheduler and simulate assemble too (extender.cluster, extender.kube, the policy
+holder of extender.startup), so "the same policy gives the same answer in all three" holds by
+construction rather than by discipline.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from extender import metrics
 from extender.checks.configs import webhook_policy_problems
-from extender.cluster.binding import Binder, MemoryBinder
+from extender.cluster.binding import MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
+from extender.cycle.steps import Binder
 from extender.errors import ExtenderError, PolicyError
 from extender.policy import names
-from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
-from extender.policy.reloading import PolicyHolder
+from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings, default_snapshot
+from extender.startup import make_policy_holder
 from extender.usage.service import UsageService
+from extender.webhook.gangs import WebhookGangs
 
 log = logging.getLogger(__name__)
-
-
-class FixedPolicy:
-    """The built-in default policy, behind the same interface as a file-backed PolicyHolder."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.engine = Engine(policy)
-
-    @property
-    def policy(self) -> Policy:
-        return self.engine.policy
-
-    def start_watching(self, interval: float = 2.0) -> None:
-        """Nothing to watch: the default is compiled in."""
-
-    def add_listener(self, listener: Any) -> None:
-        """It never changes, so there is nothing to tell."""
-
-    def add_preparer(self, preparer: Any) -> None:
-        """It never changes, so there is nothing to prepare for."""
-
-    def stop_watching(self, timeout: float | None = 5.0) -> None:
-        """Nothing was started."""
 
 
 @dataclass
@@ -92,24 +70,6 @@ class Runtime:
         self.source.stop()
 
 
-# Objects allocated between young-generation collections (CPython's default: 700).
-GC_YOUNG_THRESHOLD = 10_000
-
-
-def tune_gc() -> None:
-    """Collect the young generation every 10,000 allocations instead of every 700.
-
-    Decoding a request or watch event allocates an object per JSON value; at 700, a
-    full-NodeList call (hundreds of KB) ran a collection every few nodes, each promoting
-    the half-built tree to the older generations, whose collections then walk it again:
-    orjson.loads of a 230-node body took 1.29 ms instead of 0.84 (bench measured in one
-    process). The objects are freed by reference counting as before; only cyclic garbage
-    waits a little longer, a few MB at most.
-    """
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-
-
 def _watch_pods_for(policy: Policy, source: Any) -> None:
     """Before a reloaded policy that reads pods takes over, have them all (extender/kube/source.py)."""
     if policy.needs_pods and not source.pods_watched and not source.start_pod_watch():
@@ -121,17 +81,6 @@ def _refuse_for_webhook(policy: Policy) -> None:
     problems = webhook_policy_problems(policy.source, policy.filters)
     if problems:
         raise PolicyError(*problems)
-
-
-def _record_reload(outcome: str, error: str | None) -> None:
-    metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
-
-
-def make_policy_holder(path: str, mode: str) -> PolicyHolder | FixedPolicy:
-    """A reloading holder for a policy file, or the built-in default of the mode."""
-    if not path:
-        return FixedPolicy(default_policy(mode))
-    return PolicyHolder(path, on_reload=_record_reload)
 
 
 def choose_source(settings: Settings) -> str:
@@ -180,8 +129,6 @@ def build_runtime(settings: Settings) -> Runtime:
         source = KubeSource(state, api_client, watch_pods=policy.policy.needs_pods, dra_kinds=dra_kinds)
         # Pod groups need the bind verb (members are held there); their first /filter starts the
         # pod watch as a first /bind does (webhook/verbs.py).
-        from extender.webhook.gangs import WebhookGangs
-
         gangs = WebhookGangs(state, api_client, hold_seconds=settings.gang_hold,
                              lease_namespace=settings.lease_namespace or None) if settings.enable_bind else None
         policy.add_preparer(lambda new: _watch_pods_for(new, source))

@@ -18,7 +18,7 @@ from extender.policy.cluster import ClusterView
 from extender.policy.engine import Engine
 
 if TYPE_CHECKING:
-    from extender.simulation.explaining import Explanation
+    from extender.explain.explanation import Explanation
 
 
 def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender import wire
+from extender.explain.device_notes import device_notes
+from extender.explain.usage_lines import with_usage
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin.devices import DeviceFit
@@ -24,8 +26,6 @@ from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.preemption import preempt
 from extender.policy.status import Code
-from extender.simulation.devicenotes import device_notes
-from extender.simulation.usage_lines import with_usage
 
 FEASIBLE = "feasible"
 REFUSED = "refused"

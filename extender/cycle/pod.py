@@ -1,8 +1,9 @@
 """One scheduling cycle for one pod: pick nodes, filter, score, choose. Pure: no IO, no clock.
 
-The standalone loop and `simulate` both call `schedule_one`, so a placement means the
-same thing live and offline. The caller assumes the pod on the chosen node (and binds);
-this function only reads the cluster state.
+kube-scheduler v1.36's schedulePod (schedule_one.go). The standalone loop, the group cycle and
+`simulate` all call `schedule_one`, so a placement means the same thing live and offline. The
+caller takes the place (extender.cycle.steps) and binds; this function only reads the cluster,
+through the engine's ClusterView.
 
 Like kube-scheduler, large clusters are not searched exhaustively: once enough feasible
 nodes are found (`percentageOfNodesToScore`, adaptive by default) filtering stops and
@@ -16,9 +17,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from extender.cluster.state import ClusterState
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.cluster import ClusterView
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine, FilterCycle
 
@@ -80,7 +81,7 @@ def _filter_until(cycle: FilterCycle, nodes: Sequence[NodeInfo], start: int,
     return merged, processed
 
 
-def _nominated_fit(cycle: FilterCycle, state: ClusterState, pod: PodView) -> NodeInfo | None:
+def _nominated_fit(cycle: FilterCycle, state: ClusterView, pod: PodView) -> NodeInfo | None:
     """The node preemption nominated for the pod, when it fits there now: kube-scheduler
     tries it first (evaluateNominatedNode) and takes it without scoring the others."""
     name = state.nominated_node(pod.key) or pod.nominated_node_name
@@ -111,7 +112,7 @@ def select_host(decision: Decision, rng: random.Random) -> str | None:
 
 def schedule_one(
     engine: Engine,
-    state: ClusterState,
+    state: ClusterView,
     pod: PodView,
     *,
     rng: random.Random,
