@@ -6,14 +6,13 @@ import re
 from collections import defaultdict
 from html import escape
 from html.parser import HTMLParser
-from pathlib import Path
 
 from extender.cluster.snapshot import Snapshot, read_snapshot
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy_file
 from extender.simulation.report import render_report, write_report
 from extender.simulation.simulating import compare, simulate
-from tests.explain.conftest import LEAST, MOST
+from tests.explain.conftest import FIXTURES, LEAST, MOST
 
 
 class Page(HTMLParser):
@@ -148,7 +147,7 @@ def test_a_reason_with_commas_of_its_own_stays_one_tag() -> None:
 
 
 def test_load_aware_policies_show_the_measured_usage() -> None:
-    fixtures = Path(__file__).parent / "fixtures"
+    fixtures = FIXTURES
     result = simulate(read_snapshot(fixtures / "load.yaml"), load_policy_file(fixtures / "load-policy.yaml"))
     assert all(n.measured for n in result.nodes)
     html = render_report(result)
