@@ -32,7 +32,11 @@ from bench.bench_engine import TARGET_US, make_cluster, make_incoming  # noqa: E
 from extender.model.nodes import NodeInfo  # noqa: E402
 from extender.model.records import PodRecord  # noqa: E402
 from extender.model.usage import STDEV_OBSERVED, UsageSample, UsageTable  # noqa: E402
-from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking  # noqa: E402
+from extender.policy.builtin.load_aware import (  # noqa: E402
+    LoadVariationRiskBalancing,
+    NodeLoad,
+    TargetLoadPacking,
+)
 from extender.policy.engine import Engine, Policy, WeightedScorer  # noqa: E402
 from extender.policy.usage_settings import UsageSettings  # noqa: E402
 from extender.usage.readings import Capacity, Reading  # noqa: E402

@@ -22,7 +22,7 @@ plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
     state.listeners    who hears of each change              (cluster/listeners.py)
 
 Its public surface, in one place:
-* the engine reads it only as a `ClusterView` (policy/cluster.py): node infos, the
+* the engine reads it only as a `ClusterView` (policy/cluster_view.py): node infos, the
   pod indexes, `memo`, node usage, device use and claims, and the read side of the
   parts above (`namespace_labels`, `nominations`, `disruption_budgets`, `storage`);
 * reflectors and snapshots write it: `replace_/upsert_/delete_` nodes and pods, and

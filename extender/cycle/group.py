@@ -23,7 +23,7 @@ from extender.cycle.pod import CycleResult, schedule_one
 from extender.gangs.topology import Placements, placements
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
 
 M = TypeVar("M")  # a member, as the mode queues it

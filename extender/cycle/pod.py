@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine, FilterCycle
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation, all_actions, merged_annotations, release_all
 from extender.policy.status import Code, Status

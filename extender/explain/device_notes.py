@@ -13,7 +13,7 @@ from extender.model.devices import DeviceRequest
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin.devices import DeviceFit, pod_device_request
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 
 MAX_NODES = 50
 

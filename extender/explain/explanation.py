@@ -21,7 +21,7 @@ from extender.explain.usage_lines import with_usage
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin.devices import DeviceFit
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.decisions import Decision, ScoreLine
 from extender.policy.engine import Engine, unknown_node_status
 from extender.policy.preemption import preempt

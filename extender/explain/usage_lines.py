@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ It mirrors kube-scheduler's framework runtime: per-pod work happens once
 the plugin name on every Status, normalises each scorer to 0..100, checks the
 range, weights and sums. It holds no cluster state and does no IO; callers pass
 the NodeInfos (from a request body, the watched cache or a snapshot) and, for the
-plugins that look beyond one node, a read-only `ClusterView` (see policy/cluster.py).
+plugins that look beyond one node, a read-only `ClusterView` (see policy/cluster_view.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from extender.errors import ExtenderError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.decisions import Decision
 from extender.policy.names import NODE_UNUSABLE
 from extender.policy.plugins import (

@@ -19,7 +19,7 @@ A filter answers None (the node passes), a reason string (unschedulable), or a `
 do the per-pod work once and return the per-node function, or None when the plugin has
 nothing to say about this pod (the engine then skips it for every node); a Status from
 `prefilter` refuses every node for the same reason. `cluster` is a read-only ClusterView
-(policy/cluster.py) for the plugins that look beyond one node; the others ignore it.
+(policy/cluster_view.py) for the plugins that look beyond one node; the others ignore it.
 When a plugin has both `prefilter` and `filter`, the engine calls `prefilter`: `filter`
 is then the same answer one node at a time (tests, third-party callers).
 
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.cluster import ClusterView, PodChange
+from extender.policy.cluster_view import ClusterView, PodChange
 from extender.policy.reservations import Reservation
 from extender.policy.status import Status
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from extender.model.budgets import DisruptionBudget
 from extender.model.nodes import NodeInfo
 from extender.model.records import PodRecord
-from extender.policy.cluster import ClusterView, PodChange
+from extender.policy.cluster_view import ClusterView, PodChange
 from extender.policy.decisions import Decision
 from extender.policy.engine import FilterCycle
 from extender.policy.status import Code, Status

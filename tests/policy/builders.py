@@ -7,7 +7,7 @@ from typing import Any
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.resources import add_into
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from tests.helpers import present
 
 

@@ -13,7 +13,7 @@ from extender.model.devices import ASSIGNMENT_ANNOTATION, LedgerClaim, Use, pars
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy.builtin import DeviceAllocation, DeviceFit
-from extender.policy.cluster import EMPTY_CLUSTER, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, PodChange
 from extender.policy.engine import Engine, Policy, WeightedScorer
 from extender.policy.registry import Registry
 from extender.policy.reservations import Reservation, release_all

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from extender.policy import builtin
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.engine import Engine, Policy, WeightedScorer
 from extender.policy.plugins import (
     FilterPlugin,

@@ -12,7 +12,7 @@ from extender.policy.builtin.interpod import (
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
 )
-from extender.policy.cluster import PodChange
+from extender.policy.cluster_view import PodChange
 from extender.policy.status import Code
 
 from .builders import (

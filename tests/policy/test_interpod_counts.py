@@ -26,7 +26,7 @@ from extender.policy.builtin.interpod import (
     PreferredInterPodAffinity,
     resolve_namespaces,
 )
-from extender.policy.cluster import PodChange
+from extender.policy.cluster_view import PodChange
 
 from .builders import HOSTNAME, ZONE, cluster_state, incoming, node_dict, placed, pod_affinity, term
 

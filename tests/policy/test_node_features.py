@@ -20,7 +20,7 @@ from extender.policy.builtin.node_features import (
     Feature,
     required_features,
 )
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy

@@ -9,7 +9,7 @@ import pytest
 from extender.model.ports import HostPort, host_ports
 from extender.policy.builtin import NodePorts
 from extender.policy.builtin.ports import REASON
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import cluster_state, incoming, node_dict, placed

@@ -6,7 +6,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.policy.builtin import NodeReady, SchedulingGates
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.status import Code
 
 from .builders import make_node, make_pod, reasons, run_filter, toleration

@@ -9,7 +9,7 @@ import pytest
 from extender.errors import PolicyError
 from extender.policy.builtin import PodTopologySpread, PreferredPodTopologySpread
 from extender.policy.builtin.spread import REASON_MISSING_LABEL, REASON_NOT_MATCH
-from extender.policy.cluster import PodChange
+from extender.policy.cluster_view import PodChange
 from extender.policy.status import Code
 
 from .builders import (

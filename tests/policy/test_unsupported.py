@@ -10,7 +10,7 @@ from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.policy.builtin.unsupported import UnsupportedConstraints
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.policy.status import Code

@@ -5,7 +5,7 @@ from __future__ import annotations
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy.builtin import VolumeRestrictions
-from extender.policy.cluster import PodChange
+from extender.policy.cluster_view import PodChange
 from extender.policy.engine import Engine, Policy
 from tests.storage_objects import claim, local_class, with_volumes
 

@@ -27,7 +27,11 @@ from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
-from extender.policy.builtin.load import LoadVariationRiskBalancing, NodeLoad, TargetLoadPacking
+from extender.policy.builtin.load_aware import (
+    LoadVariationRiskBalancing,
+    NodeLoad,
+    TargetLoadPacking,
+)
 from extender.policy.builtin.node_features import NodeDeclaredFeatures
 from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady

@@ -20,7 +20,7 @@ from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
 from extender.policy.status import Code, Status
 

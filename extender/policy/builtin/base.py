@@ -13,7 +13,7 @@ from typing import Any, Self
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin import arguments
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,

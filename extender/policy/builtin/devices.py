@@ -62,7 +62,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments, dra_devices
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,

@@ -65,7 +65,7 @@ from extender.policy.claim_actions import (
     DeleteClaim,
     DeleteExtendedClaim,
 )
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.dra import DraView, extended_key
 from extender.policy.plugins import (
     FilterPlugin,

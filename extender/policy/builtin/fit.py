@@ -27,7 +27,7 @@ from extender.model.quantities import format_units
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 

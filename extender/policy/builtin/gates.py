@@ -15,7 +15,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin.base import TakesNoArgs
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
 

@@ -35,7 +35,7 @@ from extender.model.records import PodRecord
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import TakesNoArgs
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 

@@ -29,7 +29,7 @@ from extender.model.selectors import LabelSelector, parse_label_selector
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import NodeCheck, NodeScore
 from extender.policy.status import Code, Status
 

@@ -29,7 +29,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin.base import PrefilteredFilter, TakesNoArgs
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import NodeCheck
 from extender.policy.status import Code, Status
 

@@ -50,7 +50,7 @@ from extender.model.wellknown import HOSTNAME
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.taints import untolerated_taint
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 

@@ -24,7 +24,7 @@ from extender.policy.builtin.base import (
     TakesNoArgs,
     default_normalize_int,
 )
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
 from extender.policy.status import Code, Status
 

@@ -18,7 +18,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import arguments
-from extender.policy.cluster import ClusterView
+from extender.policy.cluster_view import ClusterView
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Status
 

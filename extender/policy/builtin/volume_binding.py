@@ -44,7 +44,7 @@ from extender.model.volumes import Claim, StorageCapacity, StorageClass, Volume
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.volume_matching import VolumeCandidates
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.engine import PluginError
 from extender.policy.plugins import (
     FilterPlugin,

@@ -38,7 +38,7 @@ from extender.model.volumes import (
 )
 from extender.policy import names
 from extender.policy.builtin.base import TakesNoArgs
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView

@@ -28,7 +28,7 @@ from extender.model.volumes import NO_VOLUMES, READ_WRITE_ONCE_POD, InlineDisk
 from extender.policy import names
 from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import FilterPlugin, FilterResult, PreFilterPlugin
 from extender.policy.status import Code, Status
 

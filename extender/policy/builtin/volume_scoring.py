@@ -22,7 +22,7 @@ from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
 from extender.policy.builtin.volume_binding import NodeVolumes, find_pod_volumes, pod_claims
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import NodeScore, PreScorePlugin, ScorePlugin
 from extender.policy.status import Status
 

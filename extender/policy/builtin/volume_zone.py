@@ -22,7 +22,7 @@ from extender.model.wellknown import BETA_REGION, BETA_ZONE, REGION, ZONE
 from extender.policy import names
 from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 

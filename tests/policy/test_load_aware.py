@@ -15,7 +15,7 @@ import pytest
 
 from extender.errors import PolicyError
 from extender.model.usage import STDEV_WINDOW, UsageSample, UsageTable
-from extender.policy.builtin.load import (
+from extender.policy.builtin.load_aware import (
     CPU_OVER,
     MEMORY_OVER,
     LoadVariationRiskBalancing,
@@ -26,7 +26,7 @@ from extender.policy.builtin.load import (
     risk_score,
     target_load_score,
 )
-from extender.policy.cluster import EMPTY_CLUSTER
+from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.engine import Engine, Policy, WeightedScorer
 from extender.policy.loading import load_policy
 from extender.policy.status import Code

@@ -51,7 +51,7 @@ from extender.model.usage import UsageSample
 from extender.policy import names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
-from extender.policy.cluster import EMPTY_CLUSTER, ClusterView
+from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
