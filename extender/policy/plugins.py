@@ -65,48 +65,34 @@ NodeCheck = Callable[[NodeInfo], FilterResult]
 NodeScore = Callable[[NodeInfo], float]
 
 
-@runtime_checkable
-class FilterPlugin(Protocol):
+class Named(Protocol):
+    """Every plugin's name, as the policy file and the reasons spell it."""
+
     if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
         @property
         def name(self) -> str: ...
     else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
         name: str
 
+
+@runtime_checkable
+class FilterPlugin(Named, Protocol):
     def filter(self, pod: PodView, node: NodeInfo) -> FilterResult: ...
 
 
 @runtime_checkable
-class PreFilterPlugin(Protocol):
-    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
-        @property
-        def name(self) -> str: ...
-    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
-        name: str
-
+class PreFilterPlugin(Named, Protocol):
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         """Per-pod setup: the per-node check, a Status refusing every node, or None (skip)."""
 
 
 @runtime_checkable
-class ScorePlugin(Protocol):
-    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
-        @property
-        def name(self) -> str: ...
-    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
-        name: str
-
+class ScorePlugin(Named, Protocol):
     def score(self, pod: PodView, node: NodeInfo) -> float: ...
 
 
 @runtime_checkable
-class PreScorePlugin(Protocol):
-    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
-        @property
-        def name(self) -> str: ...
-    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
-        name: str
-
+class PreScorePlugin(Named, Protocol):
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         """Per-pod setup over the nodes to be scored: the per-node score function, or None (skip)."""
 
@@ -118,25 +104,13 @@ class NormalizeScores(Protocol):
 
 
 @runtime_checkable
-class ReservePlugin(Protocol):
-    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
-        @property
-        def name(self) -> str: ...
-    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
-        name: str
-
+class ReservePlugin(Named, Protocol):
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         """Claim what the pod will use on its chosen node, before the next pod is considered."""
 
 
 @runtime_checkable
-class PostFilterPlugin(Protocol):
-    if TYPE_CHECKING:  # read-only for the type checker, so a ClassVar (the built-ins) implements it
-        @property
-        def name(self) -> str: ...
-    else:  # a bare annotation at run time: no descriptor, so a subclass may still set `name` per instance
-        name: str
-
+class PostFilterPlugin(Named, Protocol):
     def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
         """No node fits (`failed`: each node's refusal): the API writes to make, if any."""
 
