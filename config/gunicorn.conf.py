@@ -95,6 +95,13 @@ preload_app = False
 # server down; nothing here uses it, and a read-only root filesystem has no home for it.
 control_socket_disable = True
 
+# ---- Prometheus multiprocess mode ----------------------------------------------------
+# Each worker is a process; counters only add up across them through files in a
+# shared directory, which must be known before any worker imports prometheus_client.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="extender-metrics-")
+
+
 # ---- TLS (extender serve --tls-cert/--tls-key/--client-ca) ------------------------
 # gunicorn calls `ssl_context` for every accepted connection; extender.tls answers with
 # one cached context per worker, rebuilt when the files change (cert-manager rotation,
@@ -119,13 +126,6 @@ def ssl_context(config, default_ssl_context_factory):
     from extender.tls import gunicorn_ssl_context
 
     return gunicorn_ssl_context(config, default_ssl_context_factory)
-
-
-# ---- Prometheus multiprocess mode ----------------------------------------------------
-# Each worker is a process; counters only add up across them through files in a
-# shared directory, which must be known before any worker imports prometheus_client.
-if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="extender-metrics-")
 
 
 def on_starting(server):

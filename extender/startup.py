@@ -19,11 +19,13 @@ from typing import Any, NoReturn
 
 import click
 
-from extender import metrics
-from extender.errors import ClusterError, ExtenderError
+from extender.checks.configs import webhook_policy_problems
+from extender.cluster.snapshot import read_snapshot
+from extender.errors import ClusterError, ExtenderError, PolicyError
 from extender.policy.defaults import default_policy
 from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings, default_snapshot
+from extender.tls import TLSConfigError, TLSFiles, build_context
 
 # /version answers any authenticated (and, by default, anonymous) client: a cheap round trip
 # that also proves the credentials, since a bad token gets 401 even where anonymous is allowed.
@@ -41,6 +43,8 @@ def auto_fallback_reason() -> str:
 def reach_api_server(api_client: Any) -> None:
     """One GET /version with a short timeout: an unreachable server or refused credentials is
     a ClusterError naming the server and the kubectl line that shows the same failure."""
+    # late (as in check_cluster): extender.kube.client imports prometheus_client, which must come
+    # after the multiprocess directory is set; config/gunicorn.conf.py imports this module first.
     from extender.kube.client import request_json
 
     host = api_client.configuration.host
@@ -61,6 +65,7 @@ def reach_api_server(api_client: Any) -> None:
 
 def check_cluster(settings: Settings) -> Any:
     """The API client the settings describe, once the server has answered."""
+    # late: see reach_api_server.
     from extender.kube.client import build_api_client
 
     api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
@@ -69,18 +74,12 @@ def check_cluster(settings: Settings) -> Any:
 
 
 def check_snapshot(settings: Settings) -> None:
-    from extender.cluster.snapshot import read_snapshot
-
     read_snapshot(Path(settings.snapshot) if settings.snapshot else default_snapshot())
 
 
 def check_policy(settings: Settings) -> None:
     """The webhook's policy loads, and is one a webhook can run (checks.configs.webhook_policy_problems)."""
     if settings.policy:
-        from extender.checks.configs import webhook_policy_problems
-        from extender.errors import PolicyError
-        from extender.policy.reloading import PolicyHolder
-
         holder = PolicyHolder(settings.policy)  # loads and validates; raises PolicyError with the path
         problems = webhook_policy_problems(settings.policy, holder.policy.filters)
         if problems:
@@ -90,8 +89,6 @@ def check_policy(settings: Settings) -> None:
 def check_tls(cert: str | None, key: str | None, client_ca: str | None) -> None:
     if not cert:
         return
-    from extender.tls import TLSConfigError, TLSFiles, build_context
-
     try:
         build_context(TLSFiles(cert, key or cert, client_ca))  # gunicorn.conf.py logs what it loaded
     except TLSConfigError as exc:
@@ -138,6 +135,10 @@ def tune_gc() -> None:
 
 
 def _record_reload(outcome: str, error: str | None) -> None:
+    # late: prometheus_client must not be imported before the multiprocess directory is set, and
+    # config/gunicorn.conf.py imports this module (check_tls) first.
+    from extender import metrics
+
     metrics.POLICY_RELOADS.labels(outcome=outcome).inc()
 
 

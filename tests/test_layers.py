@@ -10,7 +10,9 @@ speaks to no API server (that is extender/kube), so simulate runs it with no net
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,41 @@ def test_a_project_import_inside_a_function_says_why(path: Path) -> None:
     lines = path.read_text().splitlines()
     silent = [f"line {line}: {module}" for line, module in _in_function_imports(path) if not _explained(lines, line)]
     assert not silent, f"{path.relative_to(PACKAGE)}: " + "; ".join(silent)
+
+
+PURE_MODULES = sorted(p for unit in ("model", "dra", "policy", "gangs", "cycle") for p in (PACKAGE / unit).rglob("*.py"))
+
+
+def _imports_alone(path: Path) -> str:
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
+                            cwd=PACKAGE.parent, timeout=60)
+    return "" if result.returncode == 0 else f"{module}: {result.stderr.strip().splitlines()[-1]}"
+
+
+def test_each_pure_module_imports_first() -> None:
+    """An import cycle hides as long as some other module happens to be imported first: each pure
+    module is imported first, in a process of its own (policy.usage_settings once was not)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        failures = [failure for failure in pool.map(_imports_alone, PURE_MODULES) if failure]
+    assert len(PURE_MODULES) > 60
+    assert not failures, failures
+
+
+def test_startup_imports_no_prometheus_client() -> None:
+    """config/gunicorn.conf.py imports extender.startup (the TLS check) in gunicorn's master:
+    prometheus_client must not be loaded there before the multiprocess directory is known."""
+    probe = "import sys, extender.startup; assert 'prometheus_client' not in sys.modules, 'loaded'"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PACKAGE.parent,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_command_line_loads_no_client_until_a_command_runs() -> None:
+    """`extender --help` (and every command's import) pays for neither the kubernetes client nor
+    prometheus_client: cli/__init__.py's promise, kept by the commented late imports."""
+    probe = ("import sys, extender.cli; heavy = {'kubernetes', 'prometheus_client'} & set(sys.modules); "
+             "assert not heavy, sorted(heavy)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PACKAGE.parent,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 import yaml
 from marshmallow import ValidationError, fields
 
+from extender.errors import PolicyError
+from extender.model.devices import PREFIX, RESOURCES
 from extender.policy import schemas
 
 __all__ = [
@@ -371,7 +373,8 @@ def validate_scheduler_config(
 def check_policy(path: str | Path, mode: str | None = None) -> Problems:
     """Problems in one of our policy files: whatever `load_policy_file` refuses, and, for a
     `mode` ("webhook" or "standalone"; None: either), what that mode cannot run."""
-    from extender.errors import PolicyError
+    # late: the policy loader brings the engine and every built-in plugin (~0.3 s), which checking a
+    # kube-scheduler configuration alone (`extender check --scheduler-config`) never needs
     from extender.policy.loading import load_policy_file
 
     try:
@@ -390,6 +393,7 @@ def webhook_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Pr
     """What a webhook policy cannot do: DeviceFit with a deviceClass records GPU shares as DRA
     allocations, but in webhook mode kube-scheduler allocates DRA itself, before it calls the
     webhook, and would never see the shares the webhook holds in flight (docs/devices.md)."""
+    # late: the built-in plugins cost ~0.3 s to import (see check_policy)
     from extender.policy.builtin import DeviceFit
 
     return [f"{path}: filters[{index}] (DeviceFit) has deviceClass {plugin.device_class!r}: shared GPUs on DRA "
@@ -401,7 +405,7 @@ def webhook_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Pr
 def _device_policy_problems(path: str | Path, filters: tuple[object, ...]) -> Problems:
     """DeviceFit shares devices out; a ResourceFit counting the same resources as whole units
     against the node's allocatable would refuse every shared GPU pod."""
-    from extender.model.devices import PREFIX, RESOURCES
+    # late: the built-in plugins cost ~0.3 s to import (see check_policy)
     from extender.policy.builtin import DeviceFit, ResourceFit
 
     if not any(isinstance(f, DeviceFit) for f in filters):
@@ -557,8 +561,6 @@ def _check_extenders(
 def _check_device_resources(path: str, extender: dict[str, Any], problems: Problems) -> None:
     """Shared GPUs (docs/devices.md) work only with all three resources managed, ignored by
     kube-scheduler (it would count them as whole units), and bound by the extender."""
-    from extender.model.devices import RESOURCES
-
     entries = {r.get("name"): r for r in extender.get("managedResources") or [] if isinstance(r, dict)}
     managed = [name for name in RESOURCES if name in entries]
     if not managed:

@@ -23,6 +23,7 @@ from typing import Any
 
 from extender.checks.permissions import Permission, can_i_command, service_account_user
 from extender.errors import ClusterError
+from extender.kube.client import request_json
 
 __all__ = [
     "SSAR_PATH",
@@ -82,8 +83,6 @@ def check_permissions(
     Raises PreflightError when a review cannot be made or read, including when
     creating SelfSubjectAccessReviews is itself forbidden.
     """
-    from extender.kube.client import request_json
-
     missing: list[Permission] = []
     for permission in permissions:
         if permission.namespaced and not namespace:

@@ -21,6 +21,7 @@ from extender.checks.permissions import (
     required_permissions,
     service_account_user,
 )
+from extender.errors import ClusterError
 
 __all__ = ["check"]
 
@@ -140,6 +141,8 @@ def check(
     impersonate permission; in a pod they are checked for the pod's own account.
     Exit status: 0 when everything checked is fine, 1 otherwise.
     """
+    # late: the kubernetes client costs ~0.3 s to import, and `extender check --help` (which imports
+    # this module) needs none of it
     from extender.kube.client import in_cluster
 
     cluster_wanted = use_cluster and bool(kubeconfig or context or in_cluster())
@@ -185,8 +188,9 @@ def _check_cluster(
     leader_elect: bool,
     lease_namespace: str,
 ) -> bool:
+    # late: these load the kubernetes client and the policy engine (~0.5 s), which `extender check --help`
+    # and the file checks never need
     from extender.checks.preflight import check_permissions, format_missing
-    from extender.errors import ClusterError
     from extender.kube.client import build_api_client
     from extender.startup import reach_api_server
 

@@ -20,10 +20,13 @@ from extender.cluster.snapshot import Snapshot, load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject, NotFoundError, PolicyError
 from extender.explain.explanation import Explanation, explain_pod, render_table, to_json
-from extender.model.podgroups import GroupKey
+from extender.model.podgroups import GroupKey, parse_pod_group
 from extender.model.pods import PodView
+from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, Policy
+from extender.policy.loading import load_policy_file
 from extender.settings import default_snapshot
+from extender.simulation.gangnotes import group_note
 
 __all__ = ["explain", "policy_from_option"]
 
@@ -35,11 +38,7 @@ def policy_from_option(path: str | None, mode: str = "standalone") -> Policy:
     """The policy a command runs: the file when given, else the built-in default of `mode`."""
     try:
         if path:
-            from extender.policy.loading import load_policy_file
-
             return load_policy_file(path)
-        from extender.policy.defaults import default_policy
-
         return default_policy(mode)
     except PolicyError as exc:
         raise click.ClickException(str(exc)) from None
@@ -60,6 +59,8 @@ def _key(raw: dict[str, Any]) -> str:
 
 
 def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Snapshot]:
+    # late: the kubernetes client costs ~0.3 s to import, and `extender explain --help` (which imports
+    # this module) needs none of it
     from extender.kube.client import build_api_client, request_json
     from extender.startup import reach_api_server
 
@@ -77,6 +78,7 @@ def _live_cluster(kubeconfig: str | None, context: str | None) -> tuple[Any, Sna
 def _live_storage(api_client: Any) -> dict[str, list[dict[str, Any]]]:
     """The objects the volume filters read; a kind that cannot be listed is an error, not a blank
     (a claim missing from the lists would be explained as "not found")."""
+    # late: the kubernetes client, ~0.3 s (see _live_cluster)
     from extender.kube.client import request_json
     from extender.kube.volume_source import STORAGE_PATHS
 
@@ -96,6 +98,7 @@ def _find_pod(target: str, snapshot: Snapshot, api_client: Any) -> dict[str, Any
         if _key(pod) == key:
             return pod
     if api_client is not None:
+        # late: the kubernetes client, ~0.3 s (see _live_cluster)
         from extender.kube.client import request_json
 
         try:
@@ -110,9 +113,6 @@ def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
     """The pod's group, quorum and what it waits for (docs/gangs.md), from the cluster or the snapshot."""
     if pod.group is None:
         return []
-    from extender.model.podgroups import parse_pod_group
-    from extender.simulation.gangnotes import group_note
-
     if api_client is None:
         raw_group = _snapshot_group(cluster, pod.group)
         try:
@@ -120,6 +120,7 @@ def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
         except InvalidObject as exc:
             return [f"pod group {pod.group}: cannot read it: {exc}"]
         return [group_note(pod, group, cluster.pods)]
+    # late: the kubernetes client, ~0.3 s (see _live_cluster)
     from extender.kube.client import request_json
     from extender.kube.podgroup_source import podgroups_path
 
@@ -192,6 +193,7 @@ def explain(target: str, snapshot: str | None, kubeconfig: str | None, context: 
             (None, read_snapshot(snapshot or default_snapshot()))
         path = Path(target)
         if path.is_file():
+            # late: loads the kubernetes client (through usage.offline), ~0.3 s (see _live_cluster)
             from extender.simulation.simulating import read_pods
 
             pods = read_pods(path)
@@ -203,6 +205,7 @@ def explain(target: str, snapshot: str | None, kubeconfig: str | None, context: 
         raise click.ClickException(str(exc)) from None
     state = ClusterState()
     load_into(state, cluster)
+    # late: loads the kubernetes client (through usage.metrics_api), ~0.3 s (see _live_cluster)
     from extender.usage.offline import live_usage, snapshot_usage
 
     usage_notes = live_usage(state, api_client, engine.policy) if live else \

@@ -10,8 +10,10 @@ from typing import Any
 
 import click
 
-from extender.checks.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
-from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
+from extender.checks.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS, required_permissions
+from extender.errors import ExtenderError
+from extender.logs import setup_logging
+from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME, build_profiles, parse_profile_option
 
 __all__ = ["schedule", "default_lease_namespace"]
 
@@ -39,8 +41,6 @@ def _parse_service_account(ctx: click.Context, param: click.Parameter, value: st
 
 
 def _parse_profiles(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:
-    from extender.scheduler.profiles import parse_profile_option
-
     parsed = []
     for value in values:
         try:
@@ -55,7 +55,8 @@ def _preflight(api_client: Any, leader_elect: bool, lease_namespace: str,
     """Refuse to start without every permission, naming each missing one (exit status 1).
 
     `devices`: a policy shares GPUs, so binds write the device ledger's Leases."""
-    from extender.checks.permissions import required_permissions
+    # late: checks.preflight loads the kubernetes client (~0.3 s), and `extender schedule --help` (which
+    # imports this module) needs none of it
     from extender.checks.preflight import PreflightError, check_permissions, format_missing
 
     permissions = required_permissions("standalone", leader_elect=leader_elect, devices=devices)
@@ -77,6 +78,7 @@ def _preflight(api_client: Any, leader_elect: bool, lease_namespace: str,
 
 
 def _shares_devices(profiles: list[Any]) -> bool:
+    # late: the built-in plugins cost ~0.2 s to import, and `extender schedule --help` needs none of them
     from extender.policy.builtin import DeviceFit
 
     return any(isinstance(f, DeviceFit) for profile in profiles for f in profile.engine.policy.filters)
@@ -148,13 +150,12 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     PodScheduled=False/Unschedulable, and are retried when the cluster changes.
     SIGTERM stops taking pods, finishes binds in flight and releases the Lease.
     """
-    from extender.errors import ExtenderError
+    # late: the scheduler, the kubernetes client and prometheus_client cost ~0.6 s to import, and
+    # `extender schedule --help` (which imports this module) needs none of it
     from extender.kube import deviceledger
     from extender.kube.client import build_api_client
-    from extender.logs import setup_logging
     from extender.scheduler.health import HealthServer
     from extender.scheduler.leader import LeaderElector
-    from extender.scheduler.profiles import build_profiles
     from extender.scheduler.scheduler import Scheduler, connections_needed
     from extender.startup import fail, reach_api_server, tune_gc
 

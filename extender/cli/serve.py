@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from extender.errors import ExtenderError
+from extender.logs import setup_logging
 from extender.settings import Settings, config_dir
 
 GUNICORN_CONF = "gunicorn.conf.py"
@@ -49,7 +51,7 @@ def run_gunicorn(options: dict[str, Any]) -> None:
             # Runs in each worker after fork, so the watches belong to the worker.
             from gunicorn.arbiter import Arbiter
 
-            from extender.errors import ExtenderError
+            # late: the webhook imports prometheus_client, which must come after _prepare_metrics_dir
             from extender.webhook import create_app
 
             try:
@@ -125,11 +127,8 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind
     _prepare_metrics_dir()
-    from extender.logs import setup_logging
-
     setup_logging(settings.log_format, settings.log_level)
     # extender.webhook.runtime imports prometheus_client, so it must come after _prepare_metrics_dir.
-    from extender.errors import ExtenderError
     from extender.startup import check_serving, fail
     from extender.webhook.runtime import choose_source
 

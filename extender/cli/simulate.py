@@ -14,8 +14,6 @@ import click
 from extender.cli.explain import policy_from_option
 from extender.cluster.snapshot import read_snapshot
 from extender.errors import ExtenderError
-from extender.simulation import simulating
-from extender.simulation.report import write_report
 
 __all__ = ["simulate"]
 
@@ -43,6 +41,11 @@ def simulate(snapshot: str, policies: tuple[str, ...], pods_file: str | None, ht
     or Coscheduling) are placed all or nothing, as the standalone scheduler does, and each is
     reported complete or why not.
     """
+    # late: simulate reads node usage through the metrics API reader, which loads the kubernetes
+    # client and prometheus_client (~0.5 s); `extender --help` imports this module and needs neither
+    from extender.simulation import simulating
+    from extender.simulation.report import write_report
+
     if len(policies) > 2:
         raise click.UsageError("--policy can be given at most twice (to compare two policies)")
     loaded = [policy_from_option(path) for path in policies] or [policy_from_option(None)]

@@ -44,6 +44,7 @@ import orjson
 
 from extender import metrics
 from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.kube.client import request_json
 from extender.model.devices import (
     LEDGER_TTL_SECONDS,
     PREFIX,
@@ -257,8 +258,6 @@ class Ledger:
     # ---- API calls ------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        from extender.kube.client import request_json
-
         try:
             return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
         except ConflictError:

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.gangs import ledger as pure
+from extender.kube.client import request_json
 from extender.kube.deviceledger import MANAGED_BY, default_namespace
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,6 @@ class GangLeases:
         return f"{base}/{quote(pure.lease_name(group_uid), safe='')}" if group_uid else base
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        from extender.kube.client import request_json
-
         try:
             return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
         except ConflictError:

@@ -13,6 +13,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from extender.errors import PolicyError
+from extender.policy import builtin
 from extender.policy.plugins import PluginFactory
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,6 @@ class Registry:
 
 def default_registry() -> Registry:
     """A fresh registry with every built-in plugin; each caller gets its own (no globals)."""
-    from extender.policy import builtin
-
     registry = Registry()
     builtin.register(registry)
     return registry

@@ -22,7 +22,6 @@ the loop. Pure: the adapters in extender/usage read these dataclasses.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -39,10 +38,7 @@ UNITS = (RATIO, PERCENT, ABSOLUTE)
 
 WHERE = "settings.usage"
 MIN_INTERVAL = 1.0
-MAX_DURATION = 7 * 24 * 3600.0
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+MAX_DURATION = arguments.MAX_DURATION
 
 # node_exporter through a Prometheus that labels series with the Kubernetes node name
 # (the usual kubernetes_sd relabelling to `node`); both ratios of the node's capacity.
@@ -101,25 +97,12 @@ class UsageSettings:
         return 2.0 / (self.variance_samples + 1)
 
 
-def duration(raw: Any, *, minimum: float = 0.0) -> float:
-    """Seconds from a number or a string like `30s`, `2m`, `500ms`, `1h`."""
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        seconds = float(raw)
-    elif isinstance(raw, str) and (match := _DURATION.match(raw)):
-        seconds = float(match[1]) * _SCALE[match[2]]
-    else:
-        raise arguments.Invalid("expected a duration such as 30s, 2m or a number of seconds")
-    if seconds != seconds or not minimum <= seconds <= MAX_DURATION:
-        raise arguments.Invalid(f"must be from {minimum:g}s to {MAX_DURATION:g}s")
-    return seconds
-
-
 def _unit(default: str) -> Any:
     return arguments.one_of(UNITS, f"must be one of {', '.join(UNITS)}", default=default, null=default)
 
 
 def _seconds(default: float | None, minimum: float = 0.0, **options: Any) -> Any:
-    return arguments.value(lambda raw: duration(raw, minimum=minimum), default=default, **options)
+    return arguments.value(lambda raw: arguments.read_duration(raw, minimum=minimum), default=default, **options)
 
 
 def _query(default: Query | None) -> Any:

@@ -36,6 +36,7 @@ from extender.cycle.group import choose_domain, domains, member_order, place_mem
 from extender.cycle.pod import CycleResult
 from extender.gangs.coordinator import REASON_TIMEOUT, Decision, GangCoordinator, Member, Verdict
 from extender.kube.events import rfc3339
+from extender.kube.podgroup_source import PodGroupSource
 from extender.model.nodes import NodeInfo
 from extender.model.podgroups import (
     API_COSCHEDULING,
@@ -150,8 +151,6 @@ class GangScheduling:
         self._clock = clock
         self.source = None
         if api_client is not None:
-            from extender.kube.podgroup_source import PodGroupSource
-
             self.source = PodGroupSource(api_client, self._group_event, apis=apis, **watch_options)
         self.apis = frozenset(self.source.apis if self.source is not None else apis or ())
         self._held: dict[str, Placed] = {}

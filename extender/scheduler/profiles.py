@@ -80,6 +80,8 @@ def build_profiles(scheduler_name: str, policy_path: str | None,
     must not). A name given twice is an error (its pods could only follow one policy).
     Raises PolicyError for a policy file that does not load.
     """
+    # late: startup loads the policy loader and the kubernetes and prometheus clients (~0.5 s), and
+    # `extender schedule --help` imports this module (cli/schedule.py) and needs none of it
     from extender.startup import make_policy_holder
 
     if not _valid_scheduler_name(scheduler_name):

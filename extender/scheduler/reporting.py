@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from extender import metrics
+from extender.kube.events import post_event, set_pod_scheduled_condition
 from extender.policy.decisions import Decision
 from extender.policy.preemption import Outcome
 from extender.scheduler.profiles import DEFAULT_SCHEDULER_NAME
@@ -167,8 +168,6 @@ class Reporter:
         self._submit(self._post_invalid, ref, scheduler, message)
 
     def _post_invalid(self, ref: dict[str, str], scheduler: str, message: str) -> None:
-        from extender.kube.events import post_event
-
         post_event(self.api_client, ref, reason=REASON_FAILED, message=message, type="Warning",
                    action="Scheduling", reporting_controller=scheduler or DEFAULT_SCHEDULER_NAME,
                    reporting_instance=self.instance)
@@ -231,16 +230,12 @@ class Reporter:
                 self._backlog -= 1
 
     def _post_event(self, entry: QueuedPod, reason: str, message: str, type_: str) -> None:
-        from extender.kube.events import post_event
-
         post_event(self.api_client, _pod_ref(entry), reason=reason, message=message, type=type_,
                    action="Binding" if reason == REASON_SCHEDULED else "Scheduling",
                    reporting_controller=entry.profile, reporting_instance=self.instance)
 
     def _post_failure(self, entry: QueuedPod, message: str, condition_reason: str,
                       nominated_node: str | None = None) -> None:
-        from extender.kube.events import post_event, set_pod_scheduled_condition
-
         post_event(self.api_client, _pod_ref(entry), reason=REASON_FAILED, message=message, type="Warning",
                    action="Scheduling", reporting_controller=entry.profile, reporting_instance=self.instance)
         if self.is_placed is not None and self.is_placed(entry.key):

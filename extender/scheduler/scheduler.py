@@ -33,6 +33,8 @@ from extender.cycle import steps
 from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ExtenderError
 from extender.kube import dra_source
+from extender.kube.binding import KubeBinder
+from extender.kube.source import KubeSource
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeInfo, NodeView
@@ -121,13 +123,9 @@ class Scheduler:
         self.state.nominator.tracking = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
-            from extender.kube.source import KubeSource
-
             source = KubeSource(self.state, api_client, watch_budgets=True, dra_kinds=dra_source.ALL, **options)
         self.source = source
         if binder is None:
-            from extender.kube.binding import KubeBinder
-
             binder = KubeBinder(api_client, self.state)
         self.binder = binder
         self.queue = queue if queue is not None else SchedulingQueue()

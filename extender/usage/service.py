@@ -30,6 +30,10 @@ from extender.policy.usage_settings import (
     uses_usage,
 )
 from extender.usage import readings
+from extender.usage.annotations import AnnotationSource
+from extender.usage.metrics_api import MetricsApiSource
+from extender.usage.polling import UsagePoller
+from extender.usage.prometheus import PrometheusSource
 from extender.usage.readings import Fetch, FetchError
 from extender.usage.store import UsageStore
 
@@ -52,18 +56,12 @@ class _NoApiServer:
 def build_source(settings: UsageSettings, api_client: Any) -> Any:
     """The live source the settings name."""
     if settings.source == PROMETHEUS:
-        from extender.usage.prometheus import PrometheusSource
-
         assert settings.prometheus is not None  # parse_usage_settings requires it
         return PrometheusSource(settings.prometheus)
     if settings.source == ANNOTATIONS:
-        from extender.usage.annotations import AnnotationSource
-
         return AnnotationSource(settings.annotations)
     if api_client is None:
         return _NoApiServer()
-    from extender.usage.metrics_api import MetricsApiSource
-
     return MetricsApiSource(api_client)
 
 
@@ -129,8 +127,6 @@ class UsageService:
                 self._start_loop(wanted)
 
     def _start_loop(self, settings: UsageSettings) -> None:
-        from extender.usage.polling import UsagePoller
-
         source = build_source(settings, self.api_client)
         store = UsageStore(source.name, settings)
         self.state.add_pod_hook(store.on_pod_change)

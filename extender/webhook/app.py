@@ -13,11 +13,13 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from extender import __version__, metrics
+from extender.logs import setup_logging
 from extender.settings import Settings
 from extender.startup import tune_gc
 from extender.webhook import verbs
 from extender.webhook.bodies import error_message, explain_off_message, json_response
 from extender.webhook.nodeviews import NodeViewCache
+from extender.webhook.openapi import build_openapi
 from extender.webhook.podviews import PodViewCache
 from extender.webhook.runtime import Runtime, build_runtime
 from extender.webhook.verb_routes import Route, VerbRoutes
@@ -31,8 +33,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     """Build the app. Without arguments, settings come from EXTENDER_* variables."""
     settings = settings or Settings.from_env()
     if not logging.getLogger().handlers:  # plain `gunicorn -c ...`: nobody configured logging yet
-        from extender.logs import setup_logging
-
         setup_logging(settings.log_format, settings.log_level)
     tune_gc()
     runtime = runtime or build_runtime(settings)
@@ -64,8 +64,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
 
 def _add_status_routes(app: Flask, runtime: Runtime, settings: Settings) -> None:
-    from extender.webhook.openapi import build_openapi
-
     spec = build_openapi(settings)
 
     @app.get("/healthz")

@@ -30,6 +30,8 @@ from extender.gangs.coordinator import GangCoordinator, Member
 from extender.gangs.fitting import PODS, fits_at_all
 from extender.gangs.ledger import Outcome
 from extender.kube.events import rfc3339
+from extender.kube.gangledger import GangLeases
+from extender.kube.podgroup_source import PodGroupSource
 from extender.model.podgroups import (
     API_V1ALPHA2,
     REASON_SCHEDULED,
@@ -76,9 +78,6 @@ class WebhookGangs:
     def __init__(self, state: ClusterState, api_client: Any, *, hold_seconds: float = DEFAULT_HOLD_SECONDS,
                  lease_namespace: str | None = None, apis: Iterable[str] | None = None,
                  poll_seconds: float = POLL_SECONDS, **watch_options: Any) -> None:
-        from extender.kube.gangledger import GangLeases
-        from extender.kube.podgroup_source import PodGroupSource
-
         if hold_seconds <= 0:
             raise ValueError("the gang hold must be positive")
         self.state = state

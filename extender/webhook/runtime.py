@@ -19,11 +19,17 @@ from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
 from extender.cycle.steps import Binder
 from extender.errors import ExtenderError, PolicyError
+from extender.kube import deviceledger
+from extender.kube.binding import KubeBinder
+from extender.kube.client import build_api_client, cluster_configured
+from extender.kube.dra_source import ALL as ALL_DRA
+from extender.kube.dra_source import CLASSES_ONLY
+from extender.kube.source import KubeSource
 from extender.policy import names
 from extender.policy.engine import Engine, Policy
 from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings, default_snapshot
-from extender.startup import make_policy_holder
+from extender.startup import auto_fallback_reason, make_policy_holder
 from extender.usage.service import UsageService
 from extender.webhook.gangs import WebhookGangs
 
@@ -89,8 +95,6 @@ def choose_source(settings: Settings) -> str:
         return settings.source
     if settings.snapshot:
         return "snapshot"
-    from extender.kube.client import cluster_configured
-
     return "kube" if settings.kubeconfig or cluster_configured() else "snapshot"
 
 
@@ -104,20 +108,11 @@ def build_runtime(settings: Settings) -> Runtime:
     if kind == "snapshot":
         path = Path(settings.snapshot) if settings.snapshot else default_snapshot()
         if settings.source == "auto" and not settings.snapshot:
-            from extender.startup import auto_fallback_reason
-
             log.warning("--source auto: %s; serving the demo snapshot %s instead (--source kube to "
                         "require a cluster)", auto_fallback_reason(), path)
         return Runtime(state, SnapshotSource(state, path), MemoryBinder(state), policy,
                        usage=UsageService(state, None, [policy]))
     if kind == "kube":
-        from extender.kube import deviceledger
-        from extender.kube.binding import KubeBinder
-        from extender.kube.client import build_api_client
-        from extender.kube.dra_source import ALL as ALL_DRA
-        from extender.kube.dra_source import CLASSES_ONLY
-        from extender.kube.source import KubeSource
-
         api_client = build_api_client(settings.kubeconfig or None, settings.context or None)
         deviceledger.configure(api_client, namespace=settings.lease_namespace or None)
         # Pods are watched when the policy reads them; a webhook that binds starts the watch at

@@ -49,6 +49,7 @@ from gunicorn.http import wsgi
 from gunicorn.workers import base
 
 from extender.webhook import plain_requests
+from extender.webhook.app import EXTENSION
 from extender.webhook.verb_routes import VerbRoutes
 
 # How long a stopping worker leaves idle connections open for a request already sent.
@@ -314,8 +315,6 @@ class ConnectionWorker(base.Worker):
         """Tell the app this process is stopping (SIGTERM, or its gunicorn master is gone): the
         gang binds it holds answer now, as errors kube-scheduler retries elsewhere, instead of
         keeping their connections, and the port, for the rest of their hold."""
-        from extender.webhook.app import EXTENSION
-
         runtime = getattr(self.wsgi, "extensions", {}).get(EXTENSION)
         if runtime is not None:
             runtime.drain()

@@ -12,6 +12,7 @@ schema runs when a policy loads, never per pod.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
@@ -20,6 +21,10 @@ from marshmallow import Schema, ValidationError, fields, missing, post_load, pre
 
 from extender.errors import InvalidObject, PolicyError
 from extender.policy import schemas
+
+MAX_DURATION = 7 * 24 * 3600.0
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 Read = Callable[[Any], Any]
 Invalid = ValidationError  # what a `build` raises: Invalid("message") or Invalid({"field": ["message"]})
@@ -149,6 +154,19 @@ def read_strings(raw: Any, each: Callable[[str], str] | None = None) -> tuple[st
 
 def strings(*, each: Callable[[str], str] | None = None, **options: Any) -> fields.Field[Any]:
     return Value(lambda raw: read_strings(raw, each), **({"default": ()} | options))
+
+
+def read_duration(raw: Any, *, minimum: float = 0.0) -> float:
+    """Seconds from a number or a string like `30s`, `2m`, `500ms`, `1h` (at most a week)."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        seconds = float(raw)
+    elif isinstance(raw, str) and (match := _DURATION.match(raw)):
+        seconds = float(match[1]) * _SCALE[match[2]]
+    else:
+        raise Invalid("expected a duration such as 30s, 2m or a number of seconds")
+    if seconds != seconds or not minimum <= seconds <= MAX_DURATION:
+        raise Invalid(f"must be from {minimum:g}s to {MAX_DURATION:g}s")
+    return seconds
 
 
 def read_number(raw: Any, *, minimum: float | None = None) -> float:

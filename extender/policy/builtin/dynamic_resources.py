@@ -80,7 +80,6 @@ from extender.policy.plugins import (
 )
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
-from extender.policy.usage_settings import duration
 
 NAME = names.DYNAMIC_RESOURCES
 NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -308,7 +307,7 @@ def _pod_ref(pod: PodView) -> ConsumerRef:
 
 
 _ARGS = arguments.schema({
-    "bindingTimeout": arguments.value(lambda raw: duration(raw, minimum=1.0), default=DEFAULT_TIMEOUT),
+    "bindingTimeout": arguments.value(lambda raw: arguments.read_duration(raw, minimum=1.0), default=DEFAULT_TIMEOUT),
 })
 _SCORE_ARGS = arguments.schema({})
 
