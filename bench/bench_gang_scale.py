@@ -341,7 +341,7 @@ def engine_once(nodes: int, pods: int, gangs: bool, waiting: int = 1000) -> dict
     """Place `pods` pods of no group with the in-process Scheduler; CPU and wall µs per node per pod.
     `gangs`: the pod-group feature on, with a gang of `waiting` members one short of its quorum
     (so gated) in the queue all along."""
-    from extender.cluster.binding import MemoryBinder
+    from extender.cluster.memory_binder import MemoryBinder
     from extender.cluster.state import ClusterState
     from extender.model import podgroups as pg
     from extender.policy.defaults import default_policy

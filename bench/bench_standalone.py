@@ -93,7 +93,7 @@ class _CountingBinder:
 def end_to_end(kubeconfig: str, pods: int, *, parallel_binds: int = 16, profile: bool = False,
                timeout: float = 300.0) -> dict[str, Any]:
     from extender.cluster.state import ClusterState
-    from extender.kube.binding import KubeBinder
+    from extender.kube.binder import KubeBinder
     from extender.kube.client import build_api_client
     from extender.policy.defaults import default_policy
     from extender.policy.engine import Engine

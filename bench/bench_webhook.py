@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from bench.objects import make_node, make_pod
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
 from extender.startup import make_policy_holder  # noqa: E402

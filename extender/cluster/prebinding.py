@@ -2,9 +2,9 @@
 
 A plugin's `Reservation.actions` are plain data (see extender.policy.reservations). Each
 binder is handed a table of handlers, one per action type, when it is built: the kube
-binder's perform the actions against the API server (`extender.kube.binding.api_server_actions`),
+binder's perform the actions against the API server (`extender.kube.binder.api_server_actions`),
 the memory binder's apply them to the in-memory cluster of simulate and the snapshot webhook
-(`extender.cluster.binding.in_memory_actions`), so a simulated placement goes through the
+(`extender.cluster.memory_binder.in_memory_actions`), so a simulated placement goes through the
 same steps as a live one, and no table is filled by the side effect of an import.
 
 Handlers raise ClusterError when the work cannot be done; the caller then releases the

@@ -1,6 +1,6 @@
 """Preemption: which lower-priority pods to evict, and from which node (kube-scheduler's DefaultPreemption).
 
-Pure: it decides, the standalone scheduler (extender/scheduler/preemption.py) and
+Pure: it decides, the standalone scheduler (extender/scheduler/preemptor.py) and
 simulate carry the decision out. The choices are kube-scheduler v1.36's:
 
 * a pod with `preemptionPolicy: Never` does not preempt; nor does a pod whose nominated

@@ -24,9 +24,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from extender import metrics
 from extender.cluster import listeners
@@ -58,8 +58,10 @@ from extender.policy.reservations import Reservation
 from extender.scheduler.queueing import ACTIVE, QueuedPod
 
 if TYPE_CHECKING:
+    from extender.scheduler.bind_pool import BindPool
     from extender.scheduler.profiles import Profile
-    from extender.scheduler.scheduler import Scheduler
+    from extender.scheduler.queueing import SchedulingQueue
+    from extender.scheduler.reporting import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,42 @@ _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.P
 # Where a sibling that `pop_members` did not take may be when it is only late: not queued yet, or
 # queued (admitted) right after. Elsewhere (gated by its schedulingGates) it is not coming.
 _ON_ITS_WAY = frozenset({None, ACTIVE})
+
+
+class PodCycles(Protocol):
+    """What the group cycle needs of the standalone scheduler (scheduler.py `Scheduler`): its
+    queue, state, reporter and bind pool, and its pod-by-pod steps, each of which reports and
+    requeues on failure exactly as a pod of no group is."""
+
+    @property
+    def queue(self) -> SchedulingQueue: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def reporter(self) -> Reporter: ...
+
+    @property
+    def binds(self) -> BindPool: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def profiles(self) -> Mapping[str, Profile]: ...
+
+
+    def placed_already(self, entry: QueuedPod) -> bool: ...
+
+    def decide(self, entry: QueuedPod, engine: Engine, started: float,
+               nodes: Sequence[NodeInfo] | None = None) -> CycleResult | None: ...
+
+    def reserve(self, entry: QueuedPod, engine: Engine, node: str, started: float
+                ) -> tuple[Reservation, ...] | None: ...
+
+    def unschedulable(self, entry: QueuedPod, engine: Engine, result: CycleResult, started: float, *,
+                      preempt: bool = True) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +181,7 @@ class GangScheduling:
     `pre_enqueue` (under its lock), the loop calls `schedule_group` and `tick`, bind workers call
     `undone`."""
 
-    def __init__(self, scheduler: Scheduler, api_client: Any, *, apis: Iterable[str] | None = None,
+    def __init__(self, scheduler: PodCycles, api_client: Any, *, apis: Iterable[str] | None = None,
                  clock: Any = time.monotonic, **watch_options: Any) -> None:
         """`apis`: the pod-group APIs to watch (default: those the API server serves)."""
         self.scheduler = scheduler

@@ -33,7 +33,7 @@ from extender.cycle import steps
 from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ExtenderError
 from extender.kube import dra_source
-from extender.kube.binding import KubeBinder
+from extender.kube.binder import KubeBinder
 from extender.kube.source import KubeSource
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
@@ -42,12 +42,12 @@ from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Status
-from extender.scheduler.binding import BindPool
+from extender.scheduler.bind_pool import BindPool
 from extender.scheduler.claim_gate import ClaimGate
 from extender.scheduler.gangs import GangScheduling
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
-from extender.scheduler.preemption import PREEMPT_WORKERS, Preemptor
+from extender.scheduler.preemptor import PREEMPT_WORKERS, Preemptor
 from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
 from extender.scheduler.reporting import REPORT_WORKERS, Reporter

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.cycle import steps
 from extender.cycle.pod import CycleResult, schedule_one

@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from extender.checks.configs import webhook_policy_problems
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import SnapshotSource
 from extender.cluster.state import ClusterState
 from extender.cycle.steps import Binder
 from extender.errors import ExtenderError, PolicyError
 from extender.kube import deviceledger
-from extender.kube.binding import KubeBinder
+from extender.kube.binder import KubeBinder
 from extender.kube.client import build_api_client, cluster_configured
 from extender.kube.dra_source import ALL as ALL_DRA
 from extender.kube.dra_source import CLASSES_ONLY
@@ -33,18 +33,45 @@ from extender.startup import auto_fallback_reason, make_policy_holder
 from extender.usage.service import UsageService
 from extender.webhook.gangs import WebhookGangs
 
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
 log = logging.getLogger(__name__)
+
+
+class ClusterSource(Protocol):
+    """What fills the cluster state: a snapshot file (cluster/snapshot.py `SnapshotSource`) or the
+    API server's watches (kube/source.py `KubeSource`). Pods are watched only once a policy or a
+    /bind needs them (webhook/verbs.py)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def pods_watched(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def start_pod_watch(self, why: str = ...) -> bool: ...
+
+    def begin_pod_watch(self, why: str) -> bool: ...
+
+    def pods_listed(self, timeout: float) -> bool: ...
+
+    def refresh_pod(self, namespace: str, name: str) -> bool: ...
 
 
 @dataclass
 class Runtime:
     state: ClusterState
-    source: Any  # SnapshotSource or KubeSource: start(), stop(), kind
+    source: ClusterSource
     binder: Binder
     policy: PolicyHolder | FixedPolicy
-    api_client: Any = None
+    api_client: ApiClient | None = None
     usage: UsageService | None = None  # node usage for the load-aware plugins, while a policy uses them
-    gangs: Any = None  # WebhookGangs (extender/webhook/gangs.py) where the API server serves pod groups
+    gangs: WebhookGangs | None = None  # where the API server serves pod groups and /bind is enabled
     started: bool = field(default=False, init=False)
 
     @property
@@ -76,7 +103,7 @@ class Runtime:
         self.source.stop()
 
 
-def _watch_pods_for(policy: Policy, source: Any) -> None:
+def _watch_pods_for(policy: Policy, source: ClusterSource) -> None:
     """Before a reloaded policy that reads pods takes over, have them all (extender/kube/source.py)."""
     if policy.needs_pods and not source.pods_watched and not source.start_pod_watch():
         raise ExtenderError("stopped before the pods were listed")

@@ -15,7 +15,7 @@ import random
 from click.testing import CliRunner
 
 from extender.cli.explain import explain
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.cycle.pod import schedule_one

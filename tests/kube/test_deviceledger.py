@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from extender import metrics
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.kube import deviceledger
-from extender.kube.binding import KubeBinder
+from extender.kube.binder import KubeBinder
 from extender.kube.client import build_api_client
 from extender.kube.deviceledger import LEDGER_ANNOTATION, Ledger, lease_name, read_entries
 from extender.model.devices import LedgerClaim, NodeDeviceUse, Use

@@ -14,7 +14,7 @@ import pytest
 
 from extender.checks.configs import check_policy
 from extender.cluster import dra
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
 from extender.explain.device_notes import device_notes

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from extender.cluster import dra
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
 from extender.errors import ClusterError

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from extender.cluster.state import ClusterState
-from extender.kube.binding import KubeBinder
+from extender.kube.binder import KubeBinder
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile

@@ -9,7 +9,7 @@ import pytest
 
 from extender.kube import keepalive
 from extender.kube.client import build_api_client
-from extender.scheduler.preemption import PREEMPT_WORKERS
+from extender.scheduler.preemptor import PREEMPT_WORKERS
 from extender.scheduler.reporting import REPORT_WORKERS
 from extender.scheduler.scheduler import connections_needed
 from tests.scheduler.conftest import SCHEDULER_NAME

@@ -13,7 +13,7 @@ No API server: the pod events are given as the watches would give them.
 from __future__ import annotations
 
 from extender.cluster import listeners
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.gangs.coordinator import GangCoordinator
 from extender.model import podgroups as pg

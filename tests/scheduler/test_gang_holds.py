@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender import metrics
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.gangs.coordinator import Decision
 from extender.model import podgroups as pg

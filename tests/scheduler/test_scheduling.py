@@ -255,7 +255,7 @@ def test_bind_server_errors_are_retried_with_backoff(
 
 
 def test_node_that_vanished_before_the_bind_is_not_used(kube: Any, make_scheduler: Any) -> None:
-    from extender.scheduler.binding import node_problem
+    from extender.scheduler.bind_pool import node_problem
 
     kube.create_node("n1")
     kube.create_node("n2", ready=False)

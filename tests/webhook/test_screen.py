@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.model.pods import PodView
 from extender.policy.defaults import default_policy

@@ -6,7 +6,7 @@ import pytest
 
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
-from extender.kube.binding import KubeBinder
+from extender.kube.binder import KubeBinder
 from tests.fakeapi.fixtures import fake_only
 from tests.helpers import wait_for
 

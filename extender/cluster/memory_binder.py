@@ -1,5 +1,5 @@
 """Binders (`extender.cycle.steps.Binder`): how a placement becomes real. `MemoryBinder` for
-snapshots; the kube binder is `extender.kube.binding`.
+snapshots; the kube binder is `extender.kube.binder`.
 
 Both check what the API server checks (the pod exists, its UID matches, it is
 not bound, not being deleted, not gated) and raise the same errors, so the

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from extender import metrics
-from extender.cluster.binding import MemoryBinder
+from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.model.pods import PodView
-from extender.scheduler.binding import BindPool, conflict_reason
+from extender.scheduler.bind_pool import BindPool, conflict_reason
 from extender.scheduler.queueing import ACTIVE, BACKOFF, SchedulingQueue
 from extender.scheduler.reporting import Reporter
 
