@@ -389,7 +389,7 @@ class Engine:
             name = points.name
             if points.prefilter is None:
                 # A filter without prefilter has filter: the loader refuses one with neither (loading._build).
-                checks.append((name, partial(cast(Callable[[PodView, NodeInfo], FilterResult], points.filter), pod)))
+                checks.append((name, partial(cast("Callable[[PodView, NodeInfo], FilterResult]", points.filter), pod)))
                 continue
             try:
                 check = points.prefilter(pod, view)
@@ -470,7 +470,7 @@ class Engine:
         """The scorer's per-node function for this pod, or None when it has nothing to say."""
         if points.prescore is None:
             # A scorer without prescore has score: the loader refuses one with neither (loading._build).
-            return partial(cast(Callable[[PodView, NodeInfo], float], points.score), pod)
+            return partial(cast("Callable[[PodView, NodeInfo], float]", points.score), pod)
         try:
             return points.prescore(pod, cluster, nodes)
         except ExtenderError:
@@ -546,7 +546,7 @@ class Engine:
             name = points.name
             try:
                 # Policy.reservers holds only the plugins whose reserve is set (Policy.__post_init__).
-                result = cast(Callable[[PodView, NodeInfo, ClusterView], Reservation | Status | None],
+                result = cast("Callable[[PodView, NodeInfo, ClusterView], Reservation | Status | None]",
                               points.reserve)(pod, node, view)
             except ExtenderError:
                 release_all(reservations)
@@ -572,7 +572,7 @@ class Engine:
         for points in self.policy.post_filters:
             try:
                 # Policy.post_filters holds only the plugins whose post_filter is set (Policy.__post_init__).
-                post_filter = cast(Callable[[PodView, Mapping[str, Status], ClusterView], Sequence[Any]],
+                post_filter = cast("Callable[[PodView, Mapping[str, Status], ClusterView], Sequence[Any]]",
                                    points.post_filter)
                 actions.extend(post_filter(pod, failed, view))
             except ExtenderError:

@@ -35,6 +35,7 @@ from typing import Any
 from extender import metrics
 from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
+from extender.cycle import steps
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.model.pods import PodView
 from extender.policy.builtin.readiness import UNSCHEDULABLE_TAINT
@@ -42,7 +43,6 @@ from extender.policy.reservations import (
     Reservation,
     all_actions,
     all_undo,
-    merged_annotations,
     release_all,
 )
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
@@ -203,8 +203,10 @@ class BindPool:
         self.queue.move_all("assumed-pod-forgotten")
 
     def _unassume(self, job: BindJob) -> None:
-        self._release(job)
-        self.state.forget(job.entry.key)
+        try:
+            steps.give_back(self.state, steps.Taken(job.entry.pod, job.node, job.reservations))
+        except Exception:  # a plugin's bug must not lose the pod: log it, the pod is requeued anyway
+            log.exception("releasing the reservations of %s failed", job.entry.key)
         if self.on_undone is not None:
             self.on_undone(job.entry)
 
@@ -246,14 +248,13 @@ class BindPool:
         try:
             if actions:
                 with prebinding.stoppable(self._stopping):
-                    self.binder.prebind(actions)
+                    steps.prebind(self.binder, job.reservations)
                 if not self.may_bind():  # leadership lost while waiting: the next leader takes it
                     self._undo_writes(job)
                     self._unassume(job)
                     self.queue.give_back(entry)
                     return
-            self.binder.bind(pod.namespace, pod.name, pod.uid, node,
-                             annotations=merged_annotations(job.reservations) or None)
+            steps.bind(self.binder, pod, node, job.reservations)
         except (ConflictError, NotFoundError) as exc:
             if actions:
                 self._undo_writes(job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.errors import PolicyError
+from extender.policy.builtin.arguments import read_duration as duration
 from extender.policy.loading import load_policy
 from extender.policy.usage_settings import (
     DEFAULT_CPU_QUERY,
@@ -12,7 +13,6 @@ from extender.policy.usage_settings import (
     PrometheusSettings,
     Query,
     UsageSettings,
-    duration,
     parse_usage_settings,
     usage_settings,
     uses_usage,

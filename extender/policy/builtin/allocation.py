@@ -67,6 +67,24 @@ def _terms(resources: tuple[tuple[str, int], ...], pod: PodView, nonzero: bool) 
     return tuple(terms)
 
 
+def _weighted(rows: Sequence[tuple[str, int, int]], used_by: Mapping[str, int], allocatable: Mapping[str, int],
+              most: bool) -> tuple[int, int]:
+    """The weighted sum of each resource's score (MostAllocated: used share; LeastAllocated: free
+    share, in whole percent as kube-scheduler's integer arithmetic) and the sum of the weights of
+    the resources the node has."""
+    total = weights = 0
+    for name, weight, amount in rows:
+        capacity = allocatable.get(name)
+        if capacity and capacity > 0:
+            used = used_by.get(name, 0) + amount
+            if most:
+                total += (100 if used >= capacity else used * 100 // capacity) * weight
+            elif used < capacity:
+                total += (capacity - used) * 100 // capacity * weight
+            weights += weight
+    return total, weights
+
+
 @dataclass(frozen=True)
 class _AllocationScorer(PrescoredScorer, NormalizeScores):
     resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
@@ -89,28 +107,11 @@ class _AllocationScorer(PrescoredScorer, NormalizeScores):
 
         def score(info: NodeInfo) -> float:
             allocatable = info.node.allocatable
-            total = weights = 0
-            used_by = info.score_requested
-            for name, weight, amount in nonzero:
-                capacity = allocatable.get(name)
-                if capacity and capacity > 0:
-                    used = used_by.get(name, 0) + amount
-                    if most:
-                        total += (100 if used >= capacity else used * 100 // capacity) * weight
-                    elif used < capacity:
-                        total += (capacity - used) * 100 // capacity * weight
-                    weights += weight
+            total, weights = _weighted(nonzero, info.score_requested, allocatable, most)
             if actual:
-                used_by = info.requested
-                for name, weight, amount in actual:
-                    capacity = allocatable.get(name)
-                    if capacity and capacity > 0:
-                        used = used_by.get(name, 0) + amount
-                        if most:
-                            total += (100 if used >= capacity else used * 100 // capacity) * weight
-                        elif used < capacity:
-                            total += (capacity - used) * 100 // capacity * weight
-                        weights += weight
+                more, more_weights = _weighted(actual, info.requested, allocatable, most)
+                total += more
+                weights += more_weights
             return total // weights if weights else 0
 
         score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)

@@ -153,20 +153,22 @@ def _recent(sample: UsageSample, amount: str) -> str:
     return f" + {amount} requested by {sample.recent_pods} pod(s) placed since"
 
 
-def _cpu_detail(sample: UsageSample, limit: float, now: float) -> str:
-    percent = sample.cpu_percent() or 0.0
-    assert sample.cpu is not None
-    return (f"cpu usage {percent:.0f}% of {_cores(sample.cpu_capacity)} cores "
-            f"({_cores(sample.cpu)} measured {sample.age(now):.0f}s ago{_recent(sample, _cores(sample.recent_cpu))}), "
+def _detail(what: str, percent: float | None, capacity: str, measured: str, recent: str, age: float,
+            limit: float) -> str:
+    return (f"{what} usage {percent or 0.0:.0f}% of {capacity} ({measured} measured {age:.0f}s ago{recent}), "
             f"threshold {limit:g}%")
 
 
+def _cpu_detail(sample: UsageSample, limit: float, now: float) -> str:
+    assert sample.cpu is not None
+    return _detail("cpu", sample.cpu_percent(), f"{_cores(sample.cpu_capacity)} cores", _cores(sample.cpu),
+                   _recent(sample, _cores(sample.recent_cpu)), sample.age(now), limit)
+
+
 def _memory_detail(sample: UsageSample, limit: float, now: float) -> str:
-    percent = sample.memory_percent() or 0.0
     assert sample.memory is not None
-    return (f"memory usage {percent:.0f}% of {_memory(sample.memory_capacity)} "
-            f"({_memory(sample.memory)} measured {sample.age(now):.0f}s ago"
-            f"{_recent(sample, _memory(sample.recent_memory))}), threshold {limit:g}%")
+    return _detail("memory", sample.memory_percent(), _memory(sample.memory_capacity), _memory(sample.memory),
+                   _recent(sample, _memory(sample.recent_memory)), sample.age(now), limit)
 
 
 # ---- TargetLoadPacking -------------------------------------------------------------------
@@ -177,8 +179,8 @@ def _container_cpu(container: Any, default: int, multiplier: float) -> int:
     resources = container.get("resources") if isinstance(container, Mapping) else None
     resources = resources if isinstance(resources, Mapping) else {}
     # Each is the value just checked to be a Mapping, or an empty one.
-    limits = cast(Mapping[str, Any], resources.get("limits") if isinstance(resources.get("limits"), Mapping) else {})
-    requests = cast(Mapping[str, Any],
+    limits = cast("Mapping[str, Any]", resources.get("limits") if isinstance(resources.get("limits"), Mapping) else {})
+    requests = cast("Mapping[str, Any]",
                     resources.get("requests") if isinstance(resources.get("requests"), Mapping) else {})
     if "cpu" in limits:
         return to_units("cpu", limits["cpu"])
