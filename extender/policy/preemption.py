@@ -112,8 +112,8 @@ def select_victims(cycle: FilterCycle, info: NodeInfo, budgets: Sequence[Disrupt
         return None, Status(Code.UNRESOLVABLE, (NO_VICTIMS,))
     removed = {p.key for p in potential}
     current = cycle.updated([PodChange(p, node, -1) for p in potential])
-    kept = [p for p in info.pods if p.key not in removed]
-    status = current.status(NodeInfo.build(node, kept))
+    kept = NodeInfo.build(node, (p for p in info.pods if p.key not in removed))
+    status = current.status(kept)
     if status is not None:
         return None, status
     potential.sort(key=importance)
@@ -123,9 +123,9 @@ def select_victims(cycle: FilterCycle, info: NodeInfo, budgets: Sequence[Disrupt
     for group, counts in ((violating, 1), (fine, 0)):
         for victim in group:
             trial = current.updated([PodChange(victim, node, 1)])
-            if trial.status(NodeInfo.build(node, (*kept, victim))) is None:
-                current = trial  # reprieved: the pod fits with it still there
-                kept.append(victim)
+            with_victim = kept.adding(victim)
+            if trial.status(with_victim) is None:
+                current, kept = trial, with_victim  # reprieved: the pod fits with it still there
             else:
                 victims.append(victim)
                 violations += counts

@@ -152,3 +152,24 @@ def test_tolerations_seen_before_are_shared_and_bad_ones_still_named():
         PodView.from_dict(pod(tolerations=["node.kubernetes.io/not-ready"]))
     with pytest.raises(InvalidObject, match=r"spec.tolerations\[0\].operator"):
         PodView.from_dict(pod(tolerations=[{"key": ["unhashable"], "operator": "Sometimes"}]))
+
+
+def test_adding_a_pod_to_a_node_info_sums_as_building_it_with_the_pod() -> None:
+    """Preemption's reprieve loop adds victims back one at a time (NodeInfo.adding, kube-scheduler's
+    AddPod): the sums, the pod count, the host ports and the pods must be what a rebuild gives."""
+    from extender.model.records import record_from_dict
+    from tests.policy.builders import node_dict, placed
+
+    node = NodeView.from_dict(node_dict("n", cpu="8"))
+    ported = placed("ported", "n", cpu="300m", spec={"containers": [{
+        "name": "c", "resources": {"requests": {"cpu": "300m", "memory": "1Gi"}},
+        "ports": [{"containerPort": 80, "hostPort": 8080}]}]})
+    pods = [record_from_dict(placed(f"p{i}", "n", cpu=f"{100 * (i + 1)}m")) for i in range(3)]
+    extra = record_from_dict(ported)
+    base = NodeInfo.build(node, pods)
+    added = base.adding(extra)
+    built = NodeInfo.build(node, [*pods, extra])
+    assert (added.requested, added.score_requested, added.pod_count, added.host_ports, added.pods) == (
+        built.requested, built.score_requested, built.pod_count, built.host_ports, built.pods)
+    assert added.requested["cpu"] == 900 and added.host_ports  # the test sees real sums and a port
+    assert base.requested["cpu"] == 600 and base.pod_count == 3  # the original is left as it was
