@@ -14,6 +14,8 @@ its lock on every watch event, assume and forget:
 * (terms' namespaces and selectors, topology keys) -> count per domain of the pods matching
   them, for the incoming pods' terms: created on first use, then kept up to date here
   (see extender/cluster/topologycounts.py);
+* (namespace, spread selector or controller) -> count per node of the pods a topology spread
+  rule counts, terminating ones left out: created on first use, then kept up to date here;
 * namespace/claim -> pod keys, for the `persistentVolumeClaim` volumes of placed pods
   (VolumeRestrictions: a ReadWriteOncePod claim already in use).
 
@@ -30,7 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.cluster.topologycounts import GroupCounts, Selection, SelectorCounts
+from extender.cluster.topologycounts import (
+    GroupCounts,
+    NodeCounts,
+    Selection,
+    SelectorCounts,
+    SpreadKey,
+)
 from extender.model.affinity import Counts, PodAffinity, count_on
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
@@ -78,6 +86,8 @@ class PodIndex:
         self._nodes: dict[str, Mapping[str, str]] = dict(nodes or {})  # node -> labels
         self._selectors: dict[tuple[Selection, tuple[str, ...]], SelectorCounts] = {}
         self._selectors_in: dict[str, list[SelectorCounts]] = {}  # namespace -> its counters
+        self._spread: dict[SpreadKey, NodeCounts] = {}
+        self._spread_in: dict[str, list[NodeCounts]] = {}  # namespace -> its spread counters
         self._reads = 0
 
     def add(self, record: PodRecord) -> None:
@@ -94,6 +104,7 @@ class PodIndex:
                 group = self._by_affinity[record.affinity] = GroupCounts(_topology_keys(record.affinity))
             group.pods.add(key)
         self._count(record, self._nodes.get(record.node_name), 1)
+        self._count_on_node(record, 1)
         if record.volumes.claims:
             for claim in record.volumes.direct_claims:
                 _add(self._by_claim, f"{namespace}/{claim}", key)
@@ -101,6 +112,7 @@ class PodIndex:
     def remove(self, record: PodRecord) -> None:
         key, namespace = record.key, record.namespace
         self._count(record, self._nodes.get(record.node_name), -1)
+        self._count_on_node(record, -1)
         _discard(self._by_namespace, namespace, key)
         labels = self._by_label.get(namespace)
         if labels is not None:
@@ -152,6 +164,13 @@ class PodIndex:
             for counter in counters:
                 if counter.matches(pod_labels):
                     count_on(counter.counts, counter.keys, labels, delta)
+
+    def _count_on_node(self, record: PodRecord, delta: int) -> None:
+        counters = self._spread_in.get(record.namespace)
+        if counters:
+            for counter in counters:
+                if counter.counted(record):
+                    counter.add(record.node_name, delta)
 
     # ---- reads ---------------------------------------------------------------------
 
@@ -239,3 +258,34 @@ class PodIndex:
         for counter in selectors.values():
             for namespace in counter.namespaces:
                 self._selectors_in.setdefault(namespace, []).append(counter)
+
+    def node_counts(self, key: SpreadKey, pods: Mapping[str, PodRecord]) -> dict[str, int]:
+        """The pods a spread rule counts in a namespace (`key`: namespace, selector, or the
+        controller for the default rule), per node: a copy. Created from `pods` on first use
+        and maintained from then on; dropped after _IDLE_READS reads without being asked for.
+        The caller holds the state's lock."""
+        self._reads += 1
+        found = self._spread.get(key)
+        if found is None:
+            found = self._create_node_counts(key, pods)
+        found.used = self._reads
+        return dict(found.counts)
+
+    def _create_node_counts(self, key: SpreadKey, pods: Mapping[str, PodRecord]) -> NodeCounts:
+        idle = [k for k, c in self._spread.items() if c.used < self._reads - _IDLE_READS]
+        if len(self._spread) - len(idle) >= _MAX_SELECTORS:
+            idle.append(min((k for k in self._spread if k not in idle), key=lambda k: self._spread[k].used))
+        for stale in idle:
+            counter = self._spread.pop(stale)
+            self._spread_in[counter.namespace].remove(counter)
+        counter = NodeCounts(key)
+        namespace, selector, owner = key
+        candidates = self.owned(namespace, *owner) if owner is not None else \
+            self.candidates(namespace, selector) if selector is not None else _NONE
+        for pod in candidates:
+            record = pods.get(pod)
+            if record is not None and counter.counted(record):
+                counter.add(record.node_name, 1)
+        self._spread[key] = counter
+        self._spread_in.setdefault(namespace, []).append(counter)
+        return counter

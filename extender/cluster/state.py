@@ -221,6 +221,14 @@ class ClusterState:
         with self._lock:  # a new counter must not miss a pod added while it is filled
             return self._index.counts(selection, tuple(topology_keys), self._pods)
 
+    def spread_counts(self, namespace: str, selector: LabelSelector | None,
+                      owner: tuple[str, str] | None = None) -> dict[str, int]:
+        """The placed, not terminating pods of `namespace` matching `selector` (or controlled
+        by `owner`, the default spread rule's selector), per node name. Kept up to date by the
+        pod index once asked for, so PodTopologySpread sums node counts instead of walking pods."""
+        with self._lock:  # a new counter must not miss a pod added while it is filled
+            return self._index.node_counts((namespace, selector, owner), self._pods)
+
     def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace `name`, or None when the state does not know it."""
         return self.namespaces.get(name)

@@ -16,6 +16,11 @@ Two kinds:
 * `SelectorCounts`: the pods matching every (namespaces, selector) of a tuple of terms,
   counted for the given keys. Created on the first request for that combination and
   kept while it is asked for (see PodIndex.counts).
+* `NodeCounts`: for PodTopologySpread, the pods of one namespace that a spread rule counts
+  (its selector, or the default rule's controller), per node, terminating pods left out (they
+  do not count towards a spread, in kube-scheduler). Per node rather than per domain: which
+  nodes count depends on the incoming pod (its node affinity and tolerations, the inclusion
+  policies), so the cycle sums the eligible nodes' counts into domains.
 
 A pod on a node the index has no labels for (unknown or deleted node) is in no domain, as
 kube-scheduler only counts pods of the nodes in its snapshot.
@@ -26,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from extender.model.affinity import Counts
+from extender.model.pods import TERMINAL_PHASES
+from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 
 Selection = tuple[tuple[frozenset[str], LabelSelector], ...]  # (namespaces, selector) of each term, ANDed
@@ -63,3 +70,34 @@ class SelectorCounts:
             if not selector.matches(labels):
                 return False
         return True
+
+
+SpreadKey = tuple[str, LabelSelector | None, tuple[str, str] | None]  # namespace, selector, controller
+
+
+class NodeCounts:
+    """The placed, not terminating pods of `namespace` matching `selector` (or owned by the
+    controller `owner`), per node name."""
+
+    __slots__ = ("namespace", "selector", "owner", "counts", "used")
+
+    def __init__(self, key: SpreadKey) -> None:
+        self.namespace, self.selector, self.owner = key
+        self.counts: dict[str, int] = {}
+        self.used = 0  # the index's read tick when last asked for
+
+    def counted(self, record: PodRecord) -> bool:
+        """Whether `record` (a pod of `namespace`) is counted: placed, not finished, not
+        terminating, and selected."""
+        if not record.node_name or record.deleting or record.phase in TERMINAL_PHASES:
+            return False
+        if self.owner is not None:
+            return record.owner == self.owner
+        return self.selector is not None and self.selector.matches(record.labels)
+
+    def add(self, node: str, delta: int) -> None:
+        count = self.counts.get(node, 0) + delta
+        if count > 0:
+            self.counts[node] = count
+        else:
+            self.counts.pop(node, None)

@@ -66,6 +66,11 @@ class ClusterView(Protocol):
         """Placed pods matching every one of `terms` (by namespace names and selector), per
         domain: topology key -> label value -> pods, for each of `topology_keys`."""
 
+    def spread_counts(self, namespace: str, selector: LabelSelector | None,
+                      owner: tuple[str, str] | None = None) -> dict[str, int]:
+        """Placed, not terminating pods of `namespace` matching `selector` (or controlled by
+        `owner`), per node name: what a topology spread rule counts."""
+
     def namespace_labels(self, name: str) -> dict[str, str] | None: ...
 
     def namespaces_matching(self, selector: LabelSelector) -> frozenset[str]: ...
@@ -132,6 +137,10 @@ class _EmptyCluster:
         return []
 
     def matching_counts(self, terms: Sequence[AffinityTerm], topology_keys: Sequence[str]) -> dict[str, dict[str, int]]:
+        return {}
+
+    def spread_counts(self, namespace: str, selector: LabelSelector | None,
+                      owner: tuple[str, str] | None = None) -> dict[str, int]:
         return {}
 
     def namespace_labels(self, name: str) -> dict[str, str] | None:

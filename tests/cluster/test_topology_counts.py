@@ -1,4 +1,5 @@
-"""The domain counts the cluster state keeps for InterPodAffinity equal a recount, whatever happened.
+"""The counts the cluster state keeps for InterPodAffinity (per domain) and PodTopologySpread (per
+node) equal a recount, whatever happened.
 
 A Hypothesis state machine drives one ClusterState through random sequences of pod adds,
 updates (labels, node, phase), deletes, assumes, forgets, confirms, node label changes,
@@ -6,7 +7,9 @@ node deletes and re-adds, and full re-lists, asking for counters at random point
 are created mid-sequence and maintained from then on). After every step, every counter
 asked for so far and every affinity group's counts must equal a count made from scratch
 over the node infos, the way the plugin counted before (a pod counts in the domains of the
-node it is on, when the state knows that node).
+node it is on, when the state knows that node). The spread counters must equal what the spread
+plugins counted before they read them: the placed pods matching the rule (its selector, or its
+controller), terminating ones left out, per node name.
 """
 
 from __future__ import annotations
@@ -92,6 +95,40 @@ def pod(key: str, app: str | None, tier: bool, node_name: str, phase: str, affin
             "spec": spec, "status": {"phase": phase}}
 
 
+OWNER = ("ReplicaSet", "rs")
+# (namespace, selector, controller): what a spread rule counts.
+SPREAD_QUERIES: tuple[tuple[str, LabelSelector | None, tuple[str, str] | None], ...] = (
+    ("ns1", APP_X, None),
+    ("ns2", NOT_Y, None),
+    ("ns1", EVERYTHING, None),
+    ("ns1", None, OWNER),
+    ("ns2", None, OWNER),
+)
+
+
+def spread_pod(raw: dict[str, Any], deleting: bool, owned: bool) -> dict[str, Any]:
+    """`raw` terminating (deletionTimestamp) and/or controlled by OWNER."""
+    meta = raw["metadata"]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if owned:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": OWNER[0], "name": OWNER[1], "uid": "u",
+                                    "controller": True}]
+    return raw
+
+
+def respread(state: ClusterState, namespace: str, selector: LabelSelector | None,
+             owner: tuple[str, str] | None) -> dict[str, int]:
+    """What the spread plugins counted by walking pods: placed, selected, not terminating."""
+    records = state.owned_pods(namespace, *owner) if owner is not None else \
+        state.matching_pods((namespace,), selector) if selector is not None else []
+    counts: dict[str, int] = {}
+    for record in records:
+        if not record.deleting:
+            counts[record.node_name] = counts.get(record.node_name, 0) + 1
+    return counts
+
+
 zones = st.sampled_from([None, "a", "b", "c"])
 extras = st.sampled_from([None, "1", "2"])
 pods = st.builds(pod, st.sampled_from(PODS), st.sampled_from([None, "x", "y"]), st.booleans(),
@@ -138,10 +175,20 @@ class StateCounts(RuleBasedStateMachine):
         self.state.replace_nodes([node(n, "a" if i % 2 else "b", None) for i, n in enumerate(NODES)])
         self.state.replace_pods([])
         self.asked: set[int] = set()
+        self.spread_asked: set[int] = set()
 
     @rule(raw=pods)
     def upsert_pod(self, raw: dict[str, Any]) -> None:
         self.state.upsert_pod(raw)
+
+    @rule(raw=pods, deleting=st.booleans(), owned=st.booleans())
+    def upsert_spread_pod(self, raw: dict[str, Any], deleting: bool, owned: bool) -> None:
+        self.state.upsert_pod(spread_pod(raw, deleting, owned))
+
+    @rule(query=st.integers(0, len(SPREAD_QUERIES) - 1))
+    def ask_spread(self, query: int) -> None:
+        self.spread_asked.add(query)
+        assert self.state.spread_counts(*SPREAD_QUERIES[query]) == respread(self.state, *SPREAD_QUERIES[query])
 
     @rule(key=st.sampled_from(PODS))
     def delete_pod(self, key: str) -> None:
@@ -190,6 +237,12 @@ class StateCounts(RuleBasedStateMachine):
         for query in self.asked:
             terms, keys = QUERIES[query]
             assert self.state.matching_counts(terms, keys) == recount(self.state, terms, keys), QUERIES[query]
+
+    @invariant()
+    def spread_counters_equal_a_recount(self) -> None:
+        for query in self.spread_asked:
+            found = self.state.spread_counts(*SPREAD_QUERIES[query])
+            assert found == respread(self.state, *SPREAD_QUERIES[query]), SPREAD_QUERIES[query]
 
     @invariant()
     def groups_equal_a_recount(self) -> None:

@@ -38,7 +38,6 @@ from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
-from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.spread import (
     DO_NOT_SCHEDULE,
@@ -82,13 +81,14 @@ class _Rule:
             return owner == self.owner
         return self.constraint.selector.matches(labels)
 
-    def placed(self, cluster: ClusterView, namespace: str) -> list[PodRecord]:
-        """Placed pods of `namespace` the rule counts (terminating ones are skipped by the callers)."""
+    def per_node(self, cluster: ClusterView, namespace: str) -> dict[str, int]:
+        """The placed, not terminating pods of `namespace` the rule counts, per node name (kept
+        up to date by the cluster state: a cycle sums node counts instead of walking pods)."""
         if self.counts_nothing():
-            return []
+            return {}
         if self.owner is not None:
-            return cluster.owned_pods(namespace, *self.owner)
-        return cluster.matching_pods((namespace,), self.constraint.selector)
+            return cluster.spread_counts(namespace, None, self.owner)
+        return cluster.spread_counts(namespace, self.constraint.selector)
 
 
 def _node_included(rule: _Rule, pod: PodView, node: NodeView) -> bool:
@@ -254,12 +254,10 @@ class PodTopologySpread(_SpreadPlugin, PreFilterPlugin, FilterPlugin):
         counts: list[dict[str, int]] = []
         for rule, nodes in zip(rules, eligible, strict=True):
             domains = dict.fromkeys(nodes.values(), 0)
-            for record in rule.placed(cluster, pod.namespace):
-                if record.deleting:
-                    continue
-                value = nodes.get(record.node_name)
+            for node, count in rule.per_node(cluster, pod.namespace).items():
+                value = nodes.get(node)
                 if value is not None:
-                    domains[value] += 1
+                    domains[value] += count
             counts.append(domains)
         return SpreadCheck(pod, rules, counts)
 
@@ -340,16 +338,14 @@ class PreferredPodTopologySpread(_SpreadPlugin, PreScorePlugin, ScorePlugin):
         node_counts: list[dict[str, int]] = [{} for _ in rules]
         for i, rule in enumerate(rules):
             counts, by_node, domains = node_counts[i], eligible[i], domain_counts[i]
-            per_node = rule.key == HOSTNAME
-            for record in rule.placed(cluster, pod.namespace):
-                if record.deleting:
-                    continue
-                if per_node:
-                    counts[record.node_name] = counts.get(record.node_name, 0) + 1
-                    continue
-                value = by_node.get(record.node_name)
+            placed = rule.per_node(cluster, pod.namespace)
+            if rule.key == HOSTNAME:
+                counts.update(placed)
+                continue
+            for node, count in placed.items():
+                value = by_node.get(node)
                 if value is not None and value in domains:
-                    domains[value] += 1
+                    domains[value] += count
         return SpreadScore(rules, domain_counts, node_counts, weights, ignored)
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
