@@ -449,19 +449,29 @@ def load_workloads(root: Path) -> list[Workload]:
     return workloads
 
 
-def largest(workloads: Iterable[Workload], max_nodes: int, max_pods: int) -> list[Workload]:
-    """Per test case, its biggest variant within ``max_nodes`` nodes and ``max_pods`` pods,
-    preferring variants that leave the feature gates at their defaults; a test case whose
+def largest(workloads: Iterable[Workload], max_nodes: int | None = None, max_pods: int | None = None
+            ) -> list[Workload]:
+    """Per test case, its biggest variant (within ``max_nodes`` nodes and ``max_pods`` pods when
+    given), preferring variants that leave the feature gates at their defaults; a test case whose
     every variant is too big keeps its smallest (it says so through its size)."""
+    return [chosen for chosen, _ in largest_with_bounds(workloads, max_nodes, max_pods)]
+
+
+def largest_with_bounds(workloads: Iterable[Workload], max_nodes: int | None, max_pods: int | None
+                        ) -> list[tuple[Workload, Workload | None]]:
+    """`largest`, each with the bigger variant a bound left out (None when it chose the biggest)."""
     by_case: dict[str, list[Workload]] = {}
     for workload in workloads:
         by_case.setdefault(workload.name, []).append(workload)
     chosen = []
     for variants in by_case.values():
         default_gates = [w for w in variants if not w.disables_gates] or variants
-        fitting = [w for w in default_gates if w.size[0] <= max_nodes and w.size[1] <= max_pods]
+        fitting = [w for w in default_gates if (max_nodes is None or w.size[0] <= max_nodes)
+                   and (max_pods is None or w.size[1] <= max_pods)]
         pool = fitting or [min(default_gates, key=lambda w: w.size)]
-        chosen.append(max(pool, key=lambda w: (w.size, -len(w.feature_gates))))
+        best = max(pool, key=lambda w: (w.size, -len(w.feature_gates)))
+        biggest = max(default_gates, key=lambda w: (w.size, -len(w.feature_gates)))
+        chosen.append((best, None if biggest is best else biggest))
     return chosen
 
 

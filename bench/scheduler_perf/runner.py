@@ -38,9 +38,6 @@ from bench.scheduler_perf import corpus, invariants, schedulers
 from bench.scheduler_perf.executor import Executor, WorkloadFailed
 from bench.scheduler_perf.informer import ClaimWatch, PodCache, ThroughputCollector
 
-MAX_NODES = 5000
-MAX_PODS = 8000
-
 
 def _throughput(collectors: list[ThroughputCollector]) -> dict[str, float] | None:
     merged = ThroughputCollector("all", frozenset())
@@ -193,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", action="append", default=[],
                         help=f"only workloads of these folders ({', '.join(corpus.FOLDERS)})")
     parser.add_argument("--scheduler", choices=("kube", "ours", "both"), default="both")
-    parser.add_argument("--max-nodes", type=int, default=MAX_NODES,
-                        help="largest variant: at most this many nodes (default %(default)s)")
-    parser.add_argument("--max-pods", type=int, default=MAX_PODS,
-                        help="largest variant: at most this many pods created (default %(default)s)")
+    parser.add_argument("--max-nodes", type=int, default=None,
+                        help="bound the largest variant to this many nodes (default: none; each bounded case is printed)")
+    parser.add_argument("--max-pods", type=int, default=None,
+                        help="bound the largest variant to this many pods created (default: none)")
     parser.add_argument("--stall", type=float, default=60.0,
                         help="give a wait up after this many seconds without a pod scheduled")
     parser.add_argument("--source", type=Path, help="kubernetes source tree (default: the Go module cache)")
@@ -234,9 +231,18 @@ def main(argv: list[str] | None = None) -> int:
         _print(rows, options.json, "scheduler-perf --startup")
         return 0
     try:
-        chosen = corpus.select(everything, options.workload) if options.workload else (
-            corpus.smallest(everything) if options.smallest
-            else corpus.largest(everything, options.max_nodes, options.max_pods))
+        if options.workload:
+            chosen = corpus.select(everything, options.workload)
+        elif options.smallest:
+            chosen = corpus.smallest(everything)
+        else:
+            chosen = []
+            for workload, left_out in corpus.largest_with_bounds(everything, options.max_nodes, options.max_pods):
+                chosen.append(workload)
+                if left_out is not None:
+                    print(f"# bounded: {left_out.key} ({left_out.size[0]} nodes, {left_out.size[1]} pods) is above "
+                          f"--max-nodes {options.max_nodes} / --max-pods {options.max_pods}: running {workload.key}",
+                          file=sys.stderr)
     except KeyError as exc:
         parser.exit(2, f"scheduler-perf: no workload {exc.args[0]!r} (--list shows them)\n")
     kinds = ["kube", "ours"] if options.scheduler == "both" else [options.scheduler]

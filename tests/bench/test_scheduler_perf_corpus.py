@@ -149,6 +149,15 @@ def test_largest_within_limits_prefers_default_gates(workloads: list[corpus.Work
     assert smallest["SchedulingBasic"] == "5Nodes_AsyncAPICallsEnabled"
 
 
+def test_no_bound_by_default_and_a_bound_names_what_it_left_out(workloads: list[corpus.Workload]) -> None:
+    unbounded = {w.name: w for w in corpus.largest(workloads)}
+    assert unbounded["SchedulingBasic"].size[1] > 8000  # the 50,000-pod variant, as scheduler_perf's CI runs it
+    pairs = {w.name: (w, left_out) for w, left_out in corpus.largest_with_bounds(workloads, 5000, 2000)}
+    chosen, left_out = pairs["SchedulingBasic"]
+    assert chosen.size[1] <= 2000 and left_out is not None and left_out.key == unbounded["SchedulingBasic"].key
+    assert all(left is None for _, left in corpus.largest_with_bounds(workloads, None, None))
+
+
 def test_unknown_workload_name_raises(workloads: list[corpus.Workload]) -> None:
     with pytest.raises(KeyError):
         corpus.select(workloads, ["NoSuchWorkload/5Nodes"])
