@@ -82,6 +82,12 @@ def _gangs(quick: bool) -> Rows:
     return bench_gangs.run(quick)
 
 
+def _preemption(quick: bool) -> Rows:
+    from bench import bench_preemption
+
+    return bench_preemption.run(nodes=100 if quick else 200)
+
+
 def _loopback(quick: bool) -> Rows:
     from bench import bench_loopback
 
@@ -103,7 +109,7 @@ def _matrix(quick: bool) -> Rows:
 PARTS: dict[str, Callable[[bool], Rows]] = {
     "engine": _engine, "interpod": _interpod, "load": _load, "state": _state, "webhook": _webhook,
     "standalone": _standalone, "volumes": _volumes, "devices": _devices, "dra": _dra, "loopback": _loopback,
-    "gangs": _gangs,
+    "gangs": _gangs, "preemption": _preemption,
 }
 # Not in the default set: matrix takes long, e2e needs KUBEBUILDER_ASSETS (it says so and
 # returns nothing without them).
