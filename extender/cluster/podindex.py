@@ -31,6 +31,7 @@ pods on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from extender.cluster.topologycounts import (
     GroupCounts,
@@ -241,15 +242,21 @@ class PodIndex:
         self._selectors[(selection, keys)] = counter
         return counter
 
-    def _evict(self) -> None:
-        """Drop the selector counters nobody asked for lately (and the oldest beyond the cap)."""
-        selectors = self._selectors
-        idle = [k for k, c in selectors.items() if c.used < self._reads - _IDLE_READS]
-        kept = len(selectors) - len(idle)
+    def _stale(self, counters: Mapping[Any, SelectorCounts | NodeCounts]) -> list[Any]:
+        """The keys of the counters nobody asked for lately, and of the oldest beyond the cap
+        once one more is made: each costs a match per pod event in its namespaces."""
+        idle = [k for k, c in counters.items() if c.used < self._reads - _IDLE_READS]
+        kept = len(counters) - len(idle)
         if kept >= _MAX_SELECTORS:
             dropped = set(idle)
-            by_age = sorted((k for k in selectors if k not in dropped), key=lambda k: selectors[k].used)
+            by_age = sorted((k for k in counters if k not in dropped), key=lambda k: counters[k].used)
             idle += by_age[:kept - _MAX_SELECTORS + 1]
+        return idle
+
+    def _evict(self) -> None:
+        """Drop the stale selector counters, and rebuild the namespace lookup without them."""
+        selectors = self._selectors
+        idle = self._stale(selectors)
         if not idle:
             return
         for key in idle:
@@ -272,10 +279,7 @@ class PodIndex:
         return dict(found.counts)
 
     def _create_node_counts(self, key: SpreadKey, pods: Mapping[str, PodRecord]) -> NodeCounts:
-        idle = [k for k, c in self._spread.items() if c.used < self._reads - _IDLE_READS]
-        if len(self._spread) - len(idle) >= _MAX_SELECTORS:
-            idle.append(min((k for k in self._spread if k not in idle), key=lambda k: self._spread[k].used))
-        for stale in idle:
+        for stale in self._stale(self._spread):
             counter = self._spread.pop(stale)
             self._spread_in[counter.namespace].remove(counter)
         counter = NodeCounts(key)

@@ -16,10 +16,11 @@ report. Nothing here does IO.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from extender.cycle.pod import CycleResult, schedule_one
+from extender.cycle.steps import PlaceHost
 from extender.gangs.topology import Placements, placements
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
@@ -32,11 +33,19 @@ M_in = TypeVar("M_in", contravariant=True)
 T_out = TypeVar("T_out", covariant=True)
 
 
+class GroupCluster(ClusterView, PlaceHost, Protocol):
+    """The mode's cluster state as a group cycle uses it: read, and places assumed and forgotten
+    while domains are tried."""
+
+    def node_infos(self, names: Iterable[str]) -> tuple[list[NodeInfo], list[str]]:
+        """The infos of `names`, in order, and the names the state does not hold."""
+
+
 class GroupHost(Protocol[M_in, T_out]):
     """What one group cycle asks of the mode that runs it."""
 
     @property
-    def cluster(self) -> ClusterView: ...
+    def cluster(self) -> GroupCluster: ...
 
     @property
     def rng(self) -> random.Random: ...
@@ -46,9 +55,6 @@ class GroupHost(Protocol[M_in, T_out]):
     def engine(self, member: M_in) -> Engine:
         """The policy of the member's profile."""
 
-    def nodes(self, domain: tuple[str, ...] | None) -> Sequence[NodeInfo] | None:
-        """The domain's nodes, read anew (they hold the places taken so far); None: every node."""
-
     def place(self, member: M_in, nodes: Sequence[NodeInfo] | None) -> T_out | CycleResult | None:
         """The member's pod cycle, then Reserve and assume (extender.cycle.steps): the place taken;
         the cycle's result when no node fits; None when it failed (the mode reported it)."""
@@ -57,9 +63,10 @@ class GroupHost(Protocol[M_in, T_out]):
         """No node fits the member, the group's other places still taken: preempt if `preempting`
         and report; a place when the mode retried it at once and it fits now."""
 
-    def assume(self, member: M_in, node: str) -> None: ...
 
-    def forget(self, member: M_in) -> None: ...
+def _nodes(cluster: GroupCluster, domain: tuple[str, ...] | None) -> list[NodeInfo] | None:
+    """The domain's nodes, read anew (they hold the places taken so far); None: every node."""
+    return cluster.node_infos(domain)[0] if domain is not None else None
 
 
 def member_order(pod: PodView) -> tuple[int, str, str]:
@@ -90,18 +97,19 @@ def best_domain(candidates: Mapping[str, tuple[str, ...]], fitting: Callable[[tu
 def fitting(host: GroupHost[M, T], members: Sequence[M], domain: tuple[str, ...]) -> int:
     """How many of `members` fit in `domain`, each placed (assumed) so the next sees it, then every
     one given back: a trial, reported nowhere."""
-    tried: list[M] = []
+    cluster = host.cluster
+    tried: list[PodView] = []
     for member in members:
+        pod = host.pod(member)
         try:
-            result = schedule_one(host.engine(member), host.cluster, host.pod(member), rng=host.rng,
-                                  nodes=host.nodes(domain))
+            result = schedule_one(host.engine(member), cluster, pod, rng=host.rng, nodes=_nodes(cluster, domain))
         except Exception:  # noqa: BLE001 - a plugin's failure: the real attempt reports it
             continue
         if result.node is not None:
-            host.assume(member, result.node)
-            tried.append(member)
-    for member in tried:
-        host.forget(member)
+            cluster.assume(pod.key, result.node, uid=pod.uid, view=pod)
+            tried.append(pod)
+    for pod in tried:
+        cluster.forget(pod.key)
     return len(tried)
 
 
@@ -119,7 +127,7 @@ def place_members(host: GroupHost[M, T], members: Sequence[M], domain: tuple[str
     taken: list[T] = []
     unfit: list[tuple[M, CycleResult]] = []
     for member in members:
-        outcome = host.place(member, host.nodes(domain))
+        outcome = host.place(member, _nodes(host.cluster, domain))
         if outcome is None:
             continue
         if isinstance(outcome, CycleResult):

@@ -88,12 +88,11 @@ def give_back(host: PlaceHost, taken: Taken) -> None:
         host.forget(taken.pod.key)
 
 
-def prebind(binder: Binder, reservations: Sequence[Reservation]) -> bool:
-    """PreBind: the reservations' API writes, in order. False when there were none. Raises ClusterError."""
+def prebind(binder: Binder, reservations: Sequence[Reservation]) -> None:
+    """PreBind: the reservations' API writes, in order (none: no call). Raises ClusterError."""
     actions = all_actions(reservations)
     if actions:
         binder.prebind(actions)
-    return bool(actions)
 
 
 def bind(binder: Binder, pod: PodView, node: str, reservations: Sequence[Reservation]) -> None:

@@ -161,9 +161,9 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
-        # Whether any check counts pods on other nodes (an UpdatableCheck): when none does,
-        # `updated` is the cycle itself, asked once per victim by preemption's dry runs.
-        self._updatable = any(getattr(check, "updated", None) is not None for _, check in checks)
+        # Whether any check counts pods on other nodes (an UpdatableCheck), found out at the
+        # first `updated` (preemption's dry runs ask it once per victim; a webhook call never).
+        self._updatable: bool | None = None
         # With a memo: the checks with a memo_key, and the others with how many of those come
         # before each. (Preemption builds a cycle per dry run, with no memo: nothing to split.)
         self._remembered: list[tuple[str, NodeCheck]] = []
@@ -186,6 +186,8 @@ class FilterCycle:
 
     def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
         """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
+        if self._updatable is None:
+            self._updatable = any(getattr(check, "updated", None) is not None for _, check in self.checks)
         if not changes or not self._updatable:
             return self
         checks = [(name, updated_check(check, changes)) for name, check in self.checks]

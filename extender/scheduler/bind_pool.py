@@ -203,10 +203,8 @@ class BindPool:
         self.queue.move_all("assumed-pod-forgotten")
 
     def _unassume(self, job: BindJob) -> None:
-        try:
-            steps.give_back(self.state, steps.Taken(job.entry.pod, job.node, job.reservations))
-        except Exception:  # a plugin's bug must not lose the pod: log it, the pod is requeued anyway
-            log.exception("releasing the reservations of %s failed", job.entry.key)
+        self._release(job)
+        self.state.forget(job.entry.key)
         if self.on_undone is not None:
             self.on_undone(job.entry)
 
@@ -248,7 +246,7 @@ class BindPool:
         try:
             if actions:
                 with prebinding.stoppable(self._stopping):
-                    steps.prebind(self.binder, job.reservations)
+                    self.binder.prebind(actions)
                 if not self.may_bind():  # leadership lost while waiting: the next leader takes it
                     self._undo_writes(job)
                     self._unassume(job)

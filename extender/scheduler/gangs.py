@@ -94,7 +94,6 @@ class PodCycles(Protocol):
     @property
     def profiles(self) -> Mapping[str, Profile]: ...
 
-
     def placed_already(self, entry: QueuedPod) -> bool: ...
 
     def decide(self, entry: QueuedPod, engine: Engine, started: float,
@@ -146,9 +145,6 @@ class _LiveGroup:
     def engine(self, member: QueuedPod) -> Engine:
         return self._gangs.engine(member, self._profile)
 
-    def nodes(self, domain: tuple[str, ...] | None) -> list[NodeInfo] | None:
-        return self._scheduler.state.node_infos(domain)[0] if domain is not None else None
-
     def place(self, member: QueuedPod, nodes: Sequence[NodeInfo] | None) -> Placed | CycleResult | None:
         s = self._scheduler
         engine = self.engine(member)
@@ -158,18 +154,14 @@ class _LiveGroup:
         reservations = s.reserve(member, engine, result.node, self._started)
         if reservations is None:
             return None
-        taken = steps.assume(s.state, member.pod, result.node, reservations)
-        return Placed(member, taken.node, self._started, taken.reservations)
+        steps.assume(s.state, member.pod, result.node, reservations)
+        return Placed(member, result.node, self._started, reservations)
 
     def unfit(self, member: QueuedPod, result: CycleResult, *, preempting: bool) -> None:
         self.unfit_count += 1
         self._scheduler.unschedulable(member, self.engine(member), result, self._started, preempt=preempting)
 
-    def assume(self, member: QueuedPod, node: str) -> None:
-        self._scheduler.state.assume(member.key, node, uid=member.uid, view=member.pod)
 
-    def forget(self, member: QueuedPod) -> None:
-        self._scheduler.state.forget(member.key)
 
 
 def _member(pod: PodView | PodRecord, group: GroupKey, node: str, gated: bool) -> Member:

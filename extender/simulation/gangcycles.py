@@ -115,9 +115,6 @@ class _SimulatedGroup:
     def engine(self, member: PodView) -> Engine:
         return self._placer.engine
 
-    def nodes(self, domain: tuple[str, ...] | None) -> list[NodeInfo] | None:
-        return self._placer.state.node_infos(domain)[0] if domain is not None else None
-
     def place(self, member: PodView, nodes: Sequence[NodeInfo] | None) -> Taken | CycleResult | None:
         outcome = self._placer.take(member, nodes=nodes, preempting=False, group=self._group)
         if isinstance(outcome, Unfit):
@@ -139,11 +136,7 @@ class _SimulatedGroup:
         self.unplaced.append(retried)
         return None
 
-    def assume(self, member: PodView, node: str) -> None:
-        self._placer.state.assume(member.key, node, uid=member.uid, view=member)
 
-    def forget(self, member: PodView) -> None:
-        self._placer.state.forget(member.key)
 
 
 class GroupCycles:
