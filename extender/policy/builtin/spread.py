@@ -337,10 +337,10 @@ class PreferredPodTopologySpread(_SpreadPlugin, PreScorePlugin, ScorePlugin):
         eligible = _eligibility(pod, rules, cluster, require_all)
         node_counts: list[dict[str, int]] = [{} for _ in rules]
         for i, rule in enumerate(rules):
-            counts, by_node, domains = node_counts[i], eligible[i], domain_counts[i]
-            placed = rule.per_node(cluster, pod.namespace)
+            by_node, domains = eligible[i], domain_counts[i]
+            placed = rule.per_node(cluster, pod.namespace)  # a copy: kept as the hostname rule's counts
             if rule.key == HOSTNAME:
-                counts.update(placed)
+                node_counts[i] = placed
                 continue
             for node, count in placed.items():
                 value = by_node.get(node)
