@@ -71,6 +71,11 @@ _NODE_FEATURES = frozenset({names.NODE_DECLARED_FEATURES})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
+# How long a popped pod waits for the pod watch to deliver it (`Scheduler._await_pod_watch`):
+# a lag of milliseconds normally; past this the cycle runs on what the state knows.
+POD_WATCH_WAIT = 1.0
+
+
 def connections_needed(parallel_binds: int, profiles: int) -> int:
     """The API connections a Scheduler may hold at once: its client's pools must keep that many.
 
@@ -293,6 +298,7 @@ class Scheduler:
         """One attempt for a popped pod: decide, then assume and hand off, or report and requeue."""
         started = time.perf_counter()
         pod = entry.pod
+        self._await_pod_watch(entry)
         if self.placed_already(entry):
             return
         profile = self.profiles.get(entry.profile)
@@ -314,6 +320,21 @@ class Scheduler:
         steps.assume(self.state, pod, result.node, reservations)
         metrics.SCHEDULING_LATENCY.labels(profile=entry.profile).observe(time.perf_counter() - started)
         self.binds.submit(entry, result.node, started, reservations)
+
+    def _await_pod_watch(self, entry: QueuedPod) -> None:
+        """Wait (at most POD_WATCH_WAIT) until the cluster state's pod watch has delivered the
+        popped pod too. kube-scheduler reads every pod from one informer, so it never decides a
+        pod before the pods created ahead of it are known; here the pending pods come on a watch
+        of their own, which may run ahead. Once the pod watch has this pod, it has applied every
+        event before it in etcd's order (a pod bound just before: the side-by-side preemption
+        scenario bound its preemptor beside the victim it had not seen yet). Without a pod watch
+        (tests, a source that lists no pods) there is nothing to wait for."""
+        if self.state.pod(entry.key) is not None or not getattr(self.source, "pods_watched", False):
+            return
+        deadline = time.monotonic() + POD_WATCH_WAIT
+        while self.state.pod(entry.key) is None and time.monotonic() < deadline:
+            if self._stopping.wait(0.002):
+                return
 
     def placed_already(self, entry: QueuedPod) -> bool:
         """Bound (or being bound) already, the pending watch lagging: the attempt ends."""
