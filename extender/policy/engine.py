@@ -226,6 +226,9 @@ class FilterCycle:
                 failed[info.name] = self.refuse_all
             decision.prefilter = self.refuse_all
             return decision
+        if self.memo is not None:
+            self._run_remembered(nodes, decision)
+            return decision
         if self.nominations:
             for info in nodes:
                 status = self.status(info)
@@ -233,9 +236,6 @@ class FilterCycle:
                     feasible.append(info)
                 else:
                     failed[info.name] = status
-            return decision
-        if self.memo is not None:
-            self._run_remembered(nodes, decision)
             return decision
         checks = self.checks
         name = ""
@@ -265,10 +265,20 @@ class FilterCycle:
         others = self._others
         failed = decision.failed
         feasible = decision.feasible
+        # Preemption keeps pods nominated while their victims leave (PreemptionBasic: nearly
+        # always some): only their nodes are judged with them, the others from the memo.
+        nominations = self.nominations
         name = ""
         try:
             for info in nodes:
                 node_name = info.name
+                if nominations and node_name in nominations:
+                    status = self.status(info)
+                    if status is None:
+                        feasible.append(info)
+                    else:
+                        failed[node_name] = status
+                    continue
                 known = memo.get(node_name)
                 if known is None or known[0] is not info:
                     known = memo[node_name] = (info, *self._remembered_verdict(info))

@@ -160,3 +160,23 @@ def test_nominated_pods_hold_their_room_against_lower_priority_pods() -> None:
     assert ENGINE.prepare(higher, state).status(node) is None
     state.nominator.clear("default/waiting")
     assert ENGINE.prepare(lower, state).status(node) is None
+
+
+def test_a_remembered_shape_still_counts_the_pods_nominated_to_a_node() -> None:
+    """The verdict memo serves the nodes without nominations; a nominated node is judged with
+    its nominated pods, whatever the memo holds for it."""
+    engine = Engine(default_policy("standalone"))
+    state = cluster_state([node_dict(f"n{i}", cpu="2") for i in range(3)])
+    nodes = state.all_node_infos()
+    for name in ("first", "second"):  # the second pod of a shape gets the memo
+        assert [n.name for n in engine.filter(incoming(name, cpu="1", priority=10), nodes, state).feasible] == [
+            "n0", "n1", "n2"]
+    state.nominator.tracking = True
+    state.nominator.nominate(incoming("waiting", cpu="1500m", priority=100), "n1")
+    cycle = engine.prepare(incoming("third", cpu="1", priority=10), state)
+    assert cycle.memo is not None
+    decision = cycle.run(nodes)
+    assert [n.name for n in decision.feasible] == ["n0", "n2"]
+    assert decision.failed["n1"].reasons == ("Insufficient cpu",)
+    higher = engine.filter(incoming("higher", cpu="1", priority=1000), nodes, state)
+    assert [n.name for n in higher.feasible] == ["n0", "n1", "n2"]
