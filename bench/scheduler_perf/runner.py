@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample `extender schedule` with py-spy into DIR/<workload>.txt (slows it)")
     parser.add_argument("--list", action="store_true", help="list the workloads and variants, run nothing")
     parser.add_argument("--startup", action="store_true",
-                        help="time the start of `extender schedule` and `extender serve` on 5,000 nodes and 150,000 pods")
-    parser.add_argument("--startup-nodes", type=int, default=5000)
+                        help="time the start of `extender schedule` and `extender serve` on 15,000 nodes and 150,000 pods")
+    parser.add_argument("--startup-nodes", type=int, default=15_000)
     parser.add_argument("--startup-pods", type=int, default=150_000)
     options = parser.parse_args(argv)
     try:
