@@ -40,3 +40,19 @@ def test_gauges_follow_the_cluster_state() -> None:
     state.delete_node("metrics-gpu")
     gauges.publish(state)
     assert value("extender_device_memory_mebibytes", "metrics-gpu", "free") is None
+
+
+def test_a_node_that_starts_or_stops_publishing_an_inventory_is_followed() -> None:
+    state = ClusterState()
+    state.replace_nodes([node_dict("later-gpu")])
+    gauges = DeviceGauges()
+    gauges.publish(state)
+    gauges.publish(state)  # the view without an inventory, remembered
+    assert value("extender_device_memory_mebibytes", "later-gpu", "free") is None
+    state.upsert_node(gpu_node_dict("later-gpu", [gpu("GPU-0", 4000)]))
+    gauges.publish(state)
+    assert value("extender_device_memory_mebibytes", "later-gpu", "free") == 4000
+    state.upsert_node(node_dict("later-gpu"))
+    gauges.publish(state)
+    assert value("extender_device_memory_mebibytes", "later-gpu", "free") is None  # its series dropped
+    assert value("extender_devices", "later-gpu", "healthy") is None
