@@ -15,7 +15,8 @@ the start of the measurement to its end (creation included, as in scheduler_perf
 ``create_per_s`` the rate this harness created the measured pods at (a ceiling on
 ``pods_per_s``: scheduler_perf's Go creators are faster); ``cpu_s`` and ``rss_mb`` the
 scheduler process's CPU seconds over the whole workload and
-its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile; ``claims`` the ResourceClaims
+its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile; ``attempts``
+our scheduling cycles and preemption attempts by result (read from its /metrics); ``claims`` the ResourceClaims
 at the end of a DRA workload (whose runs also start kube-controller-manager's
 resource-claim controller and check the DRA invariants). The
 machine's cores are shared with whatever else runs: compare the two schedulers' rows of
@@ -175,7 +176,7 @@ def parity(kube: dict[str, Any], ours: dict[str, Any]) -> str:
 
 PUBLIC = ("workload", "variant", "scheduler", "pods_per_s", "p50", "p90", "p99", "scheduled", "expected",
           "create_per_s", "measured_s", "ops_s", "cpu_s", "rss_mb", "cp_cpu_s", "claims", "violations", "parity",
-          "skipped", "error")
+          "attempts", "skipped", "error")
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

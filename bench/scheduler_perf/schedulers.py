@@ -66,6 +66,8 @@ class Running:
     scheduler_name: str | None
     cpu_at_start: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)
+    metrics_url: str | None = None  # ours: /metrics, read for the attempts per pod
+
 
     def cpu_s(self) -> float:
         return process_tree_cpu(self.pid) - self.cpu_at_start
@@ -73,6 +75,32 @@ class Running:
     def read(self) -> None:
         """CPU seconds since the start and peak RSS, read while the process still runs."""
         self.figures = {"cpu_s": round(self.cpu_s(), 2), "rss_mb": round(peak_rss_mb(self.pid) or 0.0, 1)}
+        if self.metrics_url is not None:
+            try:
+                self.figures["attempts"] = scheduling_attempts(self.metrics_url)
+            except OSError as exc:  # the row keeps its other figures
+                self.figures["attempts"] = {"unread": str(exc)[:100]}
+
+
+def scheduling_attempts(url: str) -> dict[str, int]:
+    """Our scheduling cycles by result, and preemption's by result: how many cycles the pods
+    took (a preemptor retried before its victims are gone costs a whole filter pass again)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 (loopback, our own process)
+        text = reply.read().decode()
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        prefix = {"extender_schedule_attempts": "", "extender_preemption_attempts": "preemption "}.get(family.name)
+        if prefix is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                key = prefix + sample.labels.get("result", "")
+                counts[key] = counts.get(key, 0) + int(sample.value)
+    return counts
 
 
 @contextlib.contextmanager
@@ -135,7 +163,7 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
                               name="extender-schedule")
     ours.start(timeout=120)
     assert ours.process is not None
-    running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME)
+    running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME, metrics_url=f"{ours.url()}/metrics")
     running.cpu_at_start = process_tree_cpu(running.pid)
     try:
         yield running
