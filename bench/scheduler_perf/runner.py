@@ -206,7 +206,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the start of `extender schedule` and `extender serve` on 15,000 nodes and 150,000 pods")
     parser.add_argument("--startup-nodes", type=int, default=15_000)
     parser.add_argument("--startup-pods", type=int, default=150_000)
+    parser.add_argument("--report", nargs="+", type=Path, metavar="FILE",
+                        help="print the Markdown comparison table of earlier --json runs (medians over repeats); run nothing")
     options = parser.parse_args(argv)
+    if options.report:
+        from bench.scheduler_perf import report
+
+        return report.main(options.report)
     try:
         root = corpus.locate(options.source)
         everything = corpus.load_workloads(root)
