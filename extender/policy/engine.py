@@ -184,11 +184,17 @@ class FilterCycle:
         return self.refuse_all is None and not self.nominations and all(
             passes_clear_nodes(check) for _, check in self.checks)
 
-    def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
-        """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
+    @property
+    def counts_elsewhere(self) -> bool:
+        """Whether a check counts pods on other nodes (an UpdatableCheck): only then does a
+        change of pods need `updated`; preemption's dry runs skip writing the changes otherwise."""
         if self._updatable is None:
             self._updatable = any(getattr(check, "updated", None) is not None for _, check in self.checks)
-        if not changes or not self._updatable:
+        return self._updatable
+
+    def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
+        """The cycle as if `changes` had happened (pods added or removed on their nodes)."""
+        if not changes or not self.counts_elsewhere:
             return self
         checks = [(name, updated_check(check, changes)) for name, check in self.checks]
         if all(new is old for (_, new), (_, old) in zip(checks, self.checks, strict=True)):

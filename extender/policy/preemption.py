@@ -110,9 +110,9 @@ def select_victims(cycle: FilterCycle, info: NodeInfo, budgets: Sequence[Disrupt
     potential = [p for p in info.pods if p.priority < pod.priority]
     if not potential:
         return None, Status(Code.UNRESOLVABLE, (NO_VICTIMS,))
-    removed = {p.key for p in potential}
-    current = cycle.updated([PodChange(p, node, -1) for p in potential])
-    kept = NodeInfo.build(node, (p for p in info.pods if p.key not in removed))
+    counts_elsewhere = cycle.counts_elsewhere
+    current = cycle.updated([PodChange(p, node, -1) for p in potential]) if counts_elsewhere else cycle
+    kept = NodeInfo.build(node, (p for p in info.pods if p.priority >= pod.priority))
     status = current.status(kept)
     if status is not None:
         return None, status
@@ -122,7 +122,7 @@ def select_victims(cycle: FilterCycle, info: NodeInfo, budgets: Sequence[Disrupt
     violations = 0
     for group, counts in ((violating, 1), (fine, 0)):
         for victim in group:
-            trial = current.updated([PodChange(victim, node, 1)])
+            trial = current.updated([PodChange(victim, node, 1)]) if counts_elsewhere else current
             with_victim = kept.adding(victim)
             if trial.status(with_victim) is None:
                 current, kept = trial, with_victim  # reprieved: the pod fits with it still there
