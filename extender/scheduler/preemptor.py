@@ -11,8 +11,11 @@ carried out as kube-scheduler v1.36 does with async preemption:
 * on a worker thread, each victim gets the condition DisruptionTarget
   (PreemptionByScheduler), is deleted (UID precondition, its own grace period), and a
   `Preempted` Event says by whom; a victim already being deleted is left alone;
-* the preemptor waits in the unschedulable queue; the victims' deletions move it, and
-  its next cycle tries the nominated node first.
+* while its evictions run, the preemptor is gated (DefaultPreemption's PreEnqueue, "waiting
+  for the preemption for this pod to be finished"): a cycle before its victims are gone would
+  find them still there and preempt again, on another node;
+* then it waits in the unschedulable queue; the victims' deletions move it (or the end of its
+  evictions ungates it), and its next cycle tries the nominated node first.
 
 A failed eviction (403, 409, 5xx...) is logged and counted, and the preemptor is retried
 after its backoff, so a refusal never turns into a hot loop.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,6 +34,7 @@ from extender.cluster.state import ClusterState
 from extender.errors import ClusterError
 from extender.kube import evicting
 from extender.kube.events import post_event
+from extender.model.pods import PodView
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine
 from extender.policy.preemption import NEVER, TERMINATING_ON_NOMINATED, Candidate, Outcome, preempt
@@ -51,6 +56,12 @@ class Preemptor:
         self.rng = rng or random.Random()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="preempt") \
             if api_client is not None else None
+        self._lock = threading.Lock()
+        self._evicting: set[str] = set()  # preemptors whose victims are being evicted
+
+    def running(self, pod: PodView) -> bool:
+        """Whether `pod`'s evictions still run (the queue's `preempting` gate; asked under its lock)."""
+        return pod.key in self._evicting
 
     def attempt(self, entry: QueuedPod, engine: Engine, decision: Decision) -> tuple[Outcome, str | None]:
         """Run preemption for a pod no node could take; nominate and start evicting on success.
@@ -78,7 +89,11 @@ class Preemptor:
         log.info("preempting", extra={"fields": {
             "pod": pod.key, "profile": entry.profile, "node": candidate.node,
             "victims": ",".join(v.key for v in candidate.victims), "pdb_violations": candidate.pdb_violations}})
-        self._submit(self._evict, entry, candidate)
+        if self._pool is not None:
+            with self._lock:
+                self._evicting.add(pod.key)
+            if not self._submit(self._evict_gated, entry, candidate):
+                self._release(pod.key)
         return outcome, candidate.node
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -97,13 +112,27 @@ class Preemptor:
                 self._submit(evicting.clear_nominated_node, self.api_client, namespace, name)
         self.state.nominator.nominate(pod, node)
 
-    def _submit(self, fn: Any, *args: Any) -> None:
+    def _submit(self, fn: Any, *args: Any) -> bool:
         if self._pool is None:
-            return
+            return False
         try:
             self._pool.submit(self._run, fn, *args)
         except RuntimeError:  # shutting down
-            pass
+            return False
+        return True
+
+    def _evict_gated(self, entry: QueuedPod, candidate: Candidate) -> None:
+        try:
+            self._evict(entry, candidate)
+        finally:
+            self._release(entry.key)
+
+    def _release(self, key: str) -> None:
+        """The evictions ended: the preemptor may be tried again (its victims' deletions may have
+        come while it was gated, and gated pods do not wait for cluster events)."""
+        with self._lock:
+            self._evicting.discard(key)
+        self.queue.ungate([key])
 
     @staticmethod
     def _run(fn: Any, *args: Any) -> None:

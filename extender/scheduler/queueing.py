@@ -108,14 +108,17 @@ class SchedulingQueue:
         publish_metrics: bool = True,
         pre_enqueue: Callable[[PodView], bool] | None = None,
         claims_ready: Callable[[PodView], bool] | None = None,
+        preempting: Callable[[PodView], bool] | None = None,
     ) -> None:
         """`pre_enqueue(pod)`, asked only for pods of a pod group (`pod.group`), and
         `claims_ready(pod)` (DynamicResources' PreEnqueue: scheduler/claim_gate.py), asked for
         every pod, each with the queue's lock held (they must not call back into the queue):
-        may the pod be tried now?"""
+        may the pod be tried now? `preempting(pod)` (DefaultPreemption's PreEnqueue): its
+        victims are still being evicted, so it waits gated until `ungate`."""
         self._clock = clock
         self.pre_enqueue = pre_enqueue
         self.claims_ready = claims_ready
+        self.preempting = preempting
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable_seconds = max_unschedulable_seconds
@@ -389,9 +392,11 @@ class SchedulingQueue:
     # ---- internals (lock held) ------------------------------------------------------------
 
     def _admitted(self, pod: PodView) -> bool:
-        """Not gated: no scheduling gates, admitted by `pre_enqueue` if it is a group's member, and
-        by `claims_ready`."""
+        """Not gated: no scheduling gates, not running preemption, admitted by `pre_enqueue` if it
+        is a group's member, and by `claims_ready`."""
         if pod.scheduling_gates:
+            return False
+        if self.preempting is not None and self.preempting(pod):
             return False
         if pod.group is not None and self.pre_enqueue is not None and not self.pre_enqueue(pod):
             return False

@@ -145,6 +145,8 @@ class Scheduler:
                               may_bind=self._may_bind, on_undone=self.gangs.undone if self.gangs.enabled else None)
         self.preemptor = Preemptor(api_client, self.state, self.queue, rng=rng,
                                    instance=instance or (leader.identity if leader else "")) if preemption else None
+        if self.preemptor is not None:
+            self.queue.preempting = self.preemptor.running
         self.pending = [
             PendingPods(api_client, name, self.queue, on_invalid=self.reporter.invalid_pod,
                         on_member=self.gangs.member_queued if self.gangs.enabled else None, **options)

@@ -6,6 +6,7 @@ their deletion completes at once, as the kubelet would finish it.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -155,3 +156,46 @@ def test_a_failed_eviction_is_counted_and_retried_not_looped(apiserver: Any, kub
     assert counter(metrics.PREEMPTION_VICTIMS, outcome="failed") == failed + 2
     deletes = fake.requests_matching("DELETE", r"/pods/low$")
     assert len(deletes) == 3  # two refused, retried after the backoff, then done
+
+
+def test_the_preemptor_is_not_tried_again_while_its_victims_are_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-scheduler's async preemption gates the preemptor until its eviction calls end: a
+    cycle in between finds the victims still there and would preempt again, elsewhere."""
+    import threading
+
+    from extender.policy.defaults import default_policy
+    from extender.policy.engine import Engine
+    from extender.scheduler import preemptor as preemptor_module
+    from extender.scheduler.preemptor import Preemptor
+    from extender.scheduler.queueing import ACTIVE, GATED, SchedulingQueue
+    from tests.helpers import Clock
+    from tests.policy.builders import cluster_state, incoming, node_dict, placed
+
+    release = threading.Event()
+    monkeypatch.setattr(preemptor_module.evicting, "mark_disruption_target", lambda *a: release.wait(10) or True)
+    monkeypatch.setattr(preemptor_module.evicting, "delete_pod", lambda *a: True)
+    monkeypatch.setattr(preemptor_module, "post_event", lambda *a, **k: None)
+    state = cluster_state([node_dict("n1", cpu="2")], [placed("low", "n1", cpu="1500m", priority=1)])
+    state.nominator.tracking = True
+    clock = Clock(1000.0)
+    queue = SchedulingQueue(clock=clock, publish_metrics=False)
+    preemptor = Preemptor(object(), state, queue, workers=1)
+    queue.preempting = preemptor.running
+    engine = Engine(default_policy("standalone"))
+    queue.add(incoming("high", cpu="1500m", priority=1000), SCHEDULER_NAME)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    outcome, nominated = preemptor.attempt(entry, engine, engine.filter(entry.pod, state.all_node_infos(), state))
+    assert nominated == "n1" and outcome.candidate is not None
+    try:
+        queue.requeue_unschedulable(entry)
+        queue.move_all("pod-deleted")
+        clock.advance(2.0)  # past its backoff
+        assert queue.pop(timeout=0) is None and queue.where(entry.key) == GATED
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while queue.where(entry.key) != ACTIVE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    preemptor.close()
+    assert queue.where(entry.key) == ACTIVE and not preemptor.running(entry.pod)

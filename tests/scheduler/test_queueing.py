@@ -245,3 +245,20 @@ def test_close_wakes_poppers() -> None:
     queue.close()
     waiter.join(5)
     assert got == [None]
+
+
+def test_a_pod_running_preemption_waits_gated_until_ungated(queue: SchedulingQueue, clock: Clock) -> None:
+    """DefaultPreemption's PreEnqueue: a cluster event during the evictions does not bring the
+    preemptor back for a cycle that would find its victims still there."""
+    evicting: set[str] = set()
+    queue.preempting = lambda p: p.key in evicting
+    entry = popped(queue, "high")
+    evicting.add(entry.key)  # the attempt preempted: its evictions start
+    queue.requeue_unschedulable(entry)
+    queue.move_all("pod-deleted")  # one victim gone, the others not yet
+    clock.advance(20)  # past its backoff
+    assert queue.pop(timeout=0) is None
+    assert queue.where("default/high") == GATED
+    evicting.clear()  # the evictions ended
+    assert queue.ungate(["default/high"]) == 1
+    assert names(queue) == ["high"]
