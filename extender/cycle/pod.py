@@ -22,6 +22,7 @@ from extender.model.pods import PodView
 from extender.policy.cluster_view import ClusterView
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine, FilterCycle
+from extender.policy.status import Code, Status
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -122,6 +123,7 @@ def schedule_one(
 ) -> CycleResult:
     """Decide where `pod` goes among every node of `state` (or among `nodes`: a pod group's
     topology domain). Raises PluginError if a plugin fails."""
+    given = nodes
     if nodes is None:
         nodes = state.all_node_infos()
     total = len(nodes)
@@ -131,9 +133,24 @@ def schedule_one(
     nominated = _nominated_fit(cycle, state, pod)
     if nominated is not None:
         return CycleResult(nominated.name, Decision(pod=pod, total=1, feasible=[nominated]), 1, start_index)
-    start = start_index % total
-    wanted = nodes_to_find(total, percentage_of_nodes_to_score)
-    decision, processed = _filter_until(cycle, nodes, start, wanted)
+    candidates = nodes if cycle.only is None else _named(cycle.only, state, given)
+    start = start_index % len(candidates) if candidates else 0
+    wanted = nodes_to_find(len(candidates), percentage_of_nodes_to_score)
+    decision, processed = _filter_until(cycle, candidates, start, wanted)
+    if cycle.only is not None:  # findNodesThatFitPod: the others have the absent nodes' status
+        decision.total = total
+        plugins = cycle.only_plugins
+        decision.absent = Status(Code.UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]",),
+                                 "", plugins[0])
     if len(decision.feasible) > 1:
         engine.score(pod, decision.feasible, decision, state)
-    return CycleResult(select_host(decision, rng), decision, processed, (start + processed) % total)
+    return CycleResult(select_host(decision, rng), decision, processed, (start_index + processed) % total)
+
+
+def _named(names: frozenset[str], state: ClusterView, nodes: Sequence[NodeInfo] | None) -> list[NodeInfo]:
+    """The nodes a PreFilterResult names that exist (among `nodes` when given), by name: a
+    DaemonSet pod's one node is looked up, not found by walking thousands."""
+    if nodes is not None:
+        return [info for info in nodes if info.name in names]
+    found = (state.node_info(name) for name in sorted(names))
+    return [info for info in found if info is not None]

@@ -40,6 +40,19 @@ class Decision:
     # A refusal of every node by one plugin's per-pod step (kube-scheduler's PreFilter):
     # the summary then says it once, without a node count.
     prefilter: Status | None = None
+    # The status of every node neither feasible nor in `failed` (kube-scheduler's
+    # AbsentNodesStatus): the nodes a PreFilterResult left out, never filtered one by one.
+    absent: Status | None = None
+
+    def absent_count(self) -> int:
+        return self.total - len(self.feasible) - len(self.failed) if self.absent is not None else 0
+
+    def refusing_plugins(self) -> frozenset[str]:
+        """The plugins that refused some node (the queue's hints read them)."""
+        plugins = {status.plugin for status in self.failed.values()}
+        if self.absent is not None and self.absent_count():
+            plugins.add(self.absent.plugin)
+        return frozenset(plugins)
 
     def unresolvable(self) -> dict[str, Status]:
         return {name: s for name, s in self.failed.items() if s.code == Code.UNRESOLVABLE}
@@ -67,6 +80,10 @@ class Decision:
         counts: Counter[str] = Counter()
         for status in self.failed.values():
             counts.update(status.reasons)
+        absent = self.absent_count()
+        if absent and self.absent is not None:
+            for reason in self.absent.reasons:
+                counts[reason] += absent
         parts = sorted(f"{count} {reason}" for reason, count in counts.items())
         text = f"{available}/{self.total} nodes are available"
         return f"{text}: {', '.join(parts)}." if parts else f"{text}."

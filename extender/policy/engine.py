@@ -30,6 +30,7 @@ from extender.policy.plugins import (
     NodeScore,
     extension_points,
     memo_key,
+    only_nodes,
     own_normalize,
     passes_clear_nodes,
     updated_check,
@@ -161,6 +162,15 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
+        # kube-scheduler's PreFilterResult: the only nodes that can pass (the intersection of
+        # the checks' `only_nodes`), or None for every node; and the plugins that narrowed it.
+        self.only: frozenset[str] | None = None
+        self.only_plugins: tuple[str, ...] = ()
+        for name, check in checks:
+            named = only_nodes(check)
+            if named is not None:
+                self.only = named if self.only is None else self.only & named
+                self.only_plugins = tuple(sorted({*self.only_plugins, name}))
         # Whether any check counts pods on other nodes (an UpdatableCheck), found out at the
         # first `updated` (preemption's dry runs ask it once per victim; a webhook call never).
         self._updatable: bool | None = None
@@ -424,7 +434,13 @@ class Engine:
                 return FilterCycle(pod, checks, _as_status(check, name), {})
             if check is not None:
                 checks.append((name, check))
-        return FilterCycle(pod, checks, None, view.nominations(), self._verdict_memo(_verdict_key(checks)))
+        cycle = FilterCycle(pod, checks, None, view.nominations(), self._verdict_memo(_verdict_key(checks)))
+        if cycle.only is not None and not cycle.only:  # the plugins' node sets do not meet
+            plugins = cycle.only_plugins
+            reason = (f"node(s) didn't satisfy plugin {plugins[0]}" if len(plugins) == 1
+                      else f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously")
+            return FilterCycle(pod, checks, Status(Code.UNRESOLVABLE, (reason,), "", plugins[0]), {})
+        return cycle
 
     def _verdict_memo(self, key: Hashable | None) -> Memo | None:
         """The verdict memo of a pod shape seen before. Not for a shape's first pod: pods of

@@ -39,7 +39,10 @@ Marks, read once per pod, never per node:
 * a per-node score function may carry `memo_key` (a hashable naming everything it reads of
   the pod, when it reads nothing but the node's NodeInfo): the engine then scores a node
   again only when its NodeInfo changed since a pod with the same key was scored; and its
-  own `normalize(scores, nodes)`, which takes precedence over the plugin's.
+  own `normalize(scores, nodes)`, which takes precedence over the plugin's;
+* a per-node check may carry `only_nodes` (a frozenset of node names; kube-scheduler's
+  PreFilterResult): every other node fails it, so the standalone cycle filters only those
+  (NodeAffinity's `metadata.name` fields: a DaemonSet pod names its one node among 15,000).
 
 Plugin declarations (class attributes, read when the policy loads):
 * `needs_pods = False`: the plugin reads only the node and the pod being placed, never the
@@ -169,6 +172,11 @@ def extension_points(plugin: Any) -> ExtensionPoints:
 def memo_key(fn: NodeCheck | NodeScore) -> Hashable | None:
     """A per-node check's or score function's `memo_key` mark (see the module docstring), or None."""
     return getattr(fn, "memo_key", None)
+
+
+def only_nodes(check: NodeCheck) -> frozenset[str] | None:
+    """A per-node check's `only_nodes` mark (see the module docstring), or None: every node."""
+    return getattr(check, "only_nodes", None)
 
 
 def own_normalize(fn: NodeScore) -> Callable[..., list[float]] | None:

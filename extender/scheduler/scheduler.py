@@ -364,7 +364,7 @@ class Scheduler:
     def unschedulable(self, entry: QueuedPod, engine: Engine, result: CycleResult, started: float, *,
                       preempt: bool = True) -> None:
         """No node fits: try preemption (unless told not to), report, wait for a cluster event."""
-        entry.rejected_by = frozenset(status.plugin for status in result.decision.failed.values())
+        entry.rejected_by = result.decision.refusing_plugins()
         self.post_filter(entry, engine, result.decision.failed)
         outcome, nominated = self.preemptor.attempt(entry, engine, result.decision) \
             if self.preemptor is not None and preempt else (None, None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView, PreferredTerm
@@ -26,11 +26,32 @@ from extender.policy.status import Code, Status
 
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+REASON_CONFLICT = "pod affinity terms conflict"  # nodeaffinity.errReasonConflict
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 _POD_MISMATCH = Status(Code.UNRESOLVABLE, (REASON_POD,), "", names.NODE_AFFINITY)
 _ENFORCED_MISMATCH = Status(Code.UNRESOLVABLE, (REASON_ENFORCED,), "", names.NODE_AFFINITY)
+_CONFLICT = Status(Code.UNRESOLVABLE, (REASON_CONFLICT,), "", names.NODE_AFFINITY)
+
+
+def named_nodes(terms: tuple[NodeSelectorTerm, ...] | None) -> frozenset[str] | None:
+    """The nodes the required terms name by `metadata.name In`, or None when a term names none
+    (terms are ORed: then any node may do). NodeAffinity's PreFilter: the fields of a term are
+    ANDed (their name sets intersected), the terms ORed (united)."""
+    if not terms:
+        return None
+    found: set[str] = set()
+    for term in terms:
+        named: frozenset[str] | None = None
+        for requirement in term.fields:
+            if requirement.key == "metadata.name" and requirement.operator == "In":
+                values = cast("frozenset[str]", requirement.values)  # a frozenset for In
+                named = values if named is None else named & values
+        if named is None:
+            return None
+        found |= named
+    return frozenset(found)
 
 
 def _matches_any(terms: tuple[NodeSelectorTerm, ...], info: NodeInfo) -> bool:
@@ -72,12 +93,15 @@ class NodeAffinity(PrefilteredFilter):
     def from_args(cls, args: Mapping[str, Any]) -> NodeAffinity:
         return cls(arguments.load(_REQUIRED_ARGS, args)["addedAffinity"][REQUIRED])
 
-    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
+    def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         selector = tuple(pod.node_selector.items())
         required = pod.required_terms
         added = self.added_terms
         if not selector and required is None and added is None:
             return None
+        named = named_nodes(required)
+        if named is not None and not named:
+            return _CONFLICT
 
         def check(info: NodeInfo) -> Status | None:
             if added is not None and not _matches_any(added, info):
@@ -92,6 +116,8 @@ class NodeAffinity(PrefilteredFilter):
             return None
 
         check.memo_key = (selector, required)  # type: ignore[attr-defined]  # all it reads of the pod
+        if named is not None:
+            check.only_nodes = named  # type: ignore[attr-defined]  # a mark on the function (plugins.only_nodes)
         return check
 
 
