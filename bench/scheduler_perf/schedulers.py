@@ -163,7 +163,7 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
                               name="extender-schedule")
     ours.start(timeout=120)
     assert ours.process is not None
-    running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME, metrics_url=f"{ours.url()}/metrics")
+    running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME, metrics_url=f"{ours.url}/metrics")
     running.cpu_at_start = process_tree_cpu(running.pid)
     try:
         yield running
