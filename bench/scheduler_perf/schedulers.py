@@ -68,7 +68,6 @@ class Running:
     figures: dict[str, Any] = field(default_factory=dict)
     metrics_url: str | None = None  # ours: /metrics, read for the attempts per pod
 
-
     def cpu_s(self) -> float:
         return process_tree_cpu(self.pid) - self.cpu_at_start
 

@@ -545,7 +545,7 @@ class ClusterState:
         self._pods[record.key] = record
         if record.counts:
             self._account(record)
-            self._rebuild(record.node_name)
+            self._invalidate(record.node_name)
         if self._pod_hooks:
             self._hook(old, record)
 
@@ -564,7 +564,7 @@ class ClusterState:
                 log.exception("cluster state pod hook failed")
 
     def _account(self, record: PodRecord) -> None:
-        """Count a placed pod on its node and in the indexes (its NodeInfo is rebuilt by the caller)."""
+        """Count a placed pod on its node and in the indexes (the caller invalidates its NodeInfo)."""
         usage = self._usage.setdefault(record.node_name, _Usage())
         add_into(usage.requested, record.requests)
         add_into(usage.score_requested, record.score_requests)
@@ -583,13 +583,13 @@ class ClusterState:
         usage.score_requested = subtract(usage.score_requested, record.score_requests)
         if not usage.pods:
             del self._usage[record.node_name]
-        self._rebuild(record.node_name)
+        self._invalidate(record.node_name)
 
     def _pods_counted_on(self, node: str) -> Iterable[PodRecord]:
         usage = self._usage.get(node)
         return usage.pods.values() if usage is not None else ()
 
-    def _rebuild(self, name: str) -> None:
+    def _invalidate(self, name: str) -> None:
         """The node's pods changed: its NodeInfo is built again when next read."""
         self._stale.add(name)
 

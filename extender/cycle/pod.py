@@ -22,7 +22,6 @@ from extender.model.pods import PodView
 from extender.policy.cluster_view import ClusterView
 from extender.policy.decisions import Decision
 from extender.policy.engine import Engine, FilterCycle
-from extender.policy.status import Code, Status
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -139,9 +138,7 @@ def schedule_one(
     decision, processed = _filter_until(cycle, candidates, start, wanted)
     if cycle.only is not None:  # findNodesThatFitPod: the others have the absent nodes' status
         decision.total = total
-        plugins = cycle.only_plugins
-        decision.absent = Status(Code.UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]",),
-                                 "", plugins[0])
+        decision.absent = cycle.absent
     if len(decision.feasible) > 1:
         engine.score(pod, decision.feasible, decision, state)
     return CycleResult(select_host(decision, rng), decision, processed, (start_index + processed) % total)

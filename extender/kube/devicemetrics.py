@@ -28,21 +28,21 @@ class DeviceGauges:
         an inventory is not asked for its device use: at 5,000 nodes without devices, a tick
         is one look-up per node."""
         seen = set()
-        last = {}
+        last: dict[str, tuple[object, Inventory | None, object]] = {}
         for info in state.all_node_infos():
             name, view = info.name, info.node
             previous = self._last.get(name)
-            if previous is not None and previous[0] is view and previous[1] is None:
-                last[name] = previous
-                continue
-            inventory = previous[1] if previous is not None and previous[0] is view else node_inventory(
-                raw_annotations(view.raw))
-            use = state.device_use(name) if inventory is not None else None
-            last[name] = (view, inventory, use)
+            if previous is not None and previous[0] is view:
+                inventory, last_use = previous[1], previous[2]
+            else:
+                inventory, last_use = node_inventory(raw_annotations(view.raw)), None
             if inventory is None:
+                last[name] = (view, None, None)
                 continue
+            use = state.device_use(name)
+            last[name] = (view, inventory, use)
             seen.add(name)
-            if previous is not None and previous[0] is view and previous[2] is use and name in self._published:
+            if use is last_use and name in self._published:
                 continue
             memory = cores = used_memory = used_cores = healthy = busy = 0
             for device in inventory.devices:

@@ -80,8 +80,7 @@ class Decision:
         counts: Counter[str] = Counter()
         for status in self.failed.values():
             counts.update(status.reasons)
-        absent = self.absent_count()
-        if absent and self.absent is not None:
+        if self.absent is not None and (absent := self.absent_count()):
             for reason in self.absent.reasons:
                 counts[reason] += absent
         parts = sorted(f"{count} {reason}" for reason, count in counts.items())

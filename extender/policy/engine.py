@@ -162,15 +162,10 @@ class FilterCycle:
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
-        # kube-scheduler's PreFilterResult: the only nodes that can pass (the intersection of
-        # the checks' `only_nodes`), or None for every node; and the plugins that narrowed it.
+        # kube-scheduler's PreFilterResult, set by Engine.prepare: the only nodes that can pass,
+        # or None for every node, and the status of the others (AbsentNodesStatus).
         self.only: frozenset[str] | None = None
-        self.only_plugins: tuple[str, ...] = ()
-        for name, check in checks:
-            named = only_nodes(check)
-            if named is not None:
-                self.only = named if self.only is None else self.only & named
-                self.only_plugins = tuple(sorted({*self.only_plugins, name}))
+        self.absent: Status | None = None
         # Whether any check counts pods on other nodes (an UpdatableCheck), found out at the
         # first `updated` (preemption's dry runs ask it once per victim; a webhook call never).
         self._updatable: bool | None = None
@@ -325,6 +320,19 @@ class FilterCycle:
         return _first_refusal(self._remembered, info)
 
 
+def _narrowed(checks: Sequence[tuple[str, NodeCheck]]) -> tuple[frozenset[str] | None, tuple[str, ...]]:
+    """RunPreFilterPlugins' merged PreFilterResult: the intersection of the checks' `only_nodes`
+    (None: every node), and the plugins that gave one, sorted."""
+    only: frozenset[str] | None = None
+    plugins: list[str] = []
+    for name, check in checks:
+        named = only_nodes(check)
+        if named is not None:
+            only = named if only is None else only & named
+            plugins.append(name)
+    return only, tuple(sorted(plugins))
+
+
 def _unreadable(info: NodeInfo) -> Status:
     return Status(Code.UNRESOLVABLE, ("node(s) could not be read",), info.node.error, NODE_UNUSABLE)
 
@@ -434,12 +442,16 @@ class Engine:
                 return FilterCycle(pod, checks, _as_status(check, name), {})
             if check is not None:
                 checks.append((name, check))
-        cycle = FilterCycle(pod, checks, None, view.nominations(), self._verdict_memo(_verdict_key(checks)))
-        if cycle.only is not None and not cycle.only:  # the plugins' node sets do not meet
-            plugins = cycle.only_plugins
+        only, plugins = _narrowed(checks)
+        if only is not None and not only:  # the plugins' node sets do not meet
             reason = (f"node(s) didn't satisfy plugin {plugins[0]}" if len(plugins) == 1
                       else f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously")
             return FilterCycle(pod, checks, Status(Code.UNRESOLVABLE, (reason,), "", plugins[0]), {})
+        cycle = FilterCycle(pod, checks, None, view.nominations(), self._verdict_memo(_verdict_key(checks)))
+        if only is not None:
+            cycle.only = only
+            cycle.absent = Status(Code.UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]",),
+                                  "", plugins[0])
         return cycle
 
     def _verdict_memo(self, key: Hashable | None) -> Memo | None:
