@@ -32,7 +32,10 @@ def test_both_schedulers_bind_the_gang_and_the_control_on_one_cluster() -> None:
         assert row["group"] == ("True/Scheduled" if row["mode"] == "gang" else ""), row
     compared = bench_gang_scale.ratios(rows)
     assert [(c["mode"], c["run"]) for c in compared] == [("gang", "1"), ("no-group", "1")]
-    assert all(c["last_to_bound_s"] is not None for c in compared)
+    # a ratio wherever kube-scheduler's figure is not 0 (all bound within 5 ms of the last
+    # creation rounds to 0.0 s, and the ratio is then undefined, not missing)
+    kube_last = {r["mode"]: r["last_to_bound_s"] for r in rows if r["scheduler"] == "kube"}
+    assert all(c["last_to_bound_s"] is not None for c in compared if kube_last[c["mode"]]), (compared, kube_last)
 
 
 def test_the_engine_part_runs_pods_of_no_group_with_the_feature_off_and_on() -> None:
