@@ -488,30 +488,43 @@ class Engine:
             if fn is not None:
                 prepared.append((points, weight, fn))
         columns = self._raw_scores([(points.name, fn) for points, _, fn in prepared], nodes)
+        # The weighted sum of the columns that differ between nodes, and of the others (a
+        # column with one value on every node, as ImageLocality's 0 or TaintToleration's 100
+        # mostly are) a single number added once, at the end.
+        constant = 0.0
         for (points, weight, fn), raw in zip(prepared, columns, strict=True):
             name = points.name
-            normalize = self._normalizer(points, fn, nodes)
-            try:
-                normalized = normalize(raw)
-                # C loops (min, max, isfinite): this runs for every scorer over every node.
-                in_range = not normalized or (0 <= min(normalized) and max(normalized) <= MAX_SCORE
-                                              and all(map(math.isfinite, normalized)))
-                out_of_range = [] if in_range else [v for v in normalized if not 0 <= v <= MAX_SCORE]
-            except Exception as exc:  # a non-number, or a bug in normalize_scores: the plugin's fault
-                raise PluginError(f"scorer {name} failed to normalize: {exc}") from exc
-            if out_of_range:  # NaN and infinities fail 0 <= v <= MAX_SCORE too
-                raise PluginError(f"scorer {name} gave {out_of_range[0]}, outside 0..{MAX_SCORE}")
+            normalized, low, high = self._normalized(points, fn, nodes, raw)
             if len(normalized) != count:
                 raise PluginError(f"scorer {name} normalized {count} scores into {len(normalized)}")
             decision.raw_scores[name] = raw
             decision.normalized_scores[name] = normalized
             decision.weights[name] = weight
             weight_sum += weight
-            totals = [total + value * weight for total, value in zip(totals, normalized)]  # noqa: B905 - checked
+            if low == high:
+                constant += low * weight
+            else:
+                totals = [total + value * weight for total, value in zip(totals, normalized)]  # noqa: B905 - checked
         if weight_sum:
-            totals = [t / weight_sum for t in totals]
+            totals = [(t + constant) / weight_sum for t in totals]
         decision.totals = totals
         return decision
+
+    def _normalized(self, points: ExtensionPoints, fn: NodeScore, nodes: Sequence[NodeInfo],
+                    raw: list[float]) -> tuple[list[float], float, float]:
+        """A scorer's normalized column, with its lowest and highest value, checked to be in 0..100."""
+        name = points.name
+        try:
+            normalized = self._normalizer(points, fn, nodes)(raw)
+            # C loops (min, max, isfinite): this runs for every scorer over every node.
+            low, high = (min(normalized), max(normalized)) if normalized else (0.0, 0.0)
+            in_range = 0 <= low and high <= MAX_SCORE and all(map(math.isfinite, normalized))
+            out_of_range = [] if in_range else [v for v in normalized if not 0 <= v <= MAX_SCORE]
+        except Exception as exc:  # a non-number, or a bug in normalize_scores: the plugin's fault
+            raise PluginError(f"scorer {name} failed to normalize: {exc}") from exc
+        if out_of_range:  # NaN and infinities fail 0 <= v <= MAX_SCORE too
+            raise PluginError(f"scorer {name} gave {out_of_range[0]}, outside 0..{MAX_SCORE}")
+        return normalized, low, high
 
     @staticmethod
     def _score_function(points: ExtensionPoints, pod: PodView, nodes: Sequence[NodeInfo],

@@ -83,6 +83,21 @@ def test_scores_are_normalized_weighted_and_averaged():
     assert [(line.plugin, line.weighted) for line in lines] == [("LeastAllocated", 50), ("LabelPreference", 300)]
 
 
+def test_a_column_equal_on_every_node_still_counts_in_the_totals():
+    """A scorer giving every node one value is added once, not node by node: the totals stay
+    the weighted average of every column."""
+    label = LabelPreference.from_args({"label": "tier", "values": {"gold": 4}})
+    policy = Policy(scorers=(WeightedScorer(LeastAllocated(), 1), WeightedScorer(label, 3)))
+    pod = make_pod(requests={"cpu": "1", "memory": "2Gi"})
+    nodes = [make_node("a", labels={"tier": "gold"},
+                       running=[make_pod("u", requests={"cpu": "1", "memory": "2Gi"})]),
+             make_node("b", labels={"tier": "gold"})]
+    decision = Engine(policy).decide(pod, nodes)
+    assert decision.normalized_scores["LabelPreference"] == [100.0, 100.0]
+    assert decision.totals == [(50 * 1 + 100 * 3) / 4, (75 * 1 + 100 * 3) / 4]
+    assert decision.ranking()[0][0].name == "b"
+
+
 def test_default_standalone_prefers_the_emptier_node():
     pod = make_pod(requests={"cpu": "1", "memory": "1Gi"})
     nodes = [make_node("busy", running=[make_pod("u", requests={"cpu": "2", "memory": "4Gi"})]), make_node("idle")]
