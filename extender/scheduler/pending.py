@@ -64,7 +64,11 @@ class PendingPods:
         self.reflector = Reflector(
             api_client, PODS_PATH, resource=f"pending-pods-{scheduler_name}",
             field_selector=pending_field_selector(scheduler_name),
-            on_list=self.handle_list, on_event=self.handle_event, **reflector_options,
+            on_list=self.handle_list, on_event=self.handle_event,
+            # A queued pod keeps its object (PodView.raw) until it is bound: without its
+            # managedFields, which nothing here reads: about 4 KB less per pod (10,000 gated pods
+            # with pod affinity: 40 MB), and less to decode.
+            trim_managed_fields=True, **reflector_options,
         )
 
     def start(self) -> None:
