@@ -53,25 +53,21 @@ def _pod(raw: Any, pods: PodViewCache | None = None) -> PodView:
     return pods.view(raw, _parse_pod) if pods is not None else _parse_pod(raw)
 
 
-# Each node's entry of a prioritize reply that gives every node 0, encoded once per name.
-_ZERO_SCORES: dict[str, bytes] = {}
-_ZERO_SCORES_LIMIT = 100_000
-
-
 def _zero_scores(names: Sequence[str]) -> orjson.Fragment:
     """[{"Host": name, "Score": 0}, ...], already encoded: the reply of a policy without
-    scorers (the webhook's default) costs a dict look-up per node and one join."""
-    cached = _ZERO_SCORES
-    try:
-        parts = [cached[name] for name in names]
-    except KeyError:
-        if len(cached) + len(names) > _ZERO_SCORES_LIMIT:
-            cached.clear()
-        for name in names:
-            if name not in cached:
-                cached[name] = orjson.dumps({"Host": name, "Score": 0})
-        parts = [cached[name] for name in names]
-    return orjson.Fragment(b"[" + b",".join(parts) + b"]")
+    scorers (the webhook's default). The names are encoded in one call and the entries
+    spliced between them, so hundreds of nodes cost no Python work per node.
+
+    The splice is exact while no name needs escaping: then `","` occurs in the encoded
+    list only between two names. A name with an escape (no real node has one) takes the
+    per-node path."""
+    if not names:
+        return orjson.Fragment(b"[]")
+    encoded = orjson.dumps(names)
+    if b"\\" in encoded:
+        return orjson.Fragment(orjson.dumps([{"Host": name, "Score": 0} for name in names]))
+    return orjson.Fragment(b'[{"Host":' + encoded[1:-1].replace(b'","', b'","Score":0},{"Host":"')
+                           + b',"Score":0}]')
 
 
 def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs

@@ -50,6 +50,8 @@ def test_the_screen_follows_node_changes() -> None:
     broken["status"]["conditions"] = "not a list"  # kept, but unusable: never screened out
     state.upsert_node(broken)
     assert state.screen(["d"]) == (["d"], [])
+    state.replace_nodes([node_dict("e"), node_dict("a")])  # a re-list: b and d are gone
+    assert state.screen(["e", "b", "a", "d"]) == ([], ["b", "d"])
 
 
 def test_a_policy_with_other_checks_takes_the_full_path() -> None:

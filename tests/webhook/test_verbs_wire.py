@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import copy
 
+import orjson
 from flask.testing import FlaskClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from extender.webhook import verbs
 from extender.webhook.runtime import Runtime
 from tests.helpers import wire_body
 
@@ -149,3 +153,13 @@ def test_a_full_nodelist_is_echoed_as_sent_and_filtered_when_a_node_is_refused(c
     kept = [item["metadata"]["name"] for item in refused["Nodes"]["items"]]
     assert kept == [sent["items"][0]["metadata"]["name"], sent["items"][2]["metadata"]["name"]]
     assert list(refused["FailedAndUnresolvableNodes"]) == [sent["items"][1]["metadata"]["name"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(st.text(max_size=6) | st.sampled_from(['","', '\\', '"', 'a",', ',"b', 'node-1']),
+                      max_size=8))
+def test_a_scoreless_prioritize_reply_is_one_entry_per_name_whatever_the_names(names: list[str]) -> None:
+    """The zero-score reply is spliced from the encoded names (verbs._zero_scores): quotes,
+    commas and backslashes in a name must not move the seams."""
+    reply = orjson.loads(orjson.dumps(verbs._zero_scores(names)))
+    assert reply == [{"Host": name, "Score": 0} for name in names]
