@@ -16,7 +16,7 @@ the start of the measurement to its end (creation included, as in scheduler_perf
 ``pods_per_s``: scheduler_perf's Go creators are faster); ``cpu_s`` and ``rss_mb`` the
 scheduler process's CPU seconds over the whole workload and
 its peak resident memory; ``cp_cpu_s`` what etcd and kube-apiserver used meanwhile; ``attempts``
-our scheduling cycles and preemption attempts by result (read from its /metrics); ``claims`` the ResourceClaims
+the scheduler's cycles and preemption attempts by result (read from its /metrics); ``claims`` the ResourceClaims
 at the end of a DRA workload (whose runs also start kube-controller-manager's
 resource-claim controller and check the DRA invariants). The
 machine's cores are shared with whatever else runs: compare the two schedulers' rows of

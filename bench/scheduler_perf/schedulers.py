@@ -66,7 +66,8 @@ class Running:
     scheduler_name: str | None
     cpu_at_start: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)
-    metrics_url: str | None = None  # ours: /metrics, read for the attempts per pod
+    metrics_url: str | None = None  # /metrics, read for the attempts per pod
+    ca_file: str | None = None  # kube-scheduler's /metrics is HTTPS, served under the plane's CA
 
     def cpu_s(self) -> float:
         return process_tree_cpu(self.pid) - self.cpu_at_start
@@ -76,28 +77,37 @@ class Running:
         self.figures = {"cpu_s": round(self.cpu_s(), 2), "rss_mb": round(peak_rss_mb(self.pid) or 0.0, 1)}
         if self.metrics_url is not None:
             try:
-                self.figures["attempts"] = scheduling_attempts(self.metrics_url)
+                self.figures["attempts"] = scheduling_attempts(self.metrics_url, self.ca_file)
             except OSError as exc:  # the row keeps its other figures
                 self.figures["attempts"] = {"unread": str(exc)[:100]}
 
 
-def scheduling_attempts(url: str) -> dict[str, int]:
-    """Our scheduling cycles by result, and preemption's by result: how many cycles the pods
-    took (a preemptor retried before its victims are gone costs a whole filter pass again)."""
+# Each scheduler's families of scheduling cycles and preemption attempts, and the prefix of
+# their counts. kube-scheduler counts preemption attempts without a result.
+_ATTEMPT_FAMILIES = {"extender_schedule_attempts": "", "extender_preemption_attempts": "preemption ",
+                     "scheduler_schedule_attempts": "", "scheduler_preemption_attempts": "preemption"}
+
+
+def scheduling_attempts(url: str, ca_file: str | None = None) -> dict[str, int]:
+    """Scheduling cycles by result, and preemption's by result: how many cycles the pods
+    took (a preemptor retried before its victims are gone costs a whole filter pass again),
+    read alike from ours and from kube-scheduler, to compare the two."""
+    import ssl
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 (loopback, our own process)
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    with urllib.request.urlopen(url, timeout=10, context=context) as reply:  # noqa: S310 (loopback)
         text = reply.read().decode()
     counts: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
-        prefix = {"extender_schedule_attempts": "", "extender_preemption_attempts": "preemption "}.get(family.name)
+        prefix = _ATTEMPT_FAMILIES.get(family.name)
         if prefix is None:
             continue
         for sample in family.samples:
             if sample.name.endswith("_total"):
-                key = prefix + sample.labels.get("result", "")
+                key = (prefix + sample.labels.get("result", "")).strip()
                 counts[key] = counts.get(key, 0) + int(sample.value)
     return counts
 
@@ -137,10 +147,13 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
                                          kubeconfig=cp.plane.user_kubeconfig(KUBE_SCHEDULER_USER),
                                          profile={"pluginConfig": plugin_config} if plugin_config else None)
         config["clientConnection"] = {**config["clientConnection"], "qps": QPS, "burst": QPS}
+        # /metrics without a token, as kube-scheduler serves its probes: for the attempts.
+        extra = ["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
         process = cp.start_kube_scheduler(config, name="kube-scheduler",
-                                          extra_args=[f"--feature-gates={feature_gates}"] if feature_gates else [])
+                                          extra_args=extra + ([f"--feature-gates={feature_gates}"] if feature_gates else []))
         assert process.process is not None
-        running = Running(kind, process.process.pid, None)
+        running = Running(kind, process.process.pid, None, metrics_url=f"{process.url}/metrics",
+                          ca_file=str(cp.plane.ca_file))
         running.cpu_at_start = process_tree_cpu(running.pid)
         try:
             yield running
