@@ -14,9 +14,10 @@ Each pod key is in exactly one place (or "in flight" between `pop` and the outco
 watch re-lists and duplicate events never schedule a pod twice. Heaps use lazy deletion:
 an entry's `generation` changes whenever it moves, and stale heap items are skipped.
 
-A cluster event that arrives while a pod is in flight is remembered (`_move_seq`): if
-that pod then turns out unschedulable it goes to backoff instead of waiting for the
-*next* event, which is how kube-scheduler avoids losing the wake-up.
+A cluster event that arrives while a pod is in flight is remembered (`_move_seq`, and
+`_events` for the events only some pods care about): if that pod then turns out
+unschedulable and the event may help it, it goes to backoff instead of waiting for the
+*next* event, which is how kube-scheduler avoids losing the wake-up (its in-flight events).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from extender import metrics
 from extender.model.pods import PodView
@@ -42,6 +43,11 @@ QUEUES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 MAX_UNSCHEDULABLE_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+
+
+# Whether an event may help a waiting pod, from the pod and the plugins that refused it
+# (kube-scheduler's queueing hints): move_all's `wakes`.
+Wakes: TypeAlias = Callable[[PodView, frozenset[str]], bool]
 
 
 def backoff_seconds(attempts: int, initial: float = INITIAL_BACKOFF, maximum: float = MAX_BACKOFF) -> float:
@@ -78,10 +84,10 @@ class QueuedPod:
     deleted: bool = False
     signature: Any = field(default=None, repr=False)
     move_seq_at_pop: int = 0
-    hinted_seq_at_pop: int = 0
+    event_seq_at_pop: int = 0
     popped_at: float = 0.0
     # The plugins that refused nodes in its last unschedulable attempt: which cluster events
-    # may help it (kube-scheduler's queueing hints, coarsely).
+    # may help it (kube-scheduler's queueing hints read its UnschedulablePlugins).
     rejected_by: frozenset[str] = frozenset()
     # A background step for it failed while it was in flight (an eviction): retry, not wait.
     retry_requested: bool = False
@@ -131,8 +137,9 @@ class SchedulingQueue:
         self._counts = dict.fromkeys((*QUEUES, IN_FLIGHT), 0)
         self._seq = itertools.count()
         self._move_seq = 0
-        self._hinted_seq = 0  # moves of only the pods some plugins refused
-        self._hinted_plugins: frozenset[str] = frozenset()
+        # The hinted moves (some pods only) made while pods were in flight, kept until none is.
+        self._event_seq = 0
+        self._events: list[tuple[int, Wakes]] = []
         self._next_unschedulable_check = 0.0
         self._closed = False
         self._gauges = {name: metrics.QUEUE_DEPTH.labels(queue=name) for name in QUEUES} \
@@ -233,23 +240,29 @@ class SchedulingQueue:
                         self._place(entry, "")
                         del self._entries[key]
 
-    def move_all(self, event: str = "", *, rejected_by: frozenset[str] | None = None) -> int:
+    def move_all(self, event: str = "", *, rejected_by: frozenset[str] | None = None,
+                 wakes: Wakes | None = None) -> int:
         """A cluster event that may make unschedulable pods fit: give them another try.
 
         With `rejected_by`, only the pods some of those plugins refused move (a placed pod
-        can only help pods waiting on inter-pod rules). Pods still inside their backoff go
-        to the backoff queue, the rest to active. Returns how many pods moved.
+        can only help pods waiting on inter-pod rules); with `wakes`, only the pods it says
+        yes to (scheduler/hints.py). Pods still inside their backoff go to the backoff
+        queue, the rest to active. Returns how many pods moved.
         """
+        if rejected_by is not None:
+            if wakes is not None:
+                raise ValueError("move_all takes rejected_by or wakes, not both")
+            wakes = _rejected_by_any(rejected_by)
         with self._lock:
-            if rejected_by is None:
+            if wakes is None:
                 self._move_seq += 1
-            else:
-                self._hinted_seq += 1
-                self._hinted_plugins |= rejected_by
+            elif self._counts[IN_FLIGHT]:
+                self._event_seq += 1
+                self._events.append((self._event_seq, wakes))
             now = self._clock()
             moved = 0
             for entry in list(self._unschedulable.values()):
-                if rejected_by is not None and not entry.rejected_by & rejected_by:
+                if wakes is not None and not wakes(entry.pod, entry.rejected_by):
                     continue
                 self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
                 moved += 1
@@ -280,7 +293,7 @@ class SchedulingQueue:
                     continue
                 entry.attempts += 1
                 entry.move_seq_at_pop = self._move_seq
-                entry.hinted_seq_at_pop = self._hinted_seq
+                entry.event_seq_at_pop = self._event_seq
                 entry.popped_at = now
                 self._place(entry, IN_FLIGHT)
                 taken.append(entry)
@@ -319,7 +332,7 @@ class SchedulingQueue:
                 if entry is not None:
                     entry.attempts += 1
                     entry.move_seq_at_pop = self._move_seq
-                    entry.hinted_seq_at_pop = self._hinted_seq
+                    entry.event_seq_at_pop = self._event_seq
                     entry.popped_at = self._clock()
                     self._place(entry, IN_FLIGHT)
                     return entry
@@ -354,8 +367,7 @@ class SchedulingQueue:
             retry, entry.retry_requested = entry.retry_requested, False
             if entry.pod.scheduling_gates:
                 self._place(entry, GATED)
-            elif retry or self._move_seq != entry.move_seq_at_pop or (
-                    self._hinted_seq != entry.hinted_seq_at_pop and entry.rejected_by & self._hinted_plugins):
+            elif retry or self._move_seq != entry.move_seq_at_pop or self._woken_in_flight(entry):
                 self._place(entry, BACKOFF)
             else:
                 entry.unschedulable_since = now
@@ -402,6 +414,11 @@ class SchedulingQueue:
             return False
         return self.claims_ready is None or self.claims_ready(pod)
 
+    def _woken_in_flight(self, entry: QueuedPod) -> bool:
+        """Whether a hinted move made since `entry` was popped may help it."""
+        since = entry.event_seq_at_pop
+        return any(seq > since and wakes(entry.pod, entry.rejected_by) for seq, wakes in self._events)
+
     def _backoff_for(self, entry: QueuedPod) -> float:
         return backoff_seconds(entry.attempts, self.initial_backoff, self.max_backoff)
 
@@ -426,6 +443,8 @@ class SchedulingQueue:
             self._publish(entry.where)
             if entry.where == UNSCHEDULABLE:
                 del self._unschedulable[id(entry)]
+            elif entry.where == IN_FLIGHT and not self._counts[IN_FLIGHT]:
+                self._events.clear()  # no attempt left that started before them
         entry.where = where
         entry.generation += 1
         if not where:
@@ -475,3 +494,7 @@ class SchedulingQueue:
             for entry in list(self._unschedulable.values()):
                 if entry.unschedulable_since <= limit:
                     self._place(entry, BACKOFF if entry.backoff_until > now else ACTIVE)
+
+
+def _rejected_by_any(plugins: frozenset[str]) -> Wakes:
+    return lambda pod, rejected_by: bool(rejected_by & plugins)

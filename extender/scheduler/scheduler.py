@@ -42,6 +42,7 @@ from extender.policy import names
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Status
+from extender.scheduler import hints
 from extender.scheduler.bind_pool import BindPool
 from extender.scheduler.claim_gate import ClaimGate
 from extender.scheduler.gangs import GangScheduling
@@ -422,11 +423,10 @@ class Scheduler:
                     self.queue.move_all(event)
         elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
-        elif event == listeners.POD_DELETED:
-            if obj.node_name:
-                self.queue.move_all(event)
-        elif event == listeners.POD_UPDATED and obj.node_name and obj.phase in ("Succeeded", "Failed"):
-            self.queue.move_all(event)
+        elif event == listeners.POD_DELETED or (
+                event == listeners.POD_UPDATED and obj.phase in ("Succeeded", "Failed")):
+            if obj.node_name:  # a finished pod frees its node as a deleted one does
+                self.queue.move_all(event, wakes=hints.after_pod_deleted(obj))
         elif event in (listeners.POD_ADDED, listeners.POD_UPDATED) and obj.node_name:
             # A placed pod can satisfy a waiting pod's affinity or even out a spread.
             self.queue.move_all(event, rejected_by=_INTER_POD)

@@ -1,0 +1,118 @@
+"""Queueing hints for a placed pod's deletion (scheduler/hints.py), plugin by plugin, after
+kube-scheduler v1.36's QueueingHintFns; and the queue moving only the pods they wake, also
+for a deletion that happened while the pod was in flight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.model.pods import PodView
+from extender.model.records import record_from_dict
+from extender.policy import names
+from extender.scheduler.hints import after_pod_deleted
+from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from tests.helpers import Clock
+from tests.policy.builders import placed, pod_affinity, spread, term
+
+PROFILE = "extender-scheduler"
+
+
+def _ports(*ports: int) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "ports": [{"containerPort": p, "hostPort": p} for p in ports]}]}
+
+
+def _claims(*claims: str) -> dict[str, Any]:
+    return {"volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]}
+
+
+def _waiting(name: str = "w", *, namespace: str = "default", labels: dict[str, str] | None = None,
+             spec: dict[str, Any] | None = None) -> PodView:
+    raw = placed(name, "", namespace=namespace, labels=labels, spec=spec)
+    raw["spec"]["schedulerName"] = PROFILE
+    return PodView.from_dict(raw)
+
+
+def _deleted(*, namespace: str = "default", labels: dict[str, str] | None = None,
+             spec: dict[str, Any] | None = None) -> Any:
+    return record_from_dict(placed("gone", "n1", namespace=namespace, labels=labels, spec=spec))
+
+
+def _wakes(pod: PodView, plugin: str, deleted: Any) -> bool:
+    return after_pod_deleted(deleted)(pod, frozenset({plugin}))
+
+
+@pytest.mark.parametrize(("wanted", "freed", "expected"), [((80,), (80,), True), ((80,), (81,), False),
+                                                          ((80,), (), False), ((), (80,), False)])
+def test_node_ports_wake_on_a_freed_port_the_pod_wants(wanted: tuple[int, ...], freed: tuple[int, ...],
+                                                       expected: bool) -> None:
+    assert _wakes(_waiting(spec=_ports(*wanted)), names.NODE_PORTS, _deleted(spec=_ports(*freed))) is expected
+
+
+def test_spread_wakes_on_a_pod_its_hard_selector_counts_in_its_namespace() -> None:
+    pod = _waiting(labels={"app": "a"}, spec={"topologySpreadConstraints": [spread(labels={"app": "a"})]})
+    assert _wakes(pod, names.POD_TOPOLOGY_SPREAD, _deleted(labels={"app": "a"}))
+    assert not _wakes(pod, names.POD_TOPOLOGY_SPREAD, _deleted(labels={"app": "b"}))
+    assert not _wakes(pod, names.POD_TOPOLOGY_SPREAD, _deleted(namespace="other", labels={"app": "a"}))
+    soft = _waiting(spec={"topologySpreadConstraints": [spread(labels={"app": "a"}, when="ScheduleAnyway")]})
+    assert _wakes(soft, names.POD_TOPOLOGY_SPREAD, _deleted(labels={"app": "b"}))  # defaults: not rebuilt, yes
+
+
+def test_anti_affinity_wakes_on_a_pod_it_repelled_or_that_repelled_it() -> None:
+    repelling = {"affinity": pod_affinity(anti=[term({"color": "green"})])}
+    pod = _waiting(spec=repelling)
+    assert _wakes(pod, names.INTER_POD_AFFINITY, _deleted(labels={"color": "green"}))
+    assert not _wakes(pod, names.INTER_POD_AFFINITY, _deleted(labels={"color": "blue"}))
+    assert not _wakes(pod, names.INTER_POD_AFFINITY, _deleted(namespace="other", labels={"color": "green"}))
+    green = _waiting(labels={"color": "green"})
+    assert _wakes(green, names.INTER_POD_AFFINITY, _deleted(spec=repelling))
+    assert not _wakes(_waiting(labels={"color": "blue"}), names.INTER_POD_AFFINITY, _deleted(spec=repelling))
+    selected = {"affinity": pod_affinity(anti=[term({"color": "green"}, namespaceSelector={})])}
+    assert _wakes(_waiting(spec=selected), names.INTER_POD_AFFINITY,
+                  _deleted(namespace="other", labels={"color": "green"}))  # namespace labels unread: yes
+    affine = {"affinity": pod_affinity(required=[term({"color": "green"})])}
+    assert not _wakes(_waiting(spec=affine), names.INTER_POD_AFFINITY, _deleted(labels={"color": "green"}))
+
+
+def test_volume_hints_wake_on_attached_volumes_and_shared_claims() -> None:
+    assert _wakes(_waiting(), names.NODE_VOLUME_LIMITS, _deleted(spec=_claims("c1")))
+    assert not _wakes(_waiting(), names.NODE_VOLUME_LIMITS, _deleted())
+    pod = _waiting(spec=_claims("c1"))
+    assert _wakes(pod, names.VOLUME_RESTRICTIONS, _deleted(spec=_claims("c1")))
+    assert not _wakes(pod, names.VOLUME_RESTRICTIONS, _deleted(spec=_claims("c2")))
+    assert not _wakes(pod, names.VOLUME_RESTRICTIONS, _deleted(namespace="other", spec=_claims("c1")))
+
+
+def test_resource_fit_unknown_plugins_and_no_plugins_always_wake_node_checks_never() -> None:
+    after = after_pod_deleted(_deleted())
+    pod = _waiting()
+    assert after(pod, frozenset({names.RESOURCE_FIT, names.NODE_PORTS}))
+    assert after(pod, frozenset({"SomeonesOwnPlugin"}))
+    assert after(pod, frozenset())
+    assert not after(pod, frozenset({names.TAINT_TOLERATION, names.NODE_AFFINITY, names.NODE_PORTS}))
+
+
+def test_the_queue_moves_only_the_pods_a_deletion_wakes() -> None:
+    clock = Clock(1000.0)
+    queue = SchedulingQueue(clock=clock, publish_metrics=False)
+    for name, port in (("wants-80", 80), ("wants-81", 81)):
+        queue.add(_waiting(name, spec=_ports(port)), PROFILE)
+        entry = queue.pop(timeout=0)
+        assert entry is not None
+        entry.rejected_by = frozenset({names.NODE_PORTS})
+        queue.requeue_unschedulable(entry)
+    assert queue.move_all("pod-deleted", wakes=after_pod_deleted(_deleted(spec=_ports(80)))) == 1
+    assert queue.where("default/wants-80") == BACKOFF and queue.where("default/wants-81") == UNSCHEDULABLE
+
+
+@pytest.mark.parametrize(("freed", "where"), [(80, BACKOFF), (81, UNSCHEDULABLE)])
+def test_a_deletion_during_the_attempt_sends_the_pod_to_backoff_only_if_it_may_help(freed: int, where: str) -> None:
+    queue = SchedulingQueue(clock=Clock(1000.0), publish_metrics=False)
+    queue.add(_waiting("wants-80", spec=_ports(80)), PROFILE)
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.move_all("pod-deleted", wakes=after_pod_deleted(_deleted(spec=_ports(freed))))  # while in flight
+    entry.rejected_by = frozenset({names.NODE_PORTS})
+    queue.requeue_unschedulable(entry)
+    assert queue.where("default/wants-80") == where
