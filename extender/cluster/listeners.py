@@ -20,6 +20,12 @@ POD_ADDED, POD_UPDATED, POD_DELETED = "pod-added", "pod-updated", "pod-deleted"
 # After POD_UPDATED, for a pod on a node whose requests went down (an in-place resize):
 # kube-scheduler's NodeResourcesFit queues the pods it refused on that event alone.
 POD_SCALED_DOWN = "pod-scaled-down"
+# After POD_ADDED or POD_UPDATED, for a pod that now holds a node and did not before (or only
+# as assumed: the watch confirms a bind): kube-scheduler's AssignedPodAdd.
+POD_PLACED = "pod-placed"
+# After POD_UPDATED, for a placed pod whose labels changed: its UpdatePodLabel. Other updates
+# of a placed pod change no plugin's answer (a finished pod comes as POD_UPDATED alone).
+POD_RELABELED = "pod-relabeled"
 # A full pod list replaced the pods (obj: every pod record listed). Its deletions come as
 # POD_DELETED; the pods it brought or changed come only here, in one event.
 PODS_LISTED = "pods-listed"

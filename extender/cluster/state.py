@@ -52,6 +52,8 @@ from extender.cluster.listeners import (
     NODE_UPDATED,
     POD_ADDED,
     POD_DELETED,
+    POD_PLACED,
+    POD_RELABELED,
     POD_SCALED_DOWN,
     POD_UPDATED,
     PODS_LISTED,
@@ -422,6 +424,11 @@ class ClusterState:
             self.nominator.follow(record)
             self.last_event = self._clock()
         self.listeners.notify(POD_UPDATED if old else POD_ADDED, record)
+        if record.node_name:
+            if old is None or not old.node_name or old.assumed:
+                self.listeners.notify(POD_PLACED, record)
+            elif old.labels != record.labels:
+                self.listeners.notify(POD_RELABELED, record)
         if old is not None and old.node_name and record.node_name and _scaled_down(old.requests, record.requests):
             self.listeners.notify(POD_SCALED_DOWN, record)
         return record

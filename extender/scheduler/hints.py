@@ -1,4 +1,4 @@
-"""Queueing hints for a placed pod's deletion: which waiting pods it may help.
+"""Queueing hints for a placed pod's deletion or arrival: which waiting pods it may help.
 
 kube-scheduler asks each plugin that refused a waiting pod whether an event may change its
 answer (the plugin's QueueingHintFn), and moves the pod only on a yes. Deleting a pod frees
@@ -104,6 +104,30 @@ _AFTER_DELETE: dict[str, Hint] = {
 }
 
 
+def _affinity(pod: PodView, added: PodRecord) -> bool:
+    """InterPodAffinity.isSchedulableAfterPodChange for an added pod: it matches every term of
+    the pod's required affinity (one pod must satisfy them all)."""
+    return pod.affinity is not None and _all_match(pod.affinity.required, added.namespace, added.labels)
+
+
+# kube-scheduler's plugins registered for AssignedPodAdd (GangScheduling's pod groups wake
+# on their own events here: scheduler/gangs.py). Any other plugin's answer stays the same.
+_AFTER_ADD: dict[str, Hint] = {
+    names.INTER_POD_AFFINITY: _affinity,
+    names.POD_TOPOLOGY_SPREAD: _spread,
+}
+
+
+def after_pod_placed(added: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
+    """Whether a pod now placed on a node (bound, or arrived bound) may help a waiting pod."""
+    table = _AFTER_ADD
+
+    def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
+        return any(table.get(plugin, _never)(pod, added) for plugin in rejected_by)
+
+    return wakes
+
+
 def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
     """Whether the deletion of the placed pod `deleted` may help a waiting pod that the
     plugins `rejected_by` refused (none recorded: yes)."""
@@ -117,4 +141,4 @@ def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]],
     return wakes
 
 
-__all__ = ["after_pod_deleted"]
+__all__ = ["after_pod_deleted", "after_pod_placed"]

@@ -427,8 +427,10 @@ class Scheduler:
                 event == listeners.POD_UPDATED and obj.phase in ("Succeeded", "Failed")):
             if obj.node_name:  # a finished pod frees its node as a deleted one does
                 self.queue.move_all(event, wakes=hints.after_pod_deleted(obj))
-        elif event in (listeners.POD_ADDED, listeners.POD_UPDATED) and obj.node_name:
+        elif event == listeners.POD_PLACED and obj.counts:
             # A placed pod can satisfy a waiting pod's affinity or even out a spread.
+            self.queue.move_all(event, wakes=hints.after_pod_placed(obj))
+        elif event == listeners.POD_RELABELED:
             self.queue.move_all(event, rejected_by=_INTER_POD)
         elif event == listeners.POD_SCALED_DOWN:
             self.queue.move_all(event, rejected_by=_RESOURCE_FIT)

@@ -1,4 +1,4 @@
-"""Queueing hints for a placed pod's deletion (scheduler/hints.py), plugin by plugin, after
+"""Queueing hints for a placed pod's deletion and arrival (scheduler/hints.py), plugin by plugin, after
 kube-scheduler v1.36's QueueingHintFns; and the queue moving only the pods they wake, also
 for a deletion that happened while the pod was in flight."""
 
@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from extender.cluster import listeners
+from extender.cluster.state import ClusterState
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy import names
-from extender.scheduler.hints import after_pod_deleted
+from extender.scheduler.hints import after_pod_deleted, after_pod_placed
 from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from tests.helpers import Clock
 from tests.policy.builders import placed, pod_affinity, spread, term
@@ -116,3 +118,33 @@ def test_a_deletion_during_the_attempt_sends_the_pod_to_backoff_only_if_it_may_h
     entry.rejected_by = frozenset({names.NODE_PORTS})
     queue.requeue_unschedulable(entry)
     assert queue.where("default/wants-80") == where
+
+
+def test_a_placed_pod_wakes_the_affinity_it_satisfies_and_the_spreads_that_count_it() -> None:
+    affine = _waiting(spec={"affinity": pod_affinity(required=[term({"color": "green"})])})
+    placed_green = after_pod_placed(_deleted(labels={"color": "green"}))
+    assert placed_green(affine, frozenset({names.INTER_POD_AFFINITY}))
+    assert not after_pod_placed(_deleted(labels={"color": "blue"}))(affine, frozenset({names.INTER_POD_AFFINITY}))
+    repelled = _waiting(spec={"affinity": pod_affinity(anti=[term({"color": "green"})])})
+    assert not placed_green(repelled, frozenset({names.INTER_POD_AFFINITY}))  # more of them cannot help
+    spreading = _waiting(spec={"topologySpreadConstraints": [spread(labels={"color": "green"})]})
+    assert placed_green(spreading, frozenset({names.POD_TOPOLOGY_SPREAD}))
+    assert not placed_green(spreading, frozenset({names.RESOURCE_FIT, names.NODE_PORTS}))
+    assert not placed_green(spreading, frozenset())
+
+
+def test_the_state_tells_a_pod_placed_from_a_placed_pod_updated() -> None:
+    state = ClusterState()
+    seen: list[tuple[str, str]] = []
+    state.listeners.add(lambda event, obj: seen.append((event, obj.key)) if event in (
+        listeners.POD_PLACED, listeners.POD_RELABELED) else None)
+    pending = placed("p", "")
+    state.upsert_pod(pending)
+    assert seen == []
+    state.assume("default/p", "n1")
+    state.upsert_pod(placed("p", "n1"))  # the watch confirms the bind
+    state.upsert_pod(placed("p", "n1", status={"podIP": "10.0.0.1"}))  # status only
+    state.upsert_pod(placed("p", "n1", labels={"color": "green"}))
+    state.upsert_pod(placed("q", "n1"))  # arrives bound
+    assert seen == [(listeners.POD_PLACED, "default/p"), (listeners.POD_RELABELED, "default/p"),
+                    (listeners.POD_PLACED, "default/q")]
