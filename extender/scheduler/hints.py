@@ -1,4 +1,5 @@
-"""Queueing hints for a placed pod's deletion or arrival: which waiting pods it may help.
+"""Queueing hints for a placed pod's deletion or arrival, and for a storage object's change:
+which waiting pods it may help.
 
 kube-scheduler asks each plugin that refused a waiting pod whether an event may change its
 answer (the plugin's QueueingHintFn), and moves the pod only on a yes. Deleting a pod frees
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from extender.cluster.volumes import CLAIMS
 from extender.model.affinity import AffinityTerm
 from extender.model.pods import PodView
 from extender.model.ports import conflict
@@ -128,6 +130,31 @@ def after_pod_placed(added: PodRecord) -> Callable[[PodView, frozenset[str]], bo
     return wakes
 
 
+# The plugins registered for storage events (claims, volumes, classes, CSI objects).
+_STORAGE_PLUGINS = frozenset({names.VOLUME_BINDING, names.VOLUME_RESTRICTIONS, names.NODE_VOLUME_LIMITS,
+                              names.VOLUME_ZONE})
+# Built-in plugins no storage event concerns; any other plugin (a policy's own) is asked again.
+_NOT_STORAGE = frozenset(set(_AFTER_DELETE) | {names.DEVICE_FIT, names.NODE_LOAD}) - _STORAGE_PLUGINS
+
+
+def after_storage_changed(resource: str, key: str) -> Callable[[PodView, frozenset[str]], bool]:
+    """Whether a storage object's change may help a waiting pod: one refused by a volume plugin
+    (or a plugin this module does not know), and for a claim, a pod that uses it (the volume
+    plugins' claim hints)."""
+    namespace, _, claim = key.partition("/")
+
+    def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
+        if not rejected_by:
+            return True
+        if rejected_by <= _NOT_STORAGE:
+            return False
+        if rejected_by - _STORAGE_PLUGINS - _NOT_STORAGE or resource != CLAIMS or not key:
+            return True  # a plugin of the policy's own, or a volume plugin and not a claim
+        return pod.namespace == namespace and any(c.name == claim for c in pod.volumes.claims)
+
+    return wakes
+
+
 def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
     """Whether the deletion of the placed pod `deleted` may help a waiting pod that the
     plugins `rejected_by` refused (none recorded: yes)."""
@@ -141,4 +168,4 @@ def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]],
     return wakes
 
 
-__all__ = ["after_pod_deleted", "after_pod_placed"]
+__all__ = ["after_pod_deleted", "after_pod_placed", "after_storage_changed"]

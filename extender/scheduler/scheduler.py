@@ -437,7 +437,7 @@ class Scheduler:
         elif event == listeners.NAMESPACE_CHANGED:
             self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
         elif event == STORAGE_CHANGED:
-            self.queue.move_all(event)
+            self.queue.move_all(event, wakes=hints.after_storage_changed(*obj))
         elif event == DRA_CHANGED:
             self._dra_event(*obj)
 

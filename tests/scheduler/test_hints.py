@@ -10,10 +10,11 @@ import pytest
 
 from extender.cluster import listeners
 from extender.cluster.state import ClusterState
+from extender.cluster.volumes import CLAIMS, VOLUMES
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy import names
-from extender.scheduler.hints import after_pod_deleted, after_pod_placed
+from extender.scheduler.hints import after_pod_deleted, after_pod_placed, after_storage_changed
 from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from tests.helpers import Clock
 from tests.policy.builders import placed, pod_affinity, spread, term
@@ -148,3 +149,15 @@ def test_the_state_tells_a_pod_placed_from_a_placed_pod_updated() -> None:
     state.upsert_pod(placed("q", "n1"))  # arrives bound
     assert seen == [(listeners.POD_PLACED, "default/p"), (listeners.POD_RELABELED, "default/p"),
                     (listeners.POD_PLACED, "default/q")]
+
+
+def test_a_storage_change_wakes_the_pods_volume_plugins_refused_and_a_claim_only_its_users() -> None:
+    user = _waiting(spec=_claims("c1"))
+    volume_binding = frozenset({names.VOLUME_BINDING})
+    assert after_storage_changed(CLAIMS, "default/c1")(user, volume_binding)
+    assert not after_storage_changed(CLAIMS, "default/c2")(user, volume_binding)
+    assert not after_storage_changed(CLAIMS, "other/c1")(user, volume_binding)
+    assert after_storage_changed(VOLUMES, "pv1")(user, volume_binding)
+    assert not after_storage_changed(VOLUMES, "pv1")(user, frozenset({names.RESOURCE_FIT, names.NODE_PORTS}))
+    assert after_storage_changed(CLAIMS, "default/c2")(user, frozenset({"SomeonesOwnPlugin"}))
+    assert after_storage_changed(CLAIMS, "default/c2")(user, frozenset())
