@@ -2,7 +2,10 @@
 
 * **active**: a heap, highest priority first, then oldest (creation time), then arrival.
 * **backoff**: pods that failed recently wait `1 s * 2^(attempts-1)`, capped at 10 s, so
-  a pod that cannot fit does not spin the loop.
+  a pod that cannot fit does not spin the loop. A loop with nothing active takes the
+  unschedulable pod whose backoff ends first rather than idle (kube-scheduler's
+  SchedulerPopFromBackoffQ, on by default since v1.33); a pod backing off after an error
+  (an API failure) waits its backoff out, as in kube-scheduler's error backoff queue.
 * **unschedulable**: pods no node could take. Nothing will change for them until the
   cluster does, so they wait for `move_all` (a node added, a pod deleted, ...) or, as a
   safety net, `max_unschedulable_seconds`.
@@ -91,6 +94,8 @@ class QueuedPod:
     rejected_by: frozenset[str] = frozenset()
     # A background step for it failed while it was in flight (an eviction): retry, not wait.
     retry_requested: bool = False
+    # Its backoff follows an error, not a refusal: never popped before the backoff ends.
+    error_backoff: bool = False
 
     @property
     def key(self) -> str:
@@ -132,7 +137,8 @@ class SchedulingQueue:
         self._wakeup = threading.Condition(self._lock)
         self._entries: dict[str, QueuedPod] = {}
         self._active: list[tuple[int, str, int, int, QueuedPod]] = []
-        self._backoff: list[tuple[float, int, int, QueuedPod]] = []
+        self._backoff: list[tuple[float, int, int, QueuedPod]] = []  # refused pods: an idle loop pops them
+        self._error_backoff: list[tuple[float, int, int, QueuedPod]] = []
         self._unschedulable: dict[int, QueuedPod] = {}  # by id(): move_all must not scan every pod
         self._counts = dict.fromkeys((*QUEUES, IN_FLIGHT), 0)
         self._seq = itertools.count()
@@ -309,7 +315,7 @@ class SchedulingQueue:
             if entry is None or entry.where != UNSCHEDULABLE:
                 return
             entry.backoff_until = max(entry.backoff_until, self._clock() + self._backoff_for(entry))
-            self._place(entry, BACKOFF)
+            self._place(entry, BACKOFF, error=True)
 
     # ---- loop side ----------------------------------------------------------------------
 
@@ -325,7 +331,7 @@ class SchedulingQueue:
                 if self._closed:
                     return None
                 self._flush_locked()
-                entry = self._pop_active()
+                entry = self._pop_active() or _pop_backoff(self._backoff)
                 if entry is not None and not self._admitted(entry.pod):
                     self._place(entry, GATED)  # its pod group changed since it was admitted
                     continue
@@ -339,8 +345,8 @@ class SchedulingQueue:
                 wait = None if deadline is None else deadline - time.monotonic()
                 if wait is not None and wait <= 0:
                     return None
-                if self._backoff:
-                    until_next = max(0.001, self._backoff[0][0] - self._clock())
+                if self._error_backoff:
+                    until_next = max(0.001, self._error_backoff[0][0] - self._clock())
                     wait = until_next if wait is None else min(wait, until_next)
                 self._wakeup.wait(wait)
 
@@ -355,7 +361,7 @@ class SchedulingQueue:
             if self._drop_if_gone(entry):
                 return
             entry.backoff_until = self._clock() + self._backoff_for(entry)
-            self._place(entry, BACKOFF)
+            self._place(entry, BACKOFF, error=True)
 
     def requeue_unschedulable(self, entry: QueuedPod) -> None:
         """No node fits. Wait for a cluster event, unless one already came during the attempt."""
@@ -436,7 +442,7 @@ class SchedulingQueue:
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
 
-    def _place(self, entry: QueuedPod, where: str) -> None:
+    def _place(self, entry: QueuedPod, where: str, *, error: bool = False) -> None:
         """Move `entry` to `where` ("" = out of every queue), keeping counts and heaps right."""
         if entry.where:
             self._counts[entry.where] -= 1
@@ -458,7 +464,9 @@ class SchedulingQueue:
             )
             self._wakeup.notify()
         elif where == BACKOFF:
-            heapq.heappush(self._backoff, (entry.backoff_until, next(self._seq), entry.generation, entry))
+            entry.error_backoff = error
+            heapq.heappush(self._error_backoff if error else self._backoff,
+                           (entry.backoff_until, next(self._seq), entry.generation, entry))
             self._wakeup.notify()
         elif where == UNSCHEDULABLE:
             self._unschedulable[id(entry)] = entry
@@ -478,14 +486,14 @@ class SchedulingQueue:
 
     def _flush_locked(self) -> None:
         now = self._clock()
-        backoff = self._backoff
-        while backoff and backoff[0][0] <= now:
-            _, _, generation, entry = heapq.heappop(backoff)
-            if entry.generation == generation and entry.where == BACKOFF:
-                self._place(entry, ACTIVE)
-        # Drop stale heap items now and then so lazy deletion cannot grow without bound.
-        while backoff and (backoff[0][2] != backoff[0][3].generation or backoff[0][3].where != BACKOFF):
-            heapq.heappop(backoff)
+        for backoff in (self._backoff, self._error_backoff):
+            while backoff and backoff[0][0] <= now:
+                _, _, generation, entry = heapq.heappop(backoff)
+                if entry.generation == generation and entry.where == BACKOFF:
+                    self._place(entry, ACTIVE)
+            # Drop stale heap items now and then so lazy deletion cannot grow without bound.
+            while backoff and (backoff[0][2] != backoff[0][3].generation or backoff[0][3].where != BACKOFF):
+                heapq.heappop(backoff)
         if self._counts[UNSCHEDULABLE] and self.max_unschedulable_seconds > 0 \
                 and now >= self._next_unschedulable_check:
             # A scan of every entry: at most once a second, not on every pop.
@@ -498,3 +506,12 @@ class SchedulingQueue:
 
 def _rejected_by_any(plugins: frozenset[str]) -> Wakes:
     return lambda pod, rejected_by: bool(rejected_by & plugins)
+
+
+def _pop_backoff(backoff: list[tuple[float, int, int, QueuedPod]]) -> QueuedPod | None:
+    """The backing-off pod whose backoff ends first (stale heap items skipped)."""
+    while backoff:
+        _, _, generation, entry = heapq.heappop(backoff)
+        if entry.generation == generation and entry.where == BACKOFF:
+            return entry
+    return None

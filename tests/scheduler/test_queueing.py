@@ -110,11 +110,32 @@ def test_unschedulable_waits_for_an_event(queue: SchedulingQueue, clock: Clock) 
     assert queue.pop(timeout=0) is entry
 
 
-def test_move_respects_the_remaining_backoff(queue: SchedulingQueue, clock: Clock) -> None:
+def test_move_respects_the_remaining_backoff_while_other_pods_are_active(queue: SchedulingQueue,
+                                                                         clock: Clock) -> None:
     entry = popped(queue, "a")
     queue.requeue_unschedulable(entry)
     queue.move_all("node-added")
     assert queue.where(entry.key) == BACKOFF
+    queue.add(pod("b"), PROFILE)
+    assert queue.pop(timeout=0).pod.name == "b"  # active first: a still backs off
+    clock.now += 1.01
+    assert queue.pop(timeout=0) is entry
+
+
+def test_an_idle_loop_pops_the_refused_pod_whose_backoff_ends_first(queue: SchedulingQueue, clock: Clock) -> None:
+    """kube-scheduler's SchedulerPopFromBackoffQ: nothing active, so a backing-off pod is tried now."""
+    first, second = popped(queue, "a"), popped(queue, "b")
+    queue.requeue_unschedulable(second)
+    clock.now += 0.5
+    queue.requeue_unschedulable(first)
+    queue.move_all("node-added")
+    assert [queue.where(e.key) for e in (first, second)] == [BACKOFF, BACKOFF]
+    assert queue.pop(timeout=0) is second and queue.pop(timeout=0) is first
+
+
+def test_a_pod_backing_off_after_an_error_waits_its_backoff_out(queue: SchedulingQueue, clock: Clock) -> None:
+    entry = popped(queue, "a")
+    queue.requeue_backoff(entry)
     assert queue.pop(timeout=0) is None
     clock.now += 1.01
     assert queue.pop(timeout=0) is entry
