@@ -1,5 +1,5 @@
-"""Queueing hints for a placed pod's deletion or arrival, and for a storage object's change:
-which waiting pods it may help.
+"""Queueing hints for a placed pod's deletion or arrival, a node's update and a storage
+object's change: which waiting pods it may help.
 
 kube-scheduler asks each plugin that refused a waiting pod whether an event may change its
 answer (the plugin's QueueingHintFn), and moves the pod only on a yes. Deleting a pod frees
@@ -155,6 +155,37 @@ def after_storage_changed(resource: str, key: str) -> Callable[[PodView, frozens
     return wakes
 
 
+# What each part of a node the plugins read is read by (kube-scheduler's node update events:
+# UpdateNodeLabel, UpdateNodeTaint, UpdateNodeAllocatable, ...; NodeReady is our reading of
+# spec.unschedulable, conditions and their taints). DynamicResources and DeviceFit read much
+# of a node: every part wakes them.
+_NODE_READERS: dict[str, frozenset[str]] = {
+    "labels": frozenset({names.NODE_AFFINITY, names.NODE_LABELS, names.POD_TOPOLOGY_SPREAD, names.INTER_POD_AFFINITY,
+                         names.VOLUME_BINDING, names.VOLUME_ZONE}),
+    "taints": frozenset({names.TAINT_TOLERATION, names.NODE_READY, names.POD_TOPOLOGY_SPREAD}),
+    "unschedulable": frozenset({names.NODE_READY}),
+    "conditions": frozenset({names.NODE_READY}),
+    "allocatable": frozenset({names.RESOURCE_FIT, names.NODE_VOLUME_LIMITS, names.NODE_LOAD}),
+    "declared_features": frozenset({names.NODE_DECLARED_FEATURES}),
+}
+_EVERY_NODE_PART = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
+_NODE_PLUGINS = frozenset().union(*_NODE_READERS.values(), _EVERY_NODE_PART, _AFTER_DELETE, _STORAGE_PLUGINS)
+
+
+def after_node_updated(changed: frozenset[str]) -> Callable[[PodView, frozenset[str]], bool] | None:
+    """Whether a node update that changed the parts `changed` (keys of `_NODE_READERS`) may help
+    a waiting pod: one refused by a plugin that reads one of them, or by a plugin this module
+    does not know. None when a part without readers here changed: every pod may fit."""
+    if not changed <= _NODE_READERS.keys():
+        return None
+    readers = _EVERY_NODE_PART.union(*(_NODE_READERS[part] for part in changed))
+
+    def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
+        return not rejected_by or bool(rejected_by & readers) or not rejected_by <= _NODE_PLUGINS
+
+    return wakes
+
+
 def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
     """Whether the deletion of the placed pod `deleted` may help a waiting pod that the
     plugins `rejected_by` refused (none recorded: yes)."""
@@ -168,4 +199,4 @@ def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]],
     return wakes
 
 
-__all__ = ["after_pod_deleted", "after_pod_placed", "after_storage_changed"]
+__all__ = ["after_node_updated", "after_pod_deleted", "after_pod_placed", "after_storage_changed"]

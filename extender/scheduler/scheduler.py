@@ -89,12 +89,24 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
     return parallel_binds + REPORT_WORKERS + PREEMPT_WORKERS + _WATCHES + profiles + _OTHER_CONNECTIONS
 
 
+# The parts of `_node_signature`'s first tuple, as scheduler/hints.py names them.
+_NODE_PARTS = ("labels", "taints", "unschedulable", "conditions", "allocatable", "error", "inventory")
+
+
 def _node_signature(view: NodeView) -> tuple[tuple[Any, ...], frozenset[str]]:
     """What a node update must change to be worth retrying unschedulable pods (not heartbeats):
     what every filter may read, and apart from it status.declaredFeatures, whose change alone
     matters only to NodeDeclaredFeatures (`_on_cluster_event`)."""
     return ((view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
              node_inventory(raw_annotations(view.raw))), view.declared_features)
+
+
+def _changed_parts(before: tuple[tuple[Any, ...], frozenset[str]],
+                   after: tuple[tuple[Any, ...], frozenset[str]]) -> frozenset[str]:
+    parts = {part for part, old, new in zip(_NODE_PARTS, before[0], after[0], strict=True) if old != new}
+    if before[1] != after[1]:
+        parts.add("declared_features")
+    return frozenset(parts)
 
 
 class Scheduler:
@@ -420,7 +432,9 @@ class Scheduler:
                     # only the pods NodeDeclaredFeatures refused, as kube-scheduler's hint says.
                     self.queue.move_all(event, rejected_by=_NODE_FEATURES)
                 else:
-                    self.queue.move_all(event)
+                    changed = _changed_parts(before, signature) if before is not None else None
+                    wakes = hints.after_node_updated(changed) if changed is not None else None
+                    self.queue.move_all(event, wakes=wakes)
         elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
         elif event == listeners.POD_DELETED or (

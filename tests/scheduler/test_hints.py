@@ -14,7 +14,12 @@ from extender.cluster.volumes import CLAIMS, VOLUMES
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.policy import names
-from extender.scheduler.hints import after_pod_deleted, after_pod_placed, after_storage_changed
+from extender.scheduler.hints import (
+    after_node_updated,
+    after_pod_deleted,
+    after_pod_placed,
+    after_storage_changed,
+)
 from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from tests.helpers import Clock
 from tests.policy.builders import placed, pod_affinity, spread, term
@@ -161,3 +166,17 @@ def test_a_storage_change_wakes_the_pods_volume_plugins_refused_and_a_claim_only
     assert not after_storage_changed(VOLUMES, "pv1")(user, frozenset({names.RESOURCE_FIT, names.NODE_PORTS}))
     assert after_storage_changed(CLAIMS, "default/c2")(user, frozenset({"SomeonesOwnPlugin"}))
     assert after_storage_changed(CLAIMS, "default/c2")(user, frozenset())
+
+
+def test_a_node_update_wakes_the_pods_refused_by_a_plugin_that_reads_what_changed() -> None:
+    labels = after_node_updated(frozenset({"labels"}))
+    assert labels is not None
+    pod = _waiting()
+    assert labels(pod, frozenset({names.NODE_AFFINITY}))
+    assert not labels(pod, frozenset({names.RESOURCE_FIT, names.TAINT_TOLERATION, names.NODE_PORTS}))
+    assert labels(pod, frozenset({names.DYNAMIC_RESOURCES}))  # reads every part
+    assert labels(pod, frozenset({"SomeonesOwnPlugin"})) and labels(pod, frozenset())
+    grown = after_node_updated(frozenset({"allocatable", "declared_features"}))
+    assert grown is not None and grown(pod, frozenset({names.RESOURCE_FIT}))
+    assert grown(pod, frozenset({names.NODE_DECLARED_FEATURES}))
+    assert after_node_updated(frozenset({"inventory"})) is None  # no readers listed: every pod
