@@ -46,6 +46,7 @@ QUEUES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 MAX_UNSCHEDULABLE_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+_EVENTS_CHECKED_PAST = 64  # in-flight events kept before the old ones are looked for
 
 
 # Whether an event may help a waiting pod, from the pod and the plugins that refused it
@@ -143,9 +144,11 @@ class SchedulingQueue:
         self._counts = dict.fromkeys((*QUEUES, IN_FLIGHT), 0)
         self._seq = itertools.count()
         self._move_seq = 0
-        # The hinted moves (some pods only) made while pods were in flight, kept until none is.
+        # The hinted moves (some pods only) made while pods were in flight, kept while an
+        # attempt that started before them runs (binds keep pods in flight all the time).
         self._event_seq = 0
         self._events: list[tuple[int, Wakes]] = []
+        self._in_flight: dict[int, QueuedPod] = {}  # by id()
         self._next_unschedulable_check = 0.0
         self._closed = False
         self._gauges = {name: metrics.QUEUE_DEPTH.labels(queue=name) for name in QUEUES} \
@@ -449,8 +452,9 @@ class SchedulingQueue:
             self._publish(entry.where)
             if entry.where == UNSCHEDULABLE:
                 del self._unschedulable[id(entry)]
-            elif entry.where == IN_FLIGHT and not self._counts[IN_FLIGHT]:
-                self._events.clear()  # no attempt left that started before them
+            elif entry.where == IN_FLIGHT:
+                del self._in_flight[id(entry)]
+                self._forget_old_events()
         entry.where = where
         entry.generation += 1
         if not where:
@@ -470,6 +474,17 @@ class SchedulingQueue:
             self._wakeup.notify()
         elif where == UNSCHEDULABLE:
             self._unschedulable[id(entry)] = entry
+        elif where == IN_FLIGHT:
+            self._in_flight[id(entry)] = entry
+
+    def _forget_old_events(self) -> None:
+        """Drop the in-flight events no attempt still running started before: all of them when
+        nothing is in flight, else (checked past a few dozen) those older than the oldest pop."""
+        if not self._in_flight:
+            self._events.clear()
+        elif len(self._events) > _EVENTS_CHECKED_PAST:
+            oldest = min(entry.event_seq_at_pop for entry in self._in_flight.values())
+            self._events = [event for event in self._events if event[0] > oldest]
 
     def _publish(self, where: str) -> None:
         gauge = self._gauges.get(where)

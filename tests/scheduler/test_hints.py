@@ -180,3 +180,23 @@ def test_a_node_update_wakes_the_pods_refused_by_a_plugin_that_reads_what_change
     assert grown is not None and grown(pod, frozenset({names.RESOURCE_FIT}))
     assert grown(pod, frozenset({names.NODE_DECLARED_FEATURES}))
     assert after_node_updated(frozenset({"inventory"})) is None  # no readers listed: every pod
+
+
+def test_in_flight_events_are_kept_only_while_an_attempt_older_than_them_runs() -> None:
+    """Binds keep some pod in flight at all times: the events must still be forgotten once
+    every attempt still running started after them, or they would pile up for good."""
+    queue = SchedulingQueue(clock=Clock(1000.0), publish_metrics=False)
+    queue.add(_waiting("binding"), PROFILE)
+    binding = queue.pop(timeout=0)
+    assert binding is not None
+    for port in range(100):
+        queue.move_all("pod-deleted", wakes=after_pod_deleted(_deleted(spec=_ports(port))))
+    queue.add(_waiting("next", spec=_ports(7)), PROFILE)
+    following = queue.pop(timeout=0)
+    assert following is not None
+    queue.done(binding)  # bound: only `following` is in flight, popped after all 100 events
+    assert len(queue._events) == 0
+    queue.move_all("pod-deleted", wakes=after_pod_deleted(_deleted(spec=_ports(7))))
+    following.rejected_by = frozenset({names.NODE_PORTS})
+    queue.requeue_unschedulable(following)
+    assert queue.where("default/next") == BACKOFF  # the event after its pop still counts
