@@ -83,9 +83,9 @@ class Running:
 
 
 # Each scheduler's families of scheduling cycles and preemption attempts, and the prefix of
-# their counts. kube-scheduler counts preemption attempts without a result.
+# their counts. kube-scheduler counts preemption attempts without a result ("preemption").
 _ATTEMPT_FAMILIES = {"extender_schedule_attempts": "", "extender_preemption_attempts": "preemption ",
-                     "scheduler_schedule_attempts": "", "scheduler_preemption_attempts": "preemption"}
+                     "scheduler_schedule_attempts": "", "scheduler_preemption_attempts": "preemption "}
 
 
 def scheduling_attempts(url: str, ca_file: str | None = None) -> dict[str, int]:

@@ -9,9 +9,10 @@ for pods limited by volumes. Without these answers, each of thousands of deletio
 every waiting pod through another failing cycle (EventHandlingPodDelete: 1.8 × the failed
 cycles of kube-scheduler, and 0.8 × its throughput).
 
-The hints run with the scheduling queue's lock held, once per waiting pod per deletion, so
-they read only the two pods and stop at the first yes. A plugin this table does not know
-(a policy's own) answers yes, as a plugin without hints does in kube-scheduler.
+The hints run with the scheduling queue's lock held, once per waiting pod per event, so
+they read only the two objects and stop at the first yes. A built-in plugin without a hint
+for an event answers no (it does not register for it); a plugin of a policy's own answers
+yes, as a plugin without hints does in kube-scheduler.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from extender.model.ports import conflict
 from extender.model.records import PodRecord
 from extender.model.selectors import NOTHING
 from extender.policy import names
+from extender.policy.builtin import FILTERS, OPT_IN_FILTERS
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
+# Every built-in filter, and the engine's own refusal of an unreadable node.
+_BUILT_IN = frozenset(plugin.name for plugin in (*FILTERS, *OPT_IN_FILTERS)) | {names.NODE_UNUSABLE}
 
 Hint = Callable[[PodView, PodRecord], bool]
 
 
 def _always(pod: PodView, deleted: PodRecord) -> bool:
     return True
-
-
-def _never(pod: PodView, deleted: PodRecord) -> bool:
-    return False
 
 
 def _ports(pod: PodView, deleted: PodRecord) -> bool:
@@ -98,12 +98,12 @@ _AFTER_DELETE: dict[str, Hint] = {
     names.INTER_POD_AFFINITY: _anti_affinity,
     names.NODE_VOLUME_LIMITS: _volume_limits,
     names.VOLUME_RESTRICTIONS: _volume_restrictions,
-    # Node-only checks, and plugins whose room follows other objects' events (DRA claims,
-    # volumes, node features): no deletion of a pod changes their answer.
-    **dict.fromkeys((names.SCHEDULING_GATES, names.NODE_READY, names.TAINT_TOLERATION, names.NODE_AFFINITY,
-                     names.NODE_LABELS, names.UNSUPPORTED_CONSTRAINTS, names.VOLUME_BINDING, names.VOLUME_ZONE,
-                     names.DYNAMIC_RESOURCES, names.NODE_DECLARED_FEATURES, names.NODE_UNUSABLE), _never),
+    # Shares of a node's devices, and its real load: a pod's deletion may free either.
+    names.DEVICE_FIT: _always,
+    names.NODE_LOAD: _always,
 }
+# The other built-ins are node-only checks, or plugins whose room follows other objects'
+# events (DRA claims, volumes, node features): no deletion of a pod changes their answer.
 
 
 def _affinity(pod: PodView, added: PodRecord) -> bool:
@@ -120,21 +120,27 @@ _AFTER_ADD: dict[str, Hint] = {
 }
 
 
+def _asks(table: dict[str, Hint], pod: PodView, other: PodRecord, rejected_by: frozenset[str]) -> bool:
+    """Any refusing plugin's hint says yes; a built-in without one says no, any other plugin yes."""
+    for plugin in rejected_by:
+        hint = table.get(plugin)
+        if hint is None:
+            if plugin not in _BUILT_IN:
+                return True
+        elif hint(pod, other):
+            return True
+    return False
+
+
 def after_pod_placed(added: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
     """Whether a pod now placed on a node (bound, or arrived bound) may help a waiting pod."""
-    table = _AFTER_ADD
-
-    def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
-        return any(table.get(plugin, _never)(pod, added) for plugin in rejected_by)
-
-    return wakes
+    return lambda pod, rejected_by: _asks(_AFTER_ADD, pod, added, rejected_by)
 
 
 # The plugins registered for storage events (claims, volumes, classes, CSI objects).
 _STORAGE_PLUGINS = frozenset({names.VOLUME_BINDING, names.VOLUME_RESTRICTIONS, names.NODE_VOLUME_LIMITS,
                               names.VOLUME_ZONE})
-# Built-in plugins no storage event concerns; any other plugin (a policy's own) is asked again.
-_NOT_STORAGE = frozenset(set(_AFTER_DELETE) | {names.DEVICE_FIT, names.NODE_LOAD}) - _STORAGE_PLUGINS
+_NOT_STORAGE = _BUILT_IN - _STORAGE_PLUGINS
 
 
 def after_storage_changed(resource: str, key: str) -> Callable[[PodView, frozenset[str]], bool]:
@@ -148,40 +154,39 @@ def after_storage_changed(resource: str, key: str) -> Callable[[PodView, frozens
             return True
         if rejected_by <= _NOT_STORAGE:
             return False
-        if rejected_by - _STORAGE_PLUGINS - _NOT_STORAGE or resource != CLAIMS or not key:
+        if rejected_by - _BUILT_IN or resource != CLAIMS or not key:
             return True  # a plugin of the policy's own, or a volume plugin and not a claim
         return pod.namespace == namespace and any(c.name == claim for c in pod.volumes.claims)
 
     return wakes
 
 
-# What each part of a node the plugins read is read by (kube-scheduler's node update events:
-# UpdateNodeLabel, UpdateNodeTaint, UpdateNodeAllocatable, ...; NodeReady is our reading of
-# spec.unschedulable, conditions and their taints). DynamicResources and DeviceFit read much
-# of a node: every part wakes them.
+# Which built-ins read each part of a node (kube-scheduler's node update events:
+# UpdateNodeLabel, UpdateNodeTaint, UpdateNodeAllocatable, UpdateNodeDeclaredFeature, ...;
+# NodeReady is our reading of spec.unschedulable, conditions and their taints).
+# DynamicResources and DeviceFit read labels, taints, spec.unschedulable and allocatable.
+_WIDE_READERS = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
 _NODE_READERS: dict[str, frozenset[str]] = {
-    "labels": frozenset({names.NODE_AFFINITY, names.NODE_LABELS, names.POD_TOPOLOGY_SPREAD, names.INTER_POD_AFFINITY,
-                         names.VOLUME_BINDING, names.VOLUME_ZONE}),
-    "taints": frozenset({names.TAINT_TOLERATION, names.NODE_READY, names.POD_TOPOLOGY_SPREAD}),
-    "unschedulable": frozenset({names.NODE_READY}),
+    "labels": _WIDE_READERS | {names.NODE_AFFINITY, names.NODE_LABELS, names.POD_TOPOLOGY_SPREAD,
+                               names.INTER_POD_AFFINITY, names.VOLUME_BINDING, names.VOLUME_ZONE},
+    "taints": _WIDE_READERS | {names.TAINT_TOLERATION, names.NODE_READY, names.POD_TOPOLOGY_SPREAD},
+    "unschedulable": _WIDE_READERS | {names.NODE_READY},
     "conditions": frozenset({names.NODE_READY}),
-    "allocatable": frozenset({names.RESOURCE_FIT, names.NODE_VOLUME_LIMITS, names.NODE_LOAD}),
+    "allocatable": _WIDE_READERS | {names.RESOURCE_FIT, names.NODE_VOLUME_LIMITS, names.NODE_LOAD},
     "declared_features": frozenset({names.NODE_DECLARED_FEATURES}),
 }
-_EVERY_NODE_PART = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
-_NODE_PLUGINS = frozenset().union(*_NODE_READERS.values(), _EVERY_NODE_PART, _AFTER_DELETE, _STORAGE_PLUGINS)
 
 
 def after_node_updated(changed: frozenset[str]) -> Callable[[PodView, frozenset[str]], bool] | None:
     """Whether a node update that changed the parts `changed` (keys of `_NODE_READERS`) may help
-    a waiting pod: one refused by a plugin that reads one of them, or by a plugin this module
-    does not know. None when a part without readers here changed: every pod may fit."""
+    a waiting pod: one refused by a built-in that reads one of them, or by a plugin of the
+    policy's own. None when a part without readers here changed: every pod may fit."""
     if not changed <= _NODE_READERS.keys():
         return None
-    readers = _EVERY_NODE_PART.union(*(_NODE_READERS[part] for part in changed))
+    readers = frozenset().union(*(_NODE_READERS[part] for part in changed))
 
     def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
-        return not rejected_by or bool(rejected_by & readers) or not rejected_by <= _NODE_PLUGINS
+        return not rejected_by or bool(rejected_by & readers) or not rejected_by <= _BUILT_IN
 
     return wakes
 
@@ -189,14 +194,7 @@ def after_node_updated(changed: frozenset[str]) -> Callable[[PodView, frozenset[
 def after_pod_deleted(deleted: PodRecord) -> Callable[[PodView, frozenset[str]], bool]:
     """Whether the deletion of the placed pod `deleted` may help a waiting pod that the
     plugins `rejected_by` refused (none recorded: yes)."""
-    table = _AFTER_DELETE
-
-    def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
-        if not rejected_by or names.RESOURCE_FIT in rejected_by:
-            return True
-        return any(table.get(plugin, _always)(pod, deleted) for plugin in rejected_by)
-
-    return wakes
+    return lambda pod, rejected_by: not rejected_by or _asks(_AFTER_DELETE, pod, deleted, rejected_by)
 
 
 __all__ = ["after_node_updated", "after_pod_deleted", "after_pod_placed", "after_storage_changed"]

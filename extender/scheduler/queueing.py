@@ -95,8 +95,6 @@ class QueuedPod:
     rejected_by: frozenset[str] = frozenset()
     # A background step for it failed while it was in flight (an eviction): retry, not wait.
     retry_requested: bool = False
-    # Its backoff follows an error, not a refusal: never popped before the backoff ends.
-    error_backoff: bool = False
 
     @property
     def key(self) -> str:
@@ -265,7 +263,7 @@ class SchedulingQueue:
         with self._lock:
             if wakes is None:
                 self._move_seq += 1
-            elif self._counts[IN_FLIGHT]:
+            elif self._in_flight:
                 self._event_seq += 1
                 self._events.append((self._event_seq, wakes))
             now = self._clock()
@@ -446,7 +444,8 @@ class SchedulingQueue:
             del self._entries[entry.key]
 
     def _place(self, entry: QueuedPod, where: str, *, error: bool = False) -> None:
-        """Move `entry` to `where` ("" = out of every queue), keeping counts and heaps right."""
+        """Move `entry` to `where` ("" = out of every queue), keeping counts and heaps right.
+        `error`: a backoff after an error, which an idle loop does not cut short."""
         if entry.where:
             self._counts[entry.where] -= 1
             self._publish(entry.where)
@@ -468,7 +467,6 @@ class SchedulingQueue:
             )
             self._wakeup.notify()
         elif where == BACKOFF:
-            entry.error_backoff = error
             heapq.heappush(self._error_backoff if error else self._backoff,
                            (entry.backoff_until, next(self._seq), entry.generation, entry))
             self._wakeup.notify()

@@ -67,8 +67,6 @@ _NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
 _RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
 # DeviceFit too: with a deviceClass its shares are DRA allocations (a claim freed makes room).
 _DRA_PLUGINS = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
-# kube-scheduler's UpdateNodeDeclaredFeature event: only NodeDeclaredFeatures registers for it.
-_NODE_FEATURES = frozenset({names.NODE_DECLARED_FEATURES})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -89,24 +87,12 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
     return parallel_binds + REPORT_WORKERS + PREEMPT_WORKERS + _WATCHES + profiles + _OTHER_CONNECTIONS
 
 
-# The parts of `_node_signature`'s first tuple, as scheduler/hints.py names them.
-_NODE_PARTS = ("labels", "taints", "unschedulable", "conditions", "allocatable", "error", "inventory")
-
-
-def _node_signature(view: NodeView) -> tuple[tuple[Any, ...], frozenset[str]]:
+def _node_signature(view: NodeView) -> dict[str, Any]:
     """What a node update must change to be worth retrying unschedulable pods (not heartbeats):
-    what every filter may read, and apart from it status.declaredFeatures, whose change alone
-    matters only to NodeDeclaredFeatures (`_on_cluster_event`)."""
-    return ((view.labels, view.taints, view.unschedulable, view.conditions, view.allocatable, view.error,
-             node_inventory(raw_annotations(view.raw))), view.declared_features)
-
-
-def _changed_parts(before: tuple[tuple[Any, ...], frozenset[str]],
-                   after: tuple[tuple[Any, ...], frozenset[str]]) -> frozenset[str]:
-    parts = {part for part, old, new in zip(_NODE_PARTS, before[0], after[0], strict=True) if old != new}
-    if before[1] != after[1]:
-        parts.add("declared_features")
-    return frozenset(parts)
+    what every filter may read, by part, named as scheduler/hints.py names them."""
+    return {"labels": view.labels, "taints": view.taints, "unschedulable": view.unschedulable,
+            "conditions": view.conditions, "allocatable": view.allocatable, "error": view.error,
+            "inventory": node_inventory(raw_annotations(view.raw)), "declared_features": view.declared_features}
 
 
 class Scheduler:
@@ -178,7 +164,7 @@ class Scheduler:
         self._abandon = False
         self._stopped = False
         self._thread: threading.Thread | None = None
-        self._node_signatures: dict[str, tuple[tuple[Any, ...], frozenset[str]]] = {}
+        self._node_signatures: dict[str, dict[str, Any]] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -427,14 +413,9 @@ class Scheduler:
             before = self._node_signatures.get(obj.name)
             if before != signature:
                 self._node_signatures[obj.name] = signature
-                if before is not None and before[0] == signature[0]:
-                    # Only its declared features changed (UpdateNodeDeclaredFeature): it can help
-                    # only the pods NodeDeclaredFeatures refused, as kube-scheduler's hint says.
-                    self.queue.move_all(event, rejected_by=_NODE_FEATURES)
-                else:
-                    changed = _changed_parts(before, signature) if before is not None else None
-                    wakes = hints.after_node_updated(changed) if changed is not None else None
-                    self.queue.move_all(event, wakes=wakes)
+                wakes = None if before is None else hints.after_node_updated(
+                    frozenset(part for part, value in signature.items() if before[part] != value))
+                self.queue.move_all(event, wakes=wakes)
         elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
         elif event == listeners.POD_DELETED or (
