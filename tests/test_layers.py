@@ -73,6 +73,7 @@ def test_the_layer_tests_see_the_packages() -> None:
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli"},
+    {"replay"},  # trace replay: simulate's placements, one pod at a time, measured as a curve
     {"webhook", "scheduler", "simulation"},  # the three modes, side by side
     {"explain"},  # why a pod goes where it goes: the view all three modes show
     {"startup"},  # the start-up checks, the policy holder a mode starts with, the collector's tuning

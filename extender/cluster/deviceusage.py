@@ -47,8 +47,12 @@ def ident_of(record: PodRecord) -> str:
 
 class DeviceUsage:
     def __init__(self, *, claim_ttl: float = 30.0, memory: float = LEDGER_TTL_SECONDS,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 on_change: Callable[[str], None] | None = None) -> None:
         self.claim_ttl = claim_ttl
+        # Told the node whenever its use changes: the state rebuilds that node's NodeInfo, so a
+        # NodeInfo's identity also stands for its device use (the engine's memos rely on it).
+        self._on_change = on_change
         self.memory = memory
         self._clock = clock
         self._wall = wall
@@ -182,6 +186,8 @@ class DeviceUsage:
         return dict(entries)
 
     def _rebuild(self, node: str) -> None:
+        if self._on_change is not None:
+            self._on_change(node)
         holders: dict[str, Shares] = dict(self._holders.get(node, {}))
         for claim in self._claims.values():
             if claim.node == node:

@@ -124,8 +124,9 @@ class ClusterState:
             "namespace", namespace_labels, on_change=self._namespace_changed)
         self.budgets: ObjectStore[DisruptionBudget] = ObjectStore(
             "PodDisruptionBudget", _budget, on_change=lambda key: self._touch())
-        # Device use follows every pod change (see extender.cluster.deviceusage).
-        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock)
+        # Device use follows every pod change (see extender.cluster.deviceusage); a change of a
+        # node's use builds its NodeInfo again, as a change of its pods does.
+        self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock, on_change=self._invalidate)
         self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
         self.volumes = VolumeStore(self.listeners.notify)  # claims, volumes, classes, CSI objects

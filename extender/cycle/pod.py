@@ -26,6 +26,7 @@ from extender.policy.engine import Engine, FilterCycle
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 _MIN_CHUNK = 32
+TIE_BREAK_NAME = "nodeName"  # the policy's settings.tieBreak for the smallest name (policy/loading.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +92,10 @@ def _nominated_fit(cycle: FilterCycle, state: ClusterView, pod: PodView) -> Node
     return None
 
 
-def select_host(decision: Decision, rng: random.Random) -> str | None:
-    """The best-scoring node; ties broken uniformly at random, as kube-scheduler's selectHost.
+def select_host(decision: Decision, rng: random.Random, *, by_name: bool = False) -> str | None:
+    """The best-scoring node; ties broken uniformly at random, as kube-scheduler's selectHost,
+    or (`by_name`, the policy's `settings.tieBreak: nodeName`) to the smallest node name, as the
+    FGD paper's simulator does: a fixed order that packs ties onto the same machines.
 
     Found with C loops (max, then the indices of the best): identical pods on identical
     nodes tie on hundreds of nodes every cycle, and a Python loop drawing a number per tie
@@ -104,8 +107,12 @@ def select_host(decision: Decision, rng: random.Random) -> str | None:
         return decision.feasible[0].name
     best_score = max(totals)
     best = [i for i, score in enumerate(totals) if score == best_score]
-    chosen = best[0] if len(best) == 1 else best[rng.randrange(len(best))]
-    return decision.scored[chosen].name
+    if len(best) == 1:
+        return decision.scored[best[0]].name
+    if by_name:
+        scored = decision.scored
+        return min(scored[i].name for i in best)
+    return decision.scored[best[rng.randrange(len(best))]].name
 
 
 def schedule_one(
@@ -139,7 +146,8 @@ def schedule_one(
         decision.absent = cycle.absent
     if len(decision.feasible) > 1:
         engine.score(pod, decision.feasible, decision, state)
-    return CycleResult(select_host(decision, rng), decision, processed, (start_index + processed) % total)
+    host = select_host(decision, rng, by_name=engine.policy.settings.get("tieBreak") == TIE_BREAK_NAME)
+    return CycleResult(host, decision, processed, (start_index + processed) % total)
 
 
 def _named(names: frozenset[str], state: ClusterView, nodes: Sequence[NodeInfo] | None) -> list[NodeInfo]:

@@ -412,8 +412,14 @@ class Engine:
     and `reserve` (the cluster state in every mode); without one they see an empty cluster.
     """
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, memo_shapes: int = 0) -> None:
+        """`memo_shapes`: how many pod shapes the memos keep (0: the defaults, sized for a live
+        scheduler's few Deployments). A trace replay sees hundreds of shapes over thousands of
+        pods, each worth keeping."""
         self.policy = policy
+        self._verdict_shapes = memo_shapes or VERDICT_MEMO_KEYS
+        self._first_pods = bool(memo_shapes)  # remember a shape from its first pod
+        self._score_shapes = memo_shapes or SCORE_MEMO_KEYS
         # Score functions with a `memo_key`: (scorer, key) -> node name -> (the NodeInfo scored, its raw score).
         self._memos: dict[Hashable, Memo] = {}
         # Pods whose checks all carry a `memo_key`: their keys -> node name -> (NodeInfo, verdict).
@@ -460,9 +466,9 @@ class Engine:
         a memo of every node that no other pod reads, and keep it alive for the collector."""
         if key is None:
             return None
-        if key in self._verdicts or key in self._seen:
+        if self._first_pods or key in self._verdicts or key in self._seen:
             self._seen.pop(key, None)
-            return _bounded(self._verdicts, key, VERDICT_MEMO_KEYS)
+            return _bounded(self._verdicts, key, self._verdict_shapes)
         _make_room(self._seen, SHAPES_SEEN)
         self._seen[key] = None
         return None
@@ -572,7 +578,7 @@ class Engine:
         share one memo (a row of scores per node), so a node costs one look-up, not one
         per scorer.
         """
-        memo = _bounded(self._memos, key, SCORE_MEMO_KEYS)
+        memo = _bounded(self._memos, key, self._score_shapes)
         rows: list[tuple[float, ...]] = []
         for info in nodes:
             known = memo.get(info.name)

@@ -77,6 +77,10 @@ class _PolicySchema(_Entry):
     settings = fields.Dict(keys=fields.String(), allow_none=True, load_default=None)
 
 
+# How the best-scoring nodes are told apart (extender.cycle.pod.select_host).
+TIE_BREAKS = ("random", "nodeName")
+
+
 def _parse_text(text: str, source: str) -> Any:
     if len(text.encode()) > MAX_POLICY_BYTES:
         raise PolicyError(f"{source}: larger than {MAX_POLICY_BYTES} bytes")
@@ -182,6 +186,9 @@ def load_policy(
         parse_usage_settings(settings.get("usage"))
     except PolicyError as exc:
         errors.extend(exc.problems)
+    if settings.get("tieBreak", TIE_BREAKS[0]) not in TIE_BREAKS:
+        errors.append(f"settings.tieBreak: {settings['tieBreak']!r} is not one of {', '.join(TIE_BREAKS)} "
+                      "(random: kube-scheduler's; nodeName: the smallest node name among the best)")
     if errors:
         raise PolicyError(f"{source}: " + "; ".join(errors))
     return Policy(

@@ -47,7 +47,7 @@ def test_unknown_mode():
 # policy is made of them, so a webhook that does not bind watches no pods.
 NODE_ONLY = {"NodeReady", "NodeLabels", "LabelPreference", "TaintToleration", "TaintPreferNoSchedule",
              "NodeAffinity", "PreferredNodeAffinity", "SchedulingGates", "UnsupportedConstraints",
-             "NodeDeclaredFeatures"}
+             "NodeDeclaredFeatures", "GpuRandom"}
 
 NODE_ONLY_ARGS = {"LabelPreference": {"label": "pool", "values": {"a": 10}},
                   "NodeLabels": {"rules": [{"require": [{"label": "pool", "values": ["a"]}]}]},

@@ -7,7 +7,8 @@ allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints)
 (NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
 plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
 and volume_scoring (the opt-in VolumeBinding scorer), devices (DeviceFit,
-DeviceAllocation: shared GPUs), dynamic_resources (DynamicResources: DRA claims), and
+DeviceAllocation: shared GPUs), gpu_share (the FGD paper's GPU-sharing policies, docs/replay.md),
+dynamic_resources (DynamicResources: DRA claims), and
 node_features (NodeDeclaredFeatures: node.status.declaredFeatures).
 InterPodAffinity, PodTopologySpread and DynamicResources are a filter and a scorer under one name, as in
 kube-scheduler. Each plugin is a frozen dataclass built
@@ -25,6 +26,7 @@ from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.dynamic_resources import DynamicResources, DynamicResourcesScore
 from extender.policy.builtin.fit import ResourceFit
 from extender.policy.builtin.gates import SchedulingGates
+from extender.policy.builtin.gpu_share import GPU_SCORERS
 from extender.policy.builtin.interpod import InterPodAffinity, PreferredInterPodAffinity
 from extender.policy.builtin.labels import LabelPreference, NodeLabels
 from extender.policy.builtin.load_aware import (
@@ -63,7 +65,7 @@ SCORERS = (
 # Opt-in, so no default policy runs them: the load plugins need thresholds or a usage source
 # (settings.usage); shared devices need a node agent publishing inventories.
 OPT_IN_FILTERS = (NodeLoad, DeviceFit)
-OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing, DeviceAllocation)
+OPT_IN_SCORERS = (TargetLoadPacking, LoadVariationRiskBalancing, DeviceAllocation, *GPU_SCORERS)
 
 
 class _Registry(Protocol):

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import InvalidObject
+from extender.errors import PolicyError
 from extender.model.devices import (
     ASSIGNMENT_ANNOTATION,
     BINPACK,
@@ -51,17 +51,16 @@ from extender.model.devices import (
     add_shares,
     choose,
     describe_devices,
-    device_request,
     node_inventory,
     raw_annotations,
-    requests_devices,
     utilisation,
 )
-from extender.model.fields import as_object
+from extender.model.gpushare import PodShape
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import names
-from extender.policy.builtin import arguments, dra_devices
+from extender.policy.builtin import arguments, dra_devices, gpu_choice
+from extender.policy.builtin.device_requests import pod_device_request
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.plugins import (
     FilterPlugin,
@@ -78,7 +77,6 @@ from extender.policy.plugins import (
 from extender.policy.reservations import Reservation
 from extender.policy.status import Code, Status
 
-REASON_INVALID_REQUEST = "pod has an invalid GPU request"
 REASON_CHANGED = dra_devices.REASON_CHANGED
 _CLAIM_ATTEMPTS = 3
 
@@ -92,21 +90,31 @@ _ARGS = arguments.schema({
     # Unset: the annotation inventory. Set: DRA mode (dra_devices.py), devices of this DeviceClass.
     "deviceClass": arguments.string(default=""),
 })
-
-
-def pod_device_request(pod: PodView) -> DeviceRequest | Status | None:
-    """The pod's device request; None for a pod without one, a Status for a malformed one."""
-    if not requests_devices(pod.requests):
-        return None
-    try:
-        return device_request(as_object(pod.raw.get("spec"), "spec"), pod.annotations)
-    except InvalidObject as exc:
-        return Status(Code.UNRESOLVABLE, (REASON_INVALID_REQUEST,), str(exc), names.DEVICE_FIT)
+# DeviceFit's choice inside the node may also follow a GPU-sharing policy (docs/replay.md):
+# `random` (uniform among the GPUs that fit) and `fgd` (the GPU whose share removes the most
+# fragmentation, with FGD's target workload as its args say).
+RANDOM = "random"
+FGD = "fgd"
+FIT_STRATEGIES = (*STRATEGIES, RANDOM, FGD)
+_FIT_ARGS = arguments.schema({
+    "strategy": arguments.one_of(FIT_STRATEGIES, f"{{value!r}} is not one of {', '.join(FIT_STRATEGIES)}",
+                                 default=BINPACK),
+    "deviceClass": arguments.string(default=""),
+    **gpu_choice.WORKLOAD_ARGS,
+    "seed": arguments.integer(minimum=0, maximum=2**63, default=0),
+})
 
 
 def _shortfall_status(shortfall: Shortfall) -> Status:
     code = Code.UNRESOLVABLE if shortfall.final else Code.UNSCHEDULABLE
     return Status(code, shortfall.reasons, shortfall.note, names.DEVICE_FIT)
+
+
+# DeviceFit's verdicts by (request, inventory, use): the inventory is compared by identity (the
+# parsed inventories are shared, model.devices.node_inventory) and kept in the entry, so a
+# recycled id() never matches another inventory.
+_verdicts: dict[tuple[Any, ...], tuple[Any, Status | None]] = {}
+_VERDICTS_KEPT = 100_000
 
 
 class _DeviceCheck:
@@ -118,6 +126,10 @@ class _DeviceCheck:
         self.cluster = cluster
         self.strategy = strategy
         self.changes = tuple(changes)
+        # All it reads of the pod (FilterCycle.run): the node's device use is part of its NodeInfo's
+        # identity (the state builds a node's NodeInfo again when its use changes). Preemption's
+        # updated checks read changes of their own: no memo.
+        self.memo_key = None if self.changes else (names.DEVICE_FIT, request)
 
     def use(self, node: str) -> Mapping[str, Use]:
         totals = self.cluster.device_use(node).totals
@@ -135,8 +147,19 @@ class _DeviceCheck:
             return _NO_DEVICES
         if inventory.error:
             return Status(Code.UNRESOLVABLE, (REASON_BAD_INVENTORY,), inventory.error, names.DEVICE_FIT)
-        result = choose(inventory.devices, self.use(info.name), self.request, self.strategy)
-        return _shortfall_status(result) if isinstance(result, Shortfall) else None
+        use = self.use(info.name)
+        # The verdict is a function of the request, the inventory and its use: remembered by
+        # content, so the hundreds of identical machines of a large cluster cost one choice.
+        key = (self.request, id(inventory), tuple(use.items()))
+        known = _verdicts.get(key)
+        if known is not None and known[0] is inventory:
+            return known[1]
+        result = choose(inventory.devices, use, self.request, self.strategy)
+        status = _shortfall_status(result) if isinstance(result, Shortfall) else None
+        if len(_verdicts) >= _VERDICTS_KEPT:
+            _verdicts.clear()
+        _verdicts[key] = (inventory, status)
+        return status
 
     def updated(self, changes: Sequence[PodChange]) -> _DeviceCheck:
         return _DeviceCheck(self.request, self.cluster, self.strategy, (*self.changes, *changes))
@@ -151,19 +174,35 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     name: ClassVar[str] = names.DEVICE_FIT
     strategy: str = BINPACK
     device_class: str = ""
+    # The `fgd` and `random` choices (gpu_choice.py); None for binpack and spread.
+    chooser: gpu_choice.Chooser | None = field(default=None, compare=False, repr=False)
+    args_key: str = ""
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
-        values = arguments.load(_ARGS, args)
-        return cls(values["strategy"], values["deviceClass"])
+        values = arguments.load(_FIT_ARGS, args)
+        strategy = values["strategy"]
+        if strategy in (RANDOM, FGD) and values["deviceClass"]:
+            raise PolicyError(f"args.strategy: {strategy} chooses among annotation inventories; "
+                              "it does not apply with deviceClass")
+        chooser = gpu_choice.Chooser(strategy, values) if strategy in (RANDOM, FGD) else None
+        key = repr(sorted((k, v) for k, v in values.items() if k not in ("strategy", "deviceClass")))
+        return cls(strategy, values["deviceClass"], chooser, key if chooser is not None else "")
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
+        if self.chooser is not None:
+            self.chooser.observe(pod)
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return request
         if self.device_class:
             return dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
         return _DeviceCheck(request, cluster, self.strategy)
+
+    def prime(self, shapes: Sequence[PodShape]) -> None:
+        """The `fgd` choice's target workload, pinned (gpu_choice.WorkloadPrimed); others ignore it."""
+        if self.chooser is not None:
+            self.chooser.prime(shapes)
 
     def post_filter(self, pod: PodView, failed: Mapping[str, Status], cluster: ClusterView) -> Sequence[Any]:
         """DRA mode: a claim an earlier attempt left for the pod's shares is deleted (every node
@@ -212,7 +251,9 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         if inventory.error:
             return Status(Code.UNRESOLVABLE, (REASON_BAD_INVENTORY,), inventory.error, names.DEVICE_FIT)
         for _ in range(_CLAIM_ATTEMPTS):  # another thread may claim between our read and our claim
-            result = choose(inventory.devices, cluster.device_use(node.name).totals, request, self.strategy)
+            totals = cluster.device_use(node.name).totals
+            preferred = None if self.chooser is None else self.chooser.choose(pod, request, node, inventory, totals)
+            result = choose(inventory.devices, totals, request, self.strategy) if preferred is None else preferred
             if isinstance(result, Shortfall):
                 return _shortfall_status(result)
             assignment = Assignment(node.name, result)
@@ -348,6 +389,8 @@ class DeviceAllocation(PreScorePlugin, ScorePlugin, NormalizeScores):
                 return 0
             return _packing(inventory.devices, cluster.device_use(info.name).totals, request, self.strategy)
 
+        # All it reads of the pod (Engine._remembered); the node's device use goes with its NodeInfo.
+        score.memo_key = (self.name, self.strategy, request)  # type: ignore[attr-defined]
         return score
 
     def _dra_scores(self, request: DeviceRequest, cluster: ClusterView) -> NodeScore | None:

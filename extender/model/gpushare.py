@@ -1,0 +1,266 @@
+"""GPU sharing as the placement-quality policies see it: a node's free CPU and free share of
+each GPU, a pod's shape, a target workload, and the FGD fragmentation measure. Pure.
+
+The policies of the FGD paper (Weng et al., "Beware of Fragmentation", USENIX ATC'23; the
+exact rules are in docs/replay.md) read a node as (free CPU in milli, the free milli-GPU of
+each GPU in inventory order, the GPU model) and a pod as (CPU milli, milli-GPU per GPU, GPU
+count, accepted models). Shared GPUs here are the inventory devices of docs/devices.md: a
+GPU's free share is the smaller of its free memory and free compute, in thousandths, so a
+pod asking `gpu-cores: 46` (and memory in step) takes 460 milli.
+
+A `GpuNode` is a value, hashable, so the scorers can remember a result for every node in
+the same state (hundreds of identical empty machines) and not per node name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.model.devices import (
+    GPU,
+    GPU_CORES,
+    GPU_MEMORY,
+    DeviceRequest,
+    Inventory,
+    Use,
+)
+
+MILLI = 1000  # one whole GPU
+CPU = "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNode:
+    """A node as the GPU-sharing policies read it: `free` is each healthy GPU's free milli,
+    in inventory order (the index is the GPU a choice names); `model` is lower-cased."""
+
+    cpu_free: int
+    free: tuple[int, ...]
+    model: str
+
+    @property
+    def gpu_free(self) -> int:
+        return sum(self.free)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.free)
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What the policies read of a pod: CPU milli, milli per GPU (0: no GPU), GPU count, and
+    the accepted models (lower-cased substrings, as `extender.example/gpu-type`; empty: any)."""
+
+    cpu: int
+    milli: int
+    count: int
+    types: tuple[str, ...] = ()
+
+    @property
+    def gpu(self) -> int:
+        """The pod's whole GPU request in milli."""
+        return self.milli * self.count
+
+    @property
+    def shares(self) -> bool:
+        """A share of one GPU (the only fractional requests the policies place)."""
+        return self.count == 1 and 0 < self.milli < MILLI
+
+    def accepts(self, model: str) -> bool:
+        return not self.types or any(t in model for t in self.types)
+
+    def tag(self) -> str:
+        """GpuClustering's tag: "share-gpu" or "<k>-gpu" ("" for a pod with no GPU)."""
+        if not self.count:
+            return ""
+        return "share-gpu" if self.shares else f"{self.count}-gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The target workload FGD's fragmentation is measured against: shapes and their weights
+    (summing to 1). Empty: nothing to measure against (every score is neutral)."""
+
+    shapes: tuple[tuple[float, PodShape], ...] = ()
+
+
+def device_shape(request: DeviceRequest | None, cpu: int) -> PodShape | None:
+    """A pod's shape from its device request (None: the pod has several GPU containers, or
+    whole devices mixed with shares, which the policies do not model)."""
+    if request is None:
+        return PodShape(cpu, 0, 0)
+    if len(request.containers) != 1:
+        return None
+    container = request.containers[0]
+    if container.memory is None and container.cores is None:
+        milli = MILLI
+    else:
+        milli = min(MILLI, (container.cores if container.cores is not None else 100) * 10)
+        if milli <= 0:
+            milli = MILLI // 100
+    return PodShape(cpu, milli, container.count, request.types)
+
+
+def shape_from_requests(requests: Mapping[str, int], types: tuple[str, ...] = ()) -> PodShape:
+    """A placed or observed pod's shape from its summed requests (extended resources by
+    their names in extender.model.devices)."""
+    count = requests.get(GPU, 0)
+    cores = requests.get(GPU_CORES)
+    if not count and (cores or requests.get(GPU_MEMORY)):
+        count = 1
+    if not count:
+        return PodShape(requests.get(CPU, 0), 0, 0)
+    milli = MILLI if not cores else min(MILLI, cores * 10)
+    return PodShape(requests.get(CPU, 0), milli, count, types)
+
+
+def gpu_node(inventory: Inventory | None, totals: Mapping[str, Use], cpu_free: int) -> GpuNode:
+    """The node's GPUs as the policies read them: each healthy device's free share in milli
+    (the smaller of free memory and free compute), and its model (the first device's type)."""
+    if inventory is None or inventory.error:
+        return GpuNode(cpu_free, (), "")
+    free = []
+    model = ""
+    for device in inventory.devices:
+        if not device.healthy:
+            continue
+        if not model:
+            model = device.type.lower()
+        used = totals.get(device.id)
+        if used is None:
+            free.append(MILLI)
+            continue
+        memory = (device.memory - used.memory) * MILLI // device.memory
+        cores = (device.cores - used.cores) * MILLI // device.cores
+        free.append(max(0, min(memory, cores)))
+    return GpuNode(cpu_free, tuple(free), model)
+
+
+def fits(node: GpuNode, pod: PodShape) -> bool:
+    """Whether the GPUs can take the pod (CPU is ResourceFit's)."""
+    if not pod.count:
+        return True
+    if not node.free or not pod.accepts(node.model):
+        return False
+    return sum(1 for f in node.free if f >= pod.milli) >= pod.count
+
+
+def fragmentation(node: GpuNode, workload: Workload) -> float:
+    """FGD's expected fragmentation of the node, in milli-GPU: for each target shape, the free
+    GPU milli that cannot serve it, weighted by the shape's share of the workload.
+
+    Everything free is a fragment for a shape with no GPU, a shape the node's model is not
+    for, or one that does not fit (too few GPUs with room, or too little CPU); for a shape that
+    fits, only the free milli of the GPUs too full to serve it."""
+    free = node.free
+    total_free = sum(free)
+    if not total_free:
+        return 0.0
+    result = 0.0
+    for weight, shape in workload.shapes:
+        milli = shape.milli
+        if not milli or (shape.types and not shape.accepts(node.model)) or node.cpu_free < shape.cpu:
+            result += weight * total_free
+            continue
+        serving = 0
+        stranded = 0
+        for f in free:
+            if f >= milli:
+                serving += 1
+            else:
+                stranded += f
+        result += weight * (stranded if serving >= shape.count else total_free)
+    return result
+
+
+def sigmoid_score(delta: float) -> int:
+    """FGD's node score, 0..100: int(100·sigmoid(Δ/1000)), Δ the fragmentation removed (milli)."""
+    x = delta / MILLI
+    if x < -50:
+        return 0
+    return int(100 / (1 + math.exp(-x)))
+
+
+def lowest_free(free: Sequence[int], count: int) -> tuple[int, ...]:
+    """The indices of the `count` lowest-indexed fully free GPUs (whole-GPU pods take these)."""
+    picked = [i for i, f in enumerate(free) if f >= MILLI][:count]
+    return tuple(picked)
+
+
+def best_fit(free: Sequence[int], milli: int) -> int:
+    """The GPU with the least free milli that still holds `milli` (ties: the lowest index), or -1."""
+    best = -1
+    for i, f in enumerate(free):
+        if f >= milli and (best < 0 or f < free[best]):
+            best = i
+    return best
+
+
+def after(node: GpuNode, pod: PodShape, gpus: Iterable[int]) -> GpuNode:
+    """The node with the pod placed on `gpus`."""
+    free = list(node.free)
+    for i in gpus:
+        free[i] -= pod.milli
+    return GpuNode(node.cpu_free - pod.cpu, tuple(free), node.model)
+
+
+def top_shapes(counts: Mapping[PodShape, float], coverage: float = 0.95) -> Workload:
+    """The paper's target workload from shape counts: the most frequent shapes until they cover
+    `coverage` of the pods (ties: larger CPU, milli, count, then types first), weights summing to 1."""
+    total = sum(counts.values())
+    if total <= 0:
+        return Workload()
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], -item[0].cpu, -item[0].milli, -item[0].count,
+                                                       tuple(reversed(item[0].types))), )
+    kept: list[tuple[PodShape, float]] = []
+    covered = 0.0
+    for shape, count in ordered:
+        kept.append((shape, count))
+        covered += count
+        if covered >= coverage * total - 1e-9:
+            break
+    return Workload(tuple((count / covered, shape) for shape, count in kept))
+
+
+class WorkloadLearner:
+    """A decaying histogram of the pod shapes seen, published as a `Workload` in epochs.
+
+    Each shape seen adds 1 and every earlier count decays by `decay` (count-based, so a replay
+    and a live scheduler that see the same pods in the same order learn the same). The
+    published workload changes only every `epoch` pods: the scorers remember per-node results
+    for one published workload, and a distribution moving with every pod would defeat that.
+    `version` names the published one. Not thread-safe: a scorer calls it under its lock."""
+
+    def __init__(self, *, half_life: int = 5000, epoch: int = 200, coverage: float = 0.95) -> None:
+        self.decay = 0.5 ** (1 / half_life) if half_life > 0 else 1.0
+        self.epoch = epoch
+        self.coverage = coverage
+        self._counts: dict[PodShape, float] = {}
+        self._scale = 1.0  # a stored count / _scale is its decayed weight; each new pod adds _scale
+        self._pending = 0
+        self.version = 0
+        self.workload = Workload()
+
+    def observe(self, shape: PodShape) -> None:
+        self._scale /= self.decay
+        if self._scale > 1e100:  # renormalise before floats overflow
+            self._counts = {s: c / self._scale for s, c in self._counts.items()}
+            self._scale = 1.0
+        self._counts[shape] = self._counts.get(shape, 0.0) + self._scale
+        self._pending += 1
+        if self._pending >= self.epoch or not self.workload.shapes:
+            self.publish()
+
+    def prime(self, shapes: Iterable[PodShape]) -> None:
+        """Learn `shapes` at once, undecayed (a replay's trace, as the paper gives FGD), and publish."""
+        for shape in shapes:
+            self._counts[shape] = self._counts.get(shape, 0.0) + self._scale
+        self.publish()
+
+    def publish(self) -> None:
+        self._pending = 0
+        self.workload = top_shapes(self._counts, self.coverage)
+        self.version += 1

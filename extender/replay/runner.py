@@ -1,0 +1,201 @@
+"""One replay run: a trace's pods through the engine, one at a time in arrival order, each placed
+(reserved, assumed, bound in memory, as `simulate` does) or dropped before the next arrives.
+
+The run uses the same cycle as the standalone scheduler (extender.cycle.pod.schedule_one through
+simulate's Placer) with every node scored (percentageOfNodesToScore 100) and no preemption (the
+published runs give every pod one priority). It records the curve (extender.replay.curves), the
+fragmentation ratio, the time per thousand pods in each quarter of the run, and checks at the end
+that the GPU use the cluster state derived from the pods' assignments is the sum of what was
+placed.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from extender.cluster.memory_binder import MemoryBinder
+from extender.cluster.state import ClusterState
+from extender.errors import ExtenderError
+from extender.model.gpushare import MILLI, PodShape, Workload, fragmentation, top_shapes
+from extender.model.pods import PodView
+from extender.policy.builtin.gpu_choice import WorkloadPrimed, node_state
+from extender.policy.engine import Engine, Policy
+from extender.policy.loading import load_policy_file
+from extender.replay.arrivals import arrivals, renamed_nodes
+from extender.replay.curves import Curve, percent_x
+from extender.replay.traces import Trace
+from extender.simulation.placing import Placer, Taken
+
+MEMO_SHAPES = 4096  # pod shapes the engine remembers: a trace has hundreds
+WORKLOADS = ("trace", "online")
+
+
+class ReplayError(ExtenderError):
+    """A run could not be made (a policy that does not load, a broken invariant)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    policy: str
+    seed: int
+    pods: int
+    placed: int
+    seconds: float
+    cpu_seconds: float
+    rss_mb: float
+    curve: dict[str, float]
+    fragmentation: dict[str, float]
+    per_thousand: tuple[float, ...] = ()  # CPU seconds per 1,000 pods in each quarter of the run
+    gpu_milli: int = 0
+    failed_shapes: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy": self.policy, "seed": self.seed, "pods": self.pods, "placed": self.placed,
+                "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2),
+                "rss_mb": round(self.rss_mb, 1), "curve": self.curve,
+                "fragmentation": self.fragmentation,
+                "seconds_per_1000_pods": [round(s, 3) for s in self.per_thousand]}
+
+
+def policy_name(path: str) -> str:
+    return Path(path).stem
+
+
+def prime(policy: Policy, shapes: Sequence[PodShape]) -> int:
+    """Give every plugin that learns FGD's target workload the trace's shapes; how many took them."""
+    primed = 0
+    seen: set[int] = set()
+    for plugin in (*policy.filters, *(scorer.plugin for scorer in policy.scorers)):
+        if id(plugin) not in seen and isinstance(plugin, WorkloadPrimed):
+            seen.add(id(plugin))
+            plugin.prime(shapes)
+            primed += 1
+    return primed
+
+
+def _rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def _shape_label(shape: PodShape) -> str:
+    gpu = f"{shape.count}x{shape.milli}m GPU" if shape.count else "no GPU"
+    return f"{shape.cpu}m CPU, {gpu}" + (f" ({'|'.join(shape.types)})" if shape.types else "")
+
+
+class _Fragmentation:
+    """The cluster's fragmentation (FGD's measure against the trace's workload), kept per node."""
+
+    def __init__(self, state: ClusterState, workload: Workload) -> None:
+        self.state = state
+        self.workload = workload
+        self._known: dict[Any, float] = {}
+        self.per_node = {info.name: self._of(info.name) for info in state.all_node_infos()}
+        self.total = sum(self.per_node.values())
+
+    def _of(self, name: str) -> float:
+        info = self.state.node_info(name)
+        if info is None:
+            return 0.0
+        gpu = node_state(info, self.state)
+        value = self._known.get(gpu)
+        if value is None:
+            value = self._known[gpu] = fragmentation(gpu, self.workload)
+        return value
+
+    def changed(self, name: str) -> None:
+        value = self._of(name)
+        self.total += value - self.per_node.get(name, 0.0)
+        self.per_node[name] = value
+
+
+def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workload: str = "trace",
+        progress: Callable[[int], None] | None = None) -> RunResult:
+    """Replay `trace` with the policy at `policy_path` for `seed`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        policy = load_policy_file(policy_path)  # fresh: a learned workload must not leak between runs
+    except ExtenderError as exc:
+        raise ReplayError(str(exc)) from None
+    shapes = [pod.shape for pod in trace.pods]
+    target = top_shapes(_counts(shapes))
+    if workload == "trace":
+        prime(policy, shapes)
+    order = arrivals(trace, seed, tune)
+    state = ClusterState(assume_ttl=float("inf"))
+    state.replace_nodes(renamed_nodes(trace.nodes, order.node_names))
+    if trace.snapshot_pods:
+        state.replace_pods(trace.snapshot_pods)
+    capacity = trace.gpu_capacity
+    if capacity <= 0:
+        raise ReplayError(f"{trace.source}: the cluster has no GPUs to replay against")
+    placer = Placer(Engine(policy, memo_shapes=MEMO_SHAPES), state, MemoryBinder(state), random.Random(seed), 100)
+    frag = _Fragmentation(state, target)
+    curve, frag_curve = Curve(), Curve()
+    arrived = used = placed = 0
+    failed: dict[str, int] = {}
+    total = len(order.pods)
+    marks = {max(1, total * q // 4): q for q in (1, 2, 3, 4)}
+    quarter_times: list[float] = []
+    last_cpu, last_index = cpu, 0
+    for index, pod in enumerate(order.pods, start=1):
+        raw = dict(pod.raw)
+        metadata = dict(raw["metadata"])
+        metadata["uid"] = f"{seed}-{index}"
+        raw["metadata"] = metadata
+        view = PodView.from_dict(raw)
+        taken = placer.take(view, preempting=False)
+        outcome = placer.bind(taken) if isinstance(taken, Taken) else taken
+        if isinstance(taken, Taken) and outcome is taken.placement:
+            placed += 1
+            used += pod.gpu
+            frag.changed(taken.placement.node)
+        else:
+            label = _shape_label(pod.shape)
+            failed[label] = failed.get(label, 0) + 1
+        arrived += pod.gpu
+        x = percent_x(arrived, capacity)
+        curve.add(x, round(used * 100 / capacity, 2))
+        free = capacity - used
+        frag_curve.add(x, 100 * frag.total / free if free else 0.0)
+        if index in marks:
+            now = time.process_time()
+            quarter_times.append((now - last_cpu) * 1000 / max(1, index - last_index))
+            last_cpu, last_index = now, index
+        if progress is not None and index % 500 == 0:
+            progress(500)
+    if progress is not None:
+        progress(total % 500)
+    _check_use(state, used, capacity, trace)
+    return RunResult(policy_name(policy_path), seed, total, placed, time.perf_counter() - wall,
+                     time.process_time() - cpu, _rss_mb(), curve.points(), frag_curve.points(),
+                     tuple(quarter_times), used, failed)
+
+
+def _counts(shapes: Sequence[PodShape]) -> Mapping[PodShape, float]:
+    counts: dict[PodShape, float] = {}
+    for shape in shapes:
+        counts[shape] = counts.get(shape, 0.0) + 1
+    return counts
+
+
+def _check_use(state: ClusterState, used: int, capacity: int, trace: Trace) -> None:
+    """The GPU milli the state derives from the bound pods' assignments must be what was placed,
+    and no GPU may be over its capacity."""
+    derived = 0
+    for info in state.all_node_infos():
+        gpu = node_state(info, state)
+        if any(f < 0 for f in gpu.free):
+            raise ReplayError(f"{trace.source}: a GPU of {info.name} is over its capacity: {gpu.free}")
+        derived += MILLI * gpu.gpus - gpu.gpu_free
+    if trace.snapshot_pods:
+        return  # the snapshot's own pods hold GPUs too
+    if derived != used:
+        raise ReplayError(f"{trace.source}: the assignments hold {derived} milli-GPU, the placements {used}")
