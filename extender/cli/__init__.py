@@ -1,4 +1,4 @@
-"""The `extender` command: serve, schedule, check, explain, simulate.
+"""The `extender` command: serve, schedule, check, explain, simulate, replay.
 
 Subcommands are imported only when invoked (as Flask loads its plugin commands):
 `serve` must set up Prometheus' multiprocess directory before anything imports
@@ -20,6 +20,7 @@ COMMANDS = {
     "check": "extender.cli.check:check",
     "explain": "extender.cli.explain:explain",
     "simulate": "extender.cli.simulate:simulate",
+    "replay": "extender.cli.replay:replay",
 }
 
 

@@ -34,12 +34,16 @@ class Curve:
         return round(sum(self.sums[b] for b in near) / sum(self.counts[b] for b in near), 2)
 
     def points(self, last: int = X_MAX) -> dict[str, float]:
-        """x -> y for 0..`last`, the x with no event near them left out."""
+        """x -> y for 0 up to the last x reached (at most `last`). An x no event is near (a small
+        cluster, where one pod moves x by several points) gets the y of the x before it: what was
+        allocated when the demand passed it."""
+        reached = max(self.counts, default=-1)
         found = {}
-        for x in range(last + 1):
+        previous = 0.0
+        for x in range(min(last, reached) + 1):
             y = self.at(x)
-            if y is not None:
-                found[str(x)] = y
+            previous = previous if y is None else y
+            found[str(x)] = previous
         return found
 
 

@@ -345,6 +345,18 @@ def _differences(comparison: Comparison, labels: Sequence[str], colours: dict[st
             f"(or none) depending on the policy</div><h3>Pods</h3>{body}</section>")
 
 
+def html_page(title: str, subtitle_html: str, body: str) -> str:
+    """A whole self-contained page in this report's style (`extender replay` writes one too)."""
+    return "".join((
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<header><h1>{escape(title)}</h1><p>{subtitle_html}</p></header>",
+        body,
+        "</main></body></html>\n",
+    ))
+
+
 def render_report(outcome: SimulationResult | Comparison, *, snapshot: str = "",
                   title: str = "Scheduling simulation") -> str:
     """The whole page as a string."""
@@ -357,17 +369,10 @@ def render_report(outcome: SimulationResult | Comparison, *, snapshot: str = "",
     if snapshot:
         subtitle += f" \u00b7 snapshot <code>{escape(snapshot)}</code>"
     cards = "".join(_run_card(r, i, colours, labels[i]) for i, r in enumerate(results))
-    parts = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
-        f"<header><h1>{escape(title)}</h1><p>{subtitle}</p></header>",
-        f'<div class="runs {"two" if len(results) == 2 else "one"}">{cards}</div>',
-    ]
+    body = f'<div class="runs {"two" if len(results) == 2 else "one"}">{cards}</div>'
     if isinstance(outcome, Comparison) and len(results) > 1:
-        parts.append(_differences(outcome, labels, colours))
-    parts.append("</main></body></html>\n")
-    return "".join(parts)
+        body += _differences(outcome, labels, colours)
+    return html_page(title, subtitle, body)
 
 
 def write_report(path: str | Path, outcome: SimulationResult | Comparison, *, snapshot: str = "") -> Path:

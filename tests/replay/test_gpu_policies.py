@@ -1,0 +1,144 @@
+"""The six published GPU-sharing policies, checked against values worked out by hand from the
+rules in docs/replay.md, and their GPU choice inside a node."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from extender.model.devices import Device, Inventory, Use
+from extender.model.gpushare import (
+    GpuNode,
+    PodShape,
+    Workload,
+    fragmentation,
+    gpu_node,
+    sigmoid_score,
+)
+from extender.policy.builtin.gpu_choice import Fragmentation
+from extender.policy.builtin.gpu_share import (
+    GpuBestFit,
+    GpuDotProduct,
+    GpuPacking,
+    GpuRandom,
+)
+from extender.policy.loading import load_policy
+from tests.policy.builders import make_node, make_pod
+
+
+def test_a_gpus_free_share_is_the_smaller_of_its_free_memory_and_compute():
+    devices = tuple(Device(f"d{i}", "Tesla-T4", 1000, 100, index=i) for i in range(3))
+    used = {"d0": Use(460, 46, 1), "d1": Use(200, 50, 1)}
+    node = gpu_node(Inventory(devices), used, 12000)
+    assert node == GpuNode(12000, (540, 500, 1000), "tesla-t4")
+
+
+def test_fragmentation_counts_what_each_target_shape_cannot_use():
+    node = GpuNode(10_000, (1000, 300), "t4")
+    share = PodShape(2000, 500, 1)
+    cpu_only = PodShape(1000, 0, 0)
+    # the share fits (one GPU holds 500, CPU is enough): only the 300 left on the other GPU is stranded;
+    # a shape with no GPU strands everything free
+    assert fragmentation(node, Workload(((0.5, share), (0.5, cpu_only)))) == 0.5 * 300 + 0.5 * 1300
+    assert fragmentation(node, Workload(((1.0, PodShape(2000, 500, 1, ("v100",))),))) == 1300  # wrong model
+    assert fragmentation(node, Workload(((1.0, PodShape(20_000, 500, 1)),))) == 1300  # too little CPU
+    assert fragmentation(node, Workload(((1.0, PodShape(0, 1000, 2)),))) == 1300  # too few whole GPUs
+
+
+def test_fgd_score_is_the_sigmoid_of_the_fragmentation_removed():
+    assert sigmoid_score(0) == 50
+    assert sigmoid_score(-200) == 45  # 100 / (1 + e^0.2) = 45.02
+    assert sigmoid_score(10_000_000) == 100 and sigmoid_score(-10_000_000) == 0
+
+
+def test_fgd_takes_the_gpu_that_strands_least_where_best_fit_takes_the_fullest():
+    # target: shares of 600. A 400 share on GPU 0 leaves (600, 600): nothing stranded (score 50);
+    # on GPU 1 (the best fit) it leaves 200 that no 600 share can use (score 45).
+    frag = Fragmentation(((1.0, PodShape(1000, 600, 1)),))
+    assert frag.best(PodShape(1000, 400, 1), GpuNode(8000, (1000, 600), "t4")) == (50, (0,))
+    # whole GPUs: the lowest-indexed free ones
+    assert frag.best(PodShape(1000, 1000, 2), GpuNode(8000, (500, 1000, 1000, 1000), "t4"))[1] == (1, 2)
+
+
+def test_dot_product_prefers_the_smallest_product_of_free_and_demand():
+    # (64000/128000)(8000/128000) + (4000/8000)(1000/8000) = 0.03125 + 0.0625; 100 (1 - 0.09375 / 2) = 95.3
+    assert GpuDotProduct().rule(PodShape(8000, 1000, 1), GpuNode(64_000, (1000,) * 4, "t4")) == 95
+
+
+def test_packing_scores_idle_machines_low_and_tops_up_busy_gpus():
+    packing = GpuPacking()
+    assert [packing.rule(PodShape(1000, 300, 1), GpuNode(8000, (1000,) * n, "t4")) for n in (1, 2, 4, 8)] == \
+        [32, 31, 29, 25]
+    busy = GpuNode(8000, (1000, 400), "t4")
+    assert packing.rule(PodShape(1000, 300, 1), busy) == 96  # onto the 400 left: 100 - 40 // 10
+    assert packing.rule(PodShape(1000, 1000, 1), busy) == 49  # one idle GPU used: 50 - 1
+    assert packing.rule(PodShape(1000, 0, 0), busy) == 0
+
+
+def test_clustering_keeps_pods_of_one_kind_together():
+    from extender.policy.builtin.gpu_share import _clustering
+
+    state = GpuNode(8000, (1000, 1000, 500, 1000), "t4")  # 3500 used of 8 GPU-widths: base 25 * 4500 // 8000 = 14
+    assert _clustering("share-gpu", state, frozenset({"share-gpu"})) == 14 + 75
+    assert _clustering("share-gpu", state, frozenset({"share-gpu", "1-gpu"})) == 14 + 50
+    assert _clustering("share-gpu", state, frozenset()) == 14 + 25
+    assert _clustering("share-gpu", state, frozenset({"2-gpu"})) == 14
+
+
+def test_best_fit_is_min_max_normalised_over_the_feasible_nodes():
+    plugin = GpuBestFit()
+    assert plugin.normalize_scores([90, 95, 100]) == [0.0, 50.0, 100.0]
+    assert plugin.normalize_scores([70, 70]) == [0.0, 0.0]
+    # 0.5 (64000 - 8000) / 128000 + 0.5 (4000 - 1000) / 8000 = 0.40625: int(59.375)
+    assert plugin.rule(PodShape(8000, 1000, 1), GpuNode(64_000, (1000,) * 4, "t4")) == 59
+
+
+def test_random_draws_one_feasible_node_per_pod_reproducibly():
+    nodes = [make_node(f"n{i}") for i in range(20)]
+    pods = [make_pod(f"p{i}") for i in range(30)]
+
+    def chosen(seed: int) -> list[str]:
+        plugin = GpuRandom(seed)
+        picks = []
+        for pod in pods:
+            fn = plugin.prescore(pod, None, nodes)  # type: ignore[arg-type]
+            scores = [fn(n) for n in nodes]
+            assert sorted(scores) == [0] * 19 + [100]
+            picks.append(nodes[scores.index(100)].name)
+        return picks
+
+    assert chosen(1) == chosen(1)
+    assert chosen(1) != chosen(2)
+    assert len(set(chosen(1))) > 5
+
+
+@pytest.mark.parametrize("name", ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"])
+def test_every_shipped_replay_policy_loads(name):
+    with open(f"config/replay/{name}.yaml", encoding="utf-8") as handle:
+        policy = load_policy(handle.read(), name)
+    assert policy.settings["tieBreak"] == "nodeName"
+    assert [s.name for s in policy.scorers][0].startswith("Gpu")
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    ({"workload": "guess"}, 'expected "learned" or a non-empty list'),
+    ({"workload": [{"cpu": 1, "gpuMilli": 2000, "gpus": 1}]}, "gpuMilli: expected an integer from 0 to 1000"),
+    ({"workload": [{"cpu": 1, "gpuMilli": 500, "gpus": 0}]}, "both 0 (a CPU-only shape) or both set"),
+    ({"workload": [{"cpu": 1, "gpuMilli": 500, "gpus": 1, "color": 1}]}, "color: unknown field"),
+])
+def test_a_bad_pinned_workload_is_named(args, problem):
+    from extender.errors import PolicyError
+
+    text = ("apiVersion: extender/v1alpha1\nkind: Policy\nscores:\n  - name: GpuFragmentation\n    weight: 1\n"
+            f"    args: {json.dumps(args)}\n")
+    with pytest.raises(PolicyError, match=re.escape(problem)):
+        load_policy(text, "p.yaml")
+
+
+def test_tie_break_must_be_known():
+    from extender.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="settings.tieBreak: 'first' is not one of random, nodeName"):
+        load_policy("apiVersion: extender/v1alpha1\nkind: Policy\nsettings: {tieBreak: first}\n", "p.yaml")
