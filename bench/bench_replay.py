@@ -1,0 +1,113 @@
+"""The FGD paper's openb table, reproduced by `extender replay`, beside the published means; and
+the cost of one replay (seconds, CPU seconds, peak RSS, CPU seconds per 1,000 pods in each quarter).
+
+    python -m bench.bench_replay --traces default,gpushare40 --seeds 42-51
+    python -m bench.bench_replay --speed          # one FGD replay of default at tune 1.3
+
+It prints numbers, it asserts none (docs/replay.md quotes them). The traces are read from
+--dir (default ../shared/traces/openb beside the checkout); the published means are those of the
+simulator's expected results (`analysis_allo_discrete.csv`, mean over seeds 42-51, tune 1.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from extender.cli.replay import parse_seeds
+from extender.replay.runner import RunResult, run
+from extender.replay.traces import read_trace
+
+POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+# trace -> (x = 100 per policy, x = 130 per policy), in POLICIES' order.
+PUBLISHED = {
+    "cpu050": ((89.02, 93.03, 93.52, 93.46, 93.56, 95.00), (91.24, 93.27, 93.79, 93.72, 93.79, 95.21)),
+    "cpu100": ((87.44, 91.73, 92.42, 92.50, 93.26, 95.21), (89.11, 91.95, 92.64, 92.72, 93.44, 95.35)),
+    "cpu200": ((83.03, 87.45, 89.67, 89.98, 92.15, 94.82), (83.77, 87.70, 89.92, 90.22, 92.40, 95.05)),
+    "default": ((86.30, 90.62, 91.65, 91.78, 92.86, 95.23), (87.47, 90.85, 91.88, 92.00, 93.08, 95.39)),
+    "gpushare100": ((78.90, 81.98, 82.22, 82.13, 84.62, 86.64), (79.44, 82.42, 82.65, 82.57, 85.01, 86.90)),
+    "gpushare40": ((84.86, 89.30, 89.76, 89.77, 91.44, 93.96), (86.00, 89.56, 90.02, 90.03, 91.69, 94.15)),
+    "gpushare60": ((82.81, 86.82, 86.90, 87.15, 89.06, 91.25), (83.65, 87.11, 87.20, 87.45, 89.36, 91.40)),
+    "gpushare80": ((80.62, 84.14, 84.50, 84.65, 86.66, 89.08), (81.22, 84.49, 84.85, 85.00, 87.01, 89.30)),
+    "gpuspec10": ((86.26, 90.17, 91.96, 92.24, 93.10, 94.66), (87.43, 90.39, 92.18, 92.46, 93.30, 94.95)),
+    "gpuspec20": ((85.90, 88.29, 89.11, 89.28, 88.46, 94.66), (87.24, 89.97, 92.25, 92.94, 93.30, 94.84)),
+    "gpuspec25": ((85.42, 85.44, 86.41, 86.77, 85.67, 93.91), (86.94, 89.63, 92.08, 92.98, 93.23, 94.74)),
+    "multigpu20": ((86.92, 91.85, 93.34, 93.50, 93.73, 95.53), (88.69, 92.06, 93.56, 93.71, 93.93, 95.65)),
+    "multigpu30": ((86.63, 93.11, 94.55, 94.70, 94.57, 96.36), (89.27, 93.28, 94.72, 94.87, 94.72, 96.46)),
+    "multigpu40": ((85.38, 94.04, 95.35, 95.59, 95.10, 96.91), (90.09, 94.19, 95.50, 95.74, 95.23, 96.99)),
+}
+
+
+def _mean(results: list[RunResult], x: int) -> float:
+    values = [r.curve[str(x)] for r in results if str(x) in r.curve]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def reproduce(directory: Path, traces: list[str], policies: list[str], seeds: list[int], config: Path,
+              jobs: int) -> None:
+    from multiprocessing import get_context
+
+    print(f"{'trace':<12} {'policy':<12} {'x=100':>7} {'paper':>7} {'diff':>6}   {'x=130':>7} {'paper':>7} "
+          f"{'diff':>6}  seeds", flush=True)
+    for trace_name in traces:
+        trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
+                           pods=str(directory / f"openb_pod_list_{trace_name}.csv"))
+        global _TRACE
+        _TRACE = trace  # the forked workers read it from here, not from a pickle per run
+        tasks = [(str(config / f"{p}.yaml"), s) for p in policies for s in seeds]
+        with get_context("fork").Pool(jobs) as pool:
+            done = pool.map(_run, tasks)
+        for policy in policies:
+            runs = [r for r in done if r.policy == policy]
+            at100, at130 = _mean(runs, 100), _mean(runs, 130)
+            published = PUBLISHED.get(trace_name)
+            index = POLICIES.index(policy) if policy in POLICIES else -1
+            p100 = published[0][index] if published and index >= 0 else float("nan")
+            p130 = published[1][index] if published and index >= 0 else float("nan")
+            print(f"{trace_name:<12} {policy:<12} {at100:7.2f} {p100:7.2f} {at100 - p100:+6.2f}   {at130:7.2f} "
+                  f"{p130:7.2f} {at130 - p130:+6.2f}  {len(runs)}", flush=True)
+
+
+_TRACE = None
+
+
+def _run(task: tuple[str, int]) -> RunResult:
+    policy, seed = task
+    return run(_TRACE, policy, seed)  # type: ignore[arg-type]
+
+
+def speed(directory: Path, config: Path) -> None:
+    trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
+                       pods=str(directory / "openb_pod_list_default.csv"))
+    result = run(trace, str(config / "fgd.yaml"), 42)
+    quarters = ", ".join(f"{s:.2f}" for s in result.per_thousand)
+    print(f"FGD on default, tune 1.3, seed 42: {result.pods} pods on {len(trace.nodes)} nodes, "
+          f"{result.placed} placed; {result.seconds:.1f} s wall, {result.cpu_seconds:.1f} s CPU, "
+          f"peak RSS {result.rss_mb:.0f} MB; CPU s per 1,000 pods by quarter: {quarters}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    here = Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=here.parent / "shared" / "traces" / "openb")
+    parser.add_argument("--config", type=Path, default=here / "config" / "replay")
+    parser.add_argument("--traces", default="default,gpushare40,multigpu30,cpu100,gpuspec20")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--speed", action="store_true", help="only the cost of one FGD replay of default")
+    args = parser.parse_args(argv)
+    if not (args.dir / "openb_node_list_gpu_node.csv").exists():
+        print(f"no openb traces in {args.dir} (--dir)", file=sys.stderr)
+        return 2
+    if args.speed:
+        speed(args.dir, args.config)
+        return 0
+    reproduce(args.dir, args.traces.split(","), args.policies.split(","), parse_seeds([args.seeds]), args.config,
+              args.jobs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
