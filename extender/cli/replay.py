@@ -89,7 +89,8 @@ def replay(nodes: str | None, snapshot: str | None, pods: str, policies: tuple[s
     allocated when x % of them has been asked for, and the fragmentation ratio at x = 90.
     """
     global _TRACE
-    from extender.policy.loading import load_policy_file  # late: the engine, only when replaying
+    # late: the engine and matplotlib's check load only when replaying (`extender --help` needs neither)
+    from extender.policy.loading import load_policy_file
     from extender.replay import report
     from extender.replay.runner import RunResult, policy_name
     from extender.replay.traces import read_trace
