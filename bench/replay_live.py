@@ -237,9 +237,9 @@ def check_state(piece: Slice, pods: Sequence[Mapping[str, Any]], nodes: Sequence
     shapes = {pod.raw["metadata"]["name"]: pod.shape for pod in piece.order.pods}
     expected = {piece.order.pods[i].raw["metadata"]["name"]: node for i, node in enumerate(nodes) if node}
     devices: dict[str, dict[str, tuple[int, int]]] = {}  # node -> device id -> (memory, cores) capacity
-    for node in piece.trace.nodes:
-        inventory = node_inventory(node["metadata"].get("annotations"))
-        devices[node["metadata"]["name"]] = {d.id: (d.memory, d.cores) for d in inventory.devices} \
+    for node_object in piece.trace.nodes:
+        inventory = node_inventory(node_object["metadata"].get("annotations"))
+        devices[node_object["metadata"]["name"]] = {d.id: (d.memory, d.cores) for d in inventory.devices} \
             if inventory is not None else {}
     held: dict[tuple[str, str], list[int]] = {}  # (node, device) -> [memory, cores, pods]
     assigned_milli: dict[str, int] = {}
