@@ -426,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for policy in args.policy:
         workdir = Path(tempfile.mkdtemp(prefix="replay-live-"))
+        print(f"{Path(policy).stem}: the scheduler's log and the policy both sides load are under {workdir}",
+              file=sys.stderr)
         with ControlPlane() as plane:
             def progress(done: int, name: str = Path(policy).stem) -> None:
                 if done % 100 == 0:
