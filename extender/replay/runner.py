@@ -28,7 +28,7 @@ from extender.model.pods import PodView
 from extender.policy.builtin.gpu_choice import WorkloadPrimed, node_state
 from extender.policy.engine import Engine, Policy
 from extender.policy.loading import load_policy_file
-from extender.replay.arrivals import arrivals, renamed_nodes
+from extender.replay.arrivals import Arrivals, arrivals, renamed_nodes
 from extender.replay.curves import Curve, percent_x
 from extender.replay.traces import Trace
 from extender.simulation.placing import Placer, Taken
@@ -117,8 +117,14 @@ class _Fragmentation:
 
 
 def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workload: str = "trace",
-        progress: Callable[[int], None] | None = None) -> RunResult:
-    """Replay `trace` with the policy at `policy_path` for `seed`."""
+        progress: Callable[[int], None] | None = None, order: Arrivals | None = None,
+        placed_on: Callable[[int, str | None], None] | None = None) -> RunResult:
+    """Replay `trace` with the policy at `policy_path` for `seed`.
+
+    `order`: the pods and node names to use instead of the seed's (`tune` is then unused): the
+    live check (bench/replay_live.py) replays a slice in the order it gave the real cluster.
+    `placed_on(i, node)`: called for each pod (its 0-based index in the order) with its node,
+    or None when it was dropped, so a caller can compare placements pod by pod."""
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         policy = load_policy_file(policy_path)  # fresh: a learned workload must not leak between runs
@@ -128,7 +134,8 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
     target = top_shapes(_counts(shapes))
     if workload == "trace":
         prime(policy, shapes)
-    order = arrivals(trace, seed, tune)
+    if order is None:
+        order = arrivals(trace, seed, tune)
     state = ClusterState(assume_ttl=float("inf"))
     state.replace_nodes(renamed_nodes(trace.nodes, order.node_names))
     if trace.snapshot_pods:
@@ -157,7 +164,11 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
             placed += 1
             used += pod.gpu
             frag.changed(taken.placement.node)
+            if placed_on is not None:
+                placed_on(index - 1, taken.placement.node)
         else:
+            if placed_on is not None:
+                placed_on(index - 1, None)
             label = _shape_label(pod.shape)
             failed[label] = failed.get(label, 0) + 1
         arrived += pod.gpu

@@ -7,8 +7,8 @@ openb rows become Kubernetes objects in the shared-GPU model of docs/devices.md:
   limit of 1001, and an inventory of `gpu` devices of type `model`, each with 100 % compute and
   1000 units of memory, so that memory and compute shares move together (the trace has a single
   milli-GPU per pod);
-* a pod (`name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec`) requests that CPU and
-  memory and, with `num_gpu` > 0, `extender.example/gpu: num_gpu` and, for a share
+* a pod (`name, cpu_milli, memory_mib, num_gpu, gpu_milli`, and `gpu_spec` where the list has
+  it) requests that CPU and memory and, with `num_gpu` > 0, `extender.example/gpu: num_gpu` and, for a share
   (`gpu_milli` < 1000), `gpu-cores: gpu_milli/10` and `gpu-memory: gpu_milli`; `gpu_spec`
   (models separated by `|`) becomes the `extender.example/gpu-type` annotation.
 """
@@ -39,7 +39,9 @@ from extender.model.gpushare import MILLI, PodShape, device_shape
 from extender.model.pods import PodView
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")  # required
+# Optional: the multigpu20/30/40 pod lists of openb have no gpu_spec column (any model, as empty).
+OPTIONAL_POD_COLUMNS = ("gpu_spec",)
 POD_LIMIT = 1001  # the published runs' pods per node
 DEVICE_MEMORY = MILLI  # units of GPU memory per device: a share's memory equals its milli
 NAMESPACE = "replay"

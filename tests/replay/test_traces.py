@@ -59,6 +59,19 @@ def test_a_missing_column_is_named(tmp_path):
         read_trace(nodes=str(nodes), pods=str(pods))
 
 
+def test_a_pod_list_without_gpu_spec_asks_for_any_model(tmp_path):
+    """openb's multigpu20/30/40 pod lists have no gpu_spec column."""
+    nodes = write_nodes(tmp_path / "nodes.csv", ["n0,32000,131072,2,T4"])
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,100,1,500\n")
+    (pod,) = read_trace(nodes=str(nodes), pods=str(pods)).pods
+    assert pod.shape.types == () and pod.shape.milli == 500
+    assert TYPE_ANNOTATION not in pod.raw["metadata"]["annotations"]
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu\na,1000,100,1\n")
+    with pytest.raises(TraceError, match=r"pods.csv:1: missing column 'gpu_milli'"):
+        read_trace(nodes=str(nodes), pods=str(pods))
+
+
 def test_a_node_with_gpus_needs_a_model(tmp_path):
     nodes = write_nodes(tmp_path / "nodes.csv", ["n0,32000,131072,2,"])
     pods = write_pods(tmp_path / "pods.csv", ["a,1000,100,1,500,"])
