@@ -55,17 +55,22 @@ if str(ROOT) not in sys.path:
 from bench.chaos.attribution import attribute  # noqa: E402
 from bench.chaos.checker import FaultRecord, Run, check, group_of, node_of, uid  # noqa: E402
 from bench.chaos.cluster import ChaosCluster, Election  # noqa: E402
+from bench.chaos.dra_checks import replay_claims  # noqa: E402
 from bench.chaos.faults import EXTRA_KINDS, KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
-from bench.chaos.history import PodWatch  # noqa: E402
+from bench.chaos.history import ClaimWatch, PodWatch  # noqa: E402
 from bench.chaos.oracle import Oracle  # noqa: E402
 from bench.chaos.storage import ChaosStorage  # noqa: E402
 from bench.chaos.workload import (  # noqa: E402
+    DRA_EXTENDED,
+    DRA_KINDS,
+    DRA_PATHS,
     GROUP_PATHS,
     NAMESPACE,
     POOLS,
     WEBHOOK,
     Stream,
     create_cluster,
+    create_dra,
     probe_body,
 )
 from extender.model.devices import ASSIGNMENT_ANNOTATION  # noqa: E402
@@ -75,8 +80,9 @@ RECOVERY_TIMEOUT = 120.0
 OTHER_TARGET = 10.0
 WARMUP = 15.0  # seconds of stream before the first fault
 GAP = (0.5, 3.0)  # seconds between a recovery and the next fault
-NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver and "
-               "kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)")
+NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, "
+               "kube-scheduler and kube-controller-manager (bash ../shared/tools/k8s-test-binaries.sh prints the "
+               "export line)")
 
 
 def deck(rng: random.Random, kinds: Sequence[str]) -> Iterator[str]:
@@ -166,6 +172,9 @@ def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
         "classes": kube.call("GET", "/apis/storage.k8s.io/v1/storageclasses")["items"],
         "events": kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/events")["items"],
         "podgroups": [group for path in GROUP_PATHS.values() for group in kube.call("GET", path)["items"]],
+        "resourceclaims": kube.call("GET", DRA_PATHS["ResourceClaim"])["items"],
+        "resourceslices": kube.call("GET", DRA_PATHS["ResourceSlice"])["items"],
+        "deviceclasses": kube.call("GET", DRA_PATHS["DeviceClass"])["items"],
     }
 
 
@@ -185,6 +194,8 @@ def save_history(path: Path, run: Run, final: dict[str, Any]) -> None:
     """The checker's input, to judge again offline (bench.chaos.checker.Run without `fits`)."""
     path.write_text(json.dumps({
         "events": [{"at": e.at, "type": e.type, "pod": e.pod} for e in run.events],
+        "claim_events": [{"at": e.at, "type": e.type, "claim": e.claim} for e in run.claim_events],
+        "device_taints": [list(t) for t in run.device_taints],
         "final": final,
         "faults": [asdict(f) for f in run.faults],
         "workload_deleted": sorted(run.workload_deleted),
@@ -230,9 +241,16 @@ def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run,
     over_end_to_end = [f"{r.kind} at {r.started:.0f} s: {r.recovery_s:.1f} s, of which kube-scheduler's wait "
                        f"{r.scheduler_wait_s:.1f} s ({r.detail})"
                        for r in records if r.recovery_s is not None and r.recovery_s > targets[r.kind]]
+    created = Counter(kinds[u] for u in kinds if kinds[u] != "probe")
+    bound = Counter(kinds[u] for u in scheduled)
     return {
         "seed": seed,
         "pods_scheduled": len(scheduled),
+        # Pods created (as the checker's watch saw them) and bound, per workload kind and pool;
+        # the DRA kinds are those named dra-*.
+        "pods_by_kind": {kind: {"created": created[kind], "bound": bound[kind]} for kind in sorted(created)},
+        "dra_pods": {"created": sum(created[k] for k in created if k in DRA_KINDS),
+                     "bound": sum(bound[k] for k in bound if k in DRA_KINDS)},
         # What the checks had to look at: pods bound per kind (probes apart), GPU pods bound
         # with their assignment, evictions by preemption.
         "bound_by_kind": dict(sorted(Counter(kinds[u] for u in scheduled).items())),
@@ -264,10 +282,11 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
         keep: Path | None = None, kinds: Sequence[str] = KINDS,
         log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """One chaos run (faults of `kinds` only); its figures, or None without the binaries."""
+    from tests.e2e.controlplane import find_kube_controller_manager
     from tests.fakeapi.envtest import find_assets
 
     assets = find_assets()
-    if assets is None or assets.kube_scheduler is None:
+    if assets is None or assets.kube_scheduler is None or find_kube_controller_manager() is None:
         log(NO_BINARIES)
         return None
     election = election or Election()
@@ -285,12 +304,16 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
         cluster.start_control_plane()
         assert cluster.plane is not None
         watch = PodWatch(cluster.plane.url, cluster.plane.token, str(cluster.plane.ca_file), clock).start()
+        claim_watch = ClaimWatch(cluster.plane.url, cluster.plane.token, str(cluster.plane.ca_file), clock).start()
         create_cluster(cluster.kube)
+        create_dra(cluster.kube)
+        cluster.register_claim_gate()
         cluster.start_schedulers()
         log(f"# chaos: seed {seed}, {minutes} min, workdir {workdir}; cluster up at {clock():.0f} s")
         with ChaosStorage(cluster.client(), interval=0.5) as storage:
             stream = Stream(cluster.client(), random.Random(rng.getrandbits(32)), clock, rate=rate).start()
-            records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds)
+            injector = Injector(cluster, random.Random(rng.getrandbits(32)), clock)
+            records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds, injector)
             stream.stop()
             stopped = clock()
             quiet_until = max([stopped, *(r.ended for r in records)]) + grace
@@ -299,23 +322,34 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
             down = settled_problems(cluster)
             final = final_cluster(cluster)
         watch.stop()
+        claim_watch.stop()
         assert cluster.webhook is not None
         records = attribute(records, [f"{NAMESPACE}/probe-{i}-{POOLS[WEBHOOK]}" for i in range(len(records))],
                             cluster.webhook.process.log(), wall_origin)
         storage_objects = {"PersistentVolumeClaim": final["claims"], "PersistentVolume": final["volumes"],
                            "StorageClass": final["classes"]}
-        oracle = Oracle(final["nodes"], final["pods"], storage_objects)
+        dra_objects = {"deviceclasses": final["deviceclasses"], "resourceslices": final["resourceslices"],
+                       "resourceclaims": final["resourceclaims"]}
+        oracle = Oracle(final["nodes"], final["pods"], storage_objects, dra=dra_objects)
         history = Run(events=watch.snapshot(), nodes=final["nodes"], pods=final["pods"], claims=final["claims"],
                       volumes=final["volumes"], kube_events=final["events"],
                       pod_groups=min_counts(final["podgroups"]), faults=records,
                       workload_deleted=frozenset(stream.deleted_uids), processes_down=down,
-                      final_at=clock(), pending_grace=grace, fits=oracle.fits, fits_together=oracle.together)
+                      final_at=clock(), pending_grace=grace, fits=oracle.fits, fits_together=oracle.together,
+                      claim_events=claim_watch.snapshot_claims(), resource_claims=final["resourceclaims"],
+                      resource_slices=final["resourceslices"], device_taints=list(injector.taints),
+                      dra_extended=frozenset({DRA_EXTENDED}))
         violations = check(history)
         if keep is not None or violations:
             save_history(workdir / "history.json", history, final)
         extra = {"pods_created": stream.created, "gangs_created": stream.gangs, "stream_errors": len(stream.errors),
                  "watch_gaps": watch.gaps, "watch_reconnects": watch.reconnects, "restarts": cluster.restarts(),
-                 "volumes_recycled": storage.recycled, "proxy_connections_cut": cluster.proxy.cuts
+                 "volumes_recycled": storage.recycled,
+                 "claims_seen": len({e.claim["metadata"]["uid"] for e in history.claim_events}),
+                 "claim_allocations": sum(1 for _, _, changed in replay_claims(history.claim_events) if changed),
+                 "claim_gate": {"seen": cluster.gate.seen if cluster.gate else 0,
+                                "refused": cluster.gate.refused if cluster.gate else 0},
+                 "claim_watch_gaps": claim_watch.gaps, "proxy_connections_cut": cluster.proxy.cuts
                  if cluster.proxy else 0, "workdir": str(workdir)}
         return figures(seed, minutes, records, history, violations, extra, election)
     finally:
@@ -326,10 +360,9 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
 
 def inject_faults(cluster: ChaosCluster, watch: PodWatch, stream: Stream, rng: random.Random,
                   clock: Callable[[], float], deadline: float, log: Callable[[str], None],
-                  kinds: Sequence[str] = KINDS) -> list[FaultRecord]:
+                  kinds: Sequence[str], injector: Injector) -> list[FaultRecord]:
     """Faults one after another until `deadline`: each waits for the previous one's recovery
     and a seeded gap."""
-    injector = Injector(cluster, random.Random(rng.getrandbits(32)), clock)
     order = deck(rng, kinds)
     records: list[FaultRecord] = []
     next_at = clock() + WARMUP
@@ -372,6 +405,11 @@ def print_report(result: dict[str, Any]) -> None:
                                         for k, v in result["recovery_s"].items()))
     print("ours (s):      " + "; ".join(f"{k} p50 {v['p50']} max {v['max']}"
                                         for k, v in result["recovery_ours_s"].items()))
+    print("pods by kind (created/bound): " + ", ".join(f"{k} {v['created']}/{v['bound']}"
+                                                      for k, v in result["pods_by_kind"].items()))
+    print(f"DRA pods created {result['dra_pods']['created']}, bound {result['dra_pods']['bound']}; claims seen "
+          f"{result['claims_seen']}, allocations {result['claim_allocations']}; claim writes seen by the gate "
+          f"{result['claim_gate']['seen']}, refused {result['claim_gate']['refused']}")
     for line in result["recovery_over_target"]:
         print(f"  over target: {line}")
     for line in result["recovery_over_target_end_to_end"]:

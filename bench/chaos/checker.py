@@ -110,6 +110,8 @@ class Run:
     claim_events: Sequence[Any] = ()  # dra_checks.ClaimEvent
     resource_claims: Sequence[Mapping[str, Any]] = ()
     resource_slices: Sequence[Mapping[str, Any]] = ()
+    device_taints: Sequence[tuple[tuple[str, str, str], float, float]] = ()  # (driver, pool, device), from, to
+    dra_extended: frozenset[str] = frozenset()  # extended resources a DeviceClass serves (no node has them)
 
 
 Check = Callable[[Run], list[Violation]]
@@ -230,7 +232,7 @@ def over_allocatable(run: Run) -> list[Violation]:
         names = []
         for other in moment.bound.values():
             if node_of(other) == node:
-                used.update(_requests(other))
+                used.update({r: n for r, n in _requests(other).items() if r not in run.dra_extended})
                 used["pods"] += 1
                 names.append(key(other))
         for resource, amount in used.items():

@@ -252,6 +252,30 @@ def counters_over(run: Run) -> list[Violation]:
     return found
 
 
+def tainted_devices_allocated(run: Run) -> list[Violation]:
+    """A device newly allocated while it had a NoSchedule taint its request did not tolerate
+    (``Run.device_taints``, the injector's windows; allocations written up to ``spread_slack``
+    seconds after the taint are excused: the scheduler may not have seen it yet). An allocation
+    made before the taint stays, as in kube-scheduler (docs/dra.md)."""
+    from bench.chaos.checker import Violation
+
+    found = []
+    previous: dict[str, list[Obj]] = {}
+    for event in run.claim_events:
+        before = previous.get(claim_uid(event.claim), [])
+        now = results(event.claim) if event.type != "DELETED" else []
+        previous[claim_uid(event.claim)] = now
+        for result in now:
+            if result in before or result.get("tolerations"):
+                continue
+            for device, start, end in run.device_taints:
+                if device_of(result) == tuple(device) and start + run.spread_slack < event.at < end:
+                    found.append(Violation("tainted-device-allocated", claim_key(event.claim),
+                                           f"given {'/'.join(device)} at {event.at:.1f} s, tainted NoSchedule "
+                                           f"from {start:.1f} s to {end:.1f} s", event.at))
+    return found
+
+
 # ---- pods and their claims ------------------------------------------------------------------------
 
 
@@ -378,6 +402,7 @@ DRA_CHECKS = {
     "device-twice": device_twice,
     "device-over-capacity": device_over_capacity,
     "counters-over": counters_over,
+    "tainted-device-allocated": tainted_devices_allocated,
     "dra-pod-claims": pods_without_claims,
     "settled-claims": settled_claims,
 }

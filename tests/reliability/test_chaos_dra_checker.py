@@ -31,7 +31,7 @@ def slice_(node: str, *devices: dict[str, Any], counters: dict[str, str] | None 
 
 
 SLICES = [
-    slice_("a-0", {"name": "gpu-0"}, {"name": "gpu-1"},
+    slice_("a-0", {"name": "gpu-0"}, {"name": "gpu-1"}, {"name": "gpu-2"},
            {"name": "nic", "allowMultipleAllocations": True, "capacity": {"bandwidth": {"value": "10G"}}}),
     # Partitionable: the whole and its halves draw on one counter set of 40Gi.
     slice_("b-0", {"name": "whole", "consumesCounters": [{"counterSet": "mem", "counters": {"memory": {"value": "40Gi"}}}]},
@@ -248,8 +248,33 @@ def test_a_finalizer_left_on_a_deleted_claim() -> None:
     assert kinds(found) == ["claim-finalizer-left"] and found[0].subject == f"{NS}/old"
 
 
+def test_a_device_allocated_while_tainted() -> None:
+    h = clean()
+    taint = ((DRIVER, "a-0", "gpu-2"), h.clock - 20.0, h.clock + 30.0)
+    h.create(dra_pod("p8", "c8")).write(resource_claim("c8", result("gpu-2"), reserved=("p8",))).bind("p8", "a-0")
+    found = check(h.run(device_taints=[taint]))
+    assert kinds(found) == ["tainted-device-allocated"] and found[0].subject == f"{NS}/c8"
+    # Tainted after it was allocated, or just before (the scheduler had not seen it): fine.
+    late = ((DRIVER, "a-0", "gpu-2"), h.clock, h.clock + 30.0)
+    just_before = ((DRIVER, "a-0", "gpu-2"), h.clock - 4.0, h.clock + 30.0)
+    assert check(h.run(device_taints=[late, just_before])) == []
+    # Tolerated: fine.
+    h = clean()
+    tolerated = result("gpu-2", tolerations=[{"operator": "Exists"}])
+    h.create(dra_pod("p8", "c8")).write(resource_claim("c8", tolerated, reserved=("p8",))).bind("p8", "a-0")
+    assert check(h.run(device_taints=[taint])) == []
+
+
+def test_a_dra_backed_extended_resource_is_not_node_allocatable() -> None:
+    h = clean()
+    h.place(pod("ext", extra={"chaos.example/acc": "1"}), "b-0")
+    assert kinds(check(h.run())) == ["over-allocatable"]
+    assert check(h.run(dra_extended=frozenset({"chaos.example/acc"}))) == []
+
+
 def test_every_dra_check_is_exercised_here() -> None:
-    assert {"device-twice", "device-over-capacity", "counters-over", "dra-pod-claims", "settled-claims"} <= set(CHECKS)
+    assert {"device-twice", "device-over-capacity", "counters-over", "dra-pod-claims", "settled-claims",
+            "tainted-device-allocated"} <= set(CHECKS)
 
 
 def test_the_pod_history_is_still_judged() -> None:
