@@ -241,14 +241,20 @@ def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run,
     over_end_to_end = [f"{r.kind} at {r.started:.0f} s: {r.recovery_s:.1f} s, of which kube-scheduler's wait "
                        f"{r.scheduler_wait_s:.1f} s ({r.detail})"
                        for r in records if r.recovery_s is not None and r.recovery_s > targets[r.kind]]
+    pools = {uid(e.pod): str(e.pod["metadata"].get("name", "")).split("-", 1)[0] for e in run.events}
     created = Counter(kinds[u] for u in kinds if kinds[u] != "probe")
     bound = Counter(kinds[u] for u in scheduled)
+    created_in = Counter((kinds[u], pools[u]) for u in kinds if kinds[u] != "probe")
+    bound_in = Counter((kinds[u], pools[u]) for u in scheduled)
     return {
         "seed": seed,
         "pods_scheduled": len(scheduled),
         # Pods created (as the checker's watch saw them) and bound, per workload kind and pool;
         # the DRA kinds are those named dra-*.
-        "pods_by_kind": {kind: {"created": created[kind], "bound": bound[kind]} for kind in sorted(created)},
+        "pods_by_kind": {kind: {"created": created[kind], "bound": bound[kind],
+                                "by_pool": {pool: {"created": created_in[(kind, pool)], "bound": bound_in[(kind, pool)]}
+                                            for pool in sorted(POOLS.values())}}
+                         for kind in sorted(created)},
         "dra_pods": {"created": sum(created[k] for k in created if k in DRA_KINDS),
                      "bound": sum(bound[k] for k in bound if k in DRA_KINDS)},
         # What the checks had to look at: pods bound per kind (probes apart), GPU pods bound
