@@ -52,6 +52,8 @@ class Armed:
     land: bool = False  # after a hold: allow (True) or refuse
     on_match: Callable[[], str] = lambda: ""  # kill: the callback that kills the leader
     answered: list[str] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)  # per answer: what kube-apiserver got
+    verdicts: list[str] = field(default_factory=list)  # answers decided, not yet sent
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -77,12 +79,19 @@ class ClaimGate:
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 review = json.loads(self.rfile.read(length) or b"{}")
-                body = json.dumps(gate.review(review)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                answer, armed = gate.review(review)
+                body = json.dumps(answer).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    delivered = True
+                except OSError:  # kube-apiserver gave up on the request (its client went away, or it timed out)
+                    delivered = False
+                if armed is not None:
+                    gate.delivered(armed, delivered)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
                 pass
@@ -139,8 +148,8 @@ class ClaimGate:
         mode, count = rng.choice(MODES), rng.randint(1, 3)
         armed = self._arm(Armed(mode, count, land=rng.random() < 0.5), timeout)
         held = f", then {'let through' if armed.land else 'refused'}" if mode == "timeout" else ""
-        names = ", ".join(armed.answered) or f"none came within {timeout:.0f} s"
-        return f"{mode}{held}: {len(armed.answered)} of {count} writes ({names})"
+        names = ", ".join(f"{name}: {outcome}" for name, outcome in zip(armed.answered, armed.outcomes, strict=False))
+        return f"{mode}{held}: {len(armed.answered)} of {count} writes ({names or f'none came within {timeout:.0f} s'})"
 
     def kill_in_prebind(self, kill: Callable[[], str], rng: random.Random, timeout: float = 60.0) -> str:
         """Hold the standalone pool's next allocating write, kill the leader meanwhile, then let
@@ -148,7 +157,7 @@ class ClaimGate:
         armed = self._arm(Armed("kill", 1, land=rng.random() < 0.5, on_match=kill), timeout)
         if not armed.answered:
             return f"no allocating write of the standalone pool within {timeout:.0f} s"
-        return f"{armed.answered[0]}; the write then {'landed' if armed.land else 'refused'}"
+        return f"{armed.answered[0]}; {armed.outcomes[0] if armed.outcomes else 'no answer yet'}"
 
     # ---- the webhook -----------------------------------------------------------------------------
 
@@ -159,7 +168,16 @@ class ClaimGate:
         return bool((new.get("status") or {}).get("allocation")) and any(
             p.startswith(self.standalone_prefix) for p in added)
 
-    def review(self, review: dict[str, Any]) -> dict[str, Any]:
+    def delivered(self, armed: Armed, delivered: bool) -> None:
+        """One armed answer went back to kube-apiserver (or could not: it had given up on it)."""
+        with self._lock:
+            verdict = armed.verdicts.pop(0) if armed.verdicts else "?"
+            armed.outcomes.append(verdict if delivered else f"{verdict} (kube-apiserver had given up: not written)")
+            if len(armed.outcomes) >= armed.count:
+                armed.done.set()
+
+    def review(self, review: dict[str, Any]) -> tuple[dict[str, Any], Armed | None]:
+        """The answer to one AdmissionReview, and the armed fault that took it (None: allowed as usual)."""
         request = review.get("request") or {}
         uid = request.get("uid", "")
         self.seen += 1
@@ -172,7 +190,7 @@ class ClaimGate:
                 assert armed is not None
                 armed.answered.append(name)  # taken under the lock: N writes, not more
         if not take or armed is None:
-            return _answer(uid, True)
+            return _answer(uid, True), None
         allowed, code, message = False, 0, ""
         if armed.mode == "conflict":
             code, message = 409, "chaos: the object has been modified; please apply your changes to the latest version"
@@ -185,11 +203,11 @@ class ClaimGate:
             killed = armed.on_match()
             armed.answered[-1] = f"{name} held, {killed}"
             allowed, code, message = armed.land, 500, "chaos: refused after its writer was killed"
-        if not allowed:
-            self.refused += 1
-        if len(armed.answered) >= armed.count:
-            armed.done.set()
-        return _answer(uid, allowed, code, message)
+        with self._lock:
+            if not allowed:
+                self.refused += 1
+            armed.verdicts.append("let through" if allowed else f"refused {code}")
+        return _answer(uid, allowed, code, message), armed
 
 
 def _answer(uid: str, allowed: bool, code: int = 0, message: str = "") -> dict[str, Any]:
