@@ -92,7 +92,7 @@ HOST_PORT = 7000
 PAUSE = "registry.k8s.io/pause:3.10"
 KINDS = {"plain": 24, "mid": 8, "anti": 8, "spread": 10, "hostport": 6, "fpga": 5, "pvc-local": 6,
          "pvc-dynamic": 6, "gpu": 14, "preemptor": 5, "gang": 6,
-         "dra-template": 10, "dra-shared": 6, "dra-first": 8, "dra-nic": 8, "dra-part": 8, "dra-ext": 8}  # weights
+         "dra-template": 12, "dra-shared": 6, "dra-first": 10, "dra-nic": 10, "dra-part": 10, "dra-ext": 10}  # weights
 DRA_KINDS = tuple(kind for kind in KINDS if kind.startswith("dra-"))
 DRA_API = "resource.k8s.io/v1"
 DRA_DRIVER = "dra.chaos.example"
