@@ -14,9 +14,11 @@ allows at once. Armed:
   which is how a write "that failed" can still be there;
 * :meth:`ClaimGate.kill_in_prebind` (``leader-sigkill-in-prebind``): the next write by which
   the standalone pool's scheduler allocates a claim or reserves it for a pod (a pod of that
-  pool newly in ``reservedFor``) is held; the leader is SIGKILLed while it waits for the
-  answer, and the write is then allowed (it lands after its writer died) or refused. No luck
-  is needed to hit the window between PreBind's status write and the binding.
+  pool newly in ``reservedFor``) is caught. As the seed says, either the leader is SIGKILLed
+  while that write waits for its answer, which is then a refusal (kube-apiserver has usually
+  dropped it anyway, its client gone), or the write is let through and the leader killed as
+  the answer goes back: the claim is allocated and reserved for a pod nobody binds, the
+  window between PreBind's status write and the binding. No luck is needed to hit either.
 
 ``failurePolicy: Fail`` with ``timeoutSeconds: 20``: a write the webhook does not answer in
 time is refused by kube-apiserver (500), never let through unseen.
@@ -157,6 +159,7 @@ class ClaimGate:
         armed = self._arm(Armed("kill", 1, land=rng.random() < 0.5, on_match=kill), timeout)
         if not armed.answered:
             return f"no allocating write of the standalone pool within {timeout:.0f} s"
+        armed.done.wait(5.0)  # the kill after a write let through comes with its answer
         return f"{armed.answered[0]}; {armed.outcomes[0] if armed.outcomes else 'no answer yet'}"
 
     # ---- the webhook -----------------------------------------------------------------------------
@@ -169,7 +172,12 @@ class ClaimGate:
             p.startswith(self.standalone_prefix) for p in added)
 
     def delivered(self, armed: Armed, delivered: bool) -> None:
-        """One armed answer went back to kube-apiserver (or could not: it had given up on it)."""
+        """One armed answer went back to kube-apiserver (or could not: it had given up on it).
+        A PreBind kill whose write is let through kills now: the write is being stored and
+        answered, and the writer dies before (or just as) it sends the binding."""
+        if armed.mode == "kill" and armed.land:
+            killed = armed.on_match()
+            armed.answered[-1] = f"{armed.answered[-1]} let through, then {killed}"
         with self._lock:
             verdict = armed.verdicts.pop(0) if armed.verdicts else "?"
             armed.outcomes.append(verdict if delivered else f"{verdict} (kube-apiserver had given up: not written)")
@@ -199,10 +207,12 @@ class ClaimGate:
         elif armed.mode == "timeout":
             time.sleep(HOLD_PAST_CLIENT)
             allowed, code, message = armed.land, 500, "chaos: held past the client's timeout, then refused"
-        else:  # kill
+        elif armed.land:  # kill right after the write is stored: between PreBind and the binding
+            allowed = True
+        else:  # kill while the write waits for its answer, then refuse it
             killed = armed.on_match()
             armed.answered[-1] = f"{name} held, {killed}"
-            allowed, code, message = armed.land, 500, "chaos: refused after its writer was killed"
+            code, message = 500, "chaos: refused after its writer was killed"
         with self._lock:
             if not allowed:
                 self.refused += 1

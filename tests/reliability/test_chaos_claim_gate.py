@@ -74,11 +74,18 @@ def test_refuse_answers_exactly_the_next_n_writes(gate: ClaimGate) -> None:
     assert gate.refused == len(refused)
 
 
-def test_the_prebind_kill_waits_for_the_standalone_pools_allocating_write(gate: ClaimGate) -> None:
+def seed_where(land: bool) -> random.Random:
+    """A generator whose first draw lets the held write through (or refuses it)."""
+    seed = next(s for s in range(100) if (random.Random(s).random() < 0.5) is land)
+    return random.Random(seed)
+
+
+@pytest.mark.parametrize("land", [True, False])
+def test_the_prebind_kill_waits_for_the_standalone_pools_allocating_write(gate: ClaimGate, land: bool) -> None:
     killed: list[str] = []
     outcome: dict[str, str] = {}
     thread = threading.Thread(target=lambda: outcome.update(
-        detail=gate.kill_in_prebind(lambda: killed.append("leader") or "replica-0 killed", random.Random(1),
+        detail=gate.kill_in_prebind(lambda: killed.append("leader") or "replica-0 killed", seed_where(land),
                                     timeout=10)))
     thread.start()
     while gate._armed is None:  # noqa: SLF001
@@ -88,6 +95,10 @@ def test_the_prebind_kill_waits_for_the_standalone_pools_allocating_write(gate: 
     assert post(gate, review(allocated=False))["allowed"]
     assert post(gate, review(pod="sa-x", before=("sa-x",)))["allowed"] is True
     assert killed == []
-    post(gate, review())
+    answer = post(gate, review())
     thread.join(10)
-    assert killed == ["leader"] and "chaos/c held, replica-0 killed" in outcome["detail"]
+    assert killed == ["leader"] and answer["allowed"] is land
+    if land:  # let through, the leader killed as the answer went back: PreBind done, no binding
+        assert outcome["detail"] == "chaos/c let through, then replica-0 killed; let through"
+    else:  # killed while the write waited, then refused
+        assert outcome["detail"] == "chaos/c held, replica-0 killed; refused 500"
