@@ -33,10 +33,13 @@ weight, and deletes each one (with its claim) when its lifetime ends, bound or n
 scheduler allocates its pools' claims itself; in the webhook pool kube-scheduler does and the
 webhook filters, scores and binds. kube-controller-manager's resourceclaim-controller makes
 the claims of templates. Every node publishes a pool of driver ``DRA_DRIVER`` named after it:
-two accelerators (``acc-0`` "big" on nodes 0 and 1, "small"
-elsewhere; ``acc-1`` "small"), a NIC that takes several allocations (``allowMultipleAllocations``,
-10G of bandwidth), and on nodes 2..4 a partitionable device (a counter set of 40Gi memory, in a second slice of
+accelerators (``acc-0`` "big" on nodes 0 and 1, "small"
+elsewhere; ``acc-1``, "small", on nodes 0..2 only), a NIC that takes several allocations
+(``allowMultipleAllocations``, 8G of bandwidth), and on nodes 3 and 4 a partitionable device (a counter set of 40Gi memory, in a second slice of
 the pool: ``part-whole`` consumes all of it, ``part-half-0`` and ``-1`` 20Gi each):
+
+Devices are scarcer than cpu on purpose: DRA pods wait for devices now and then, so the
+allocator's refusals, PostFilter and the devices coming back are all exercised.
 
 * dra-template: one accelerator, from a ResourceClaimTemplate;
 * dra-shared: one ResourceClaim (an accelerator) shared by 2 or 3 pods created together,
@@ -106,7 +109,8 @@ DRA_PATHS = {"DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
              "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
              "ResourceClaim": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
              "ResourceClaimTemplate": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates"}
-PART_NODES = range(2, 5)  # nodes with the partitionable device
+PART_NODES = range(3, 5)  # nodes with the partitionable device
+NIC_BANDWIDTH = "8G"  # two 4G shares, or four 2G ones
 SHARED_LIFETIME = (20.0, 45.0)
 GANG_LIFETIME = (30.0, 60.0)  # longer than a pod's: a gang stuck partly bound for 30 s is seen
 # The API server flags that serve kube-scheduler v1.36's PodGroup (docs/gangs.md).
@@ -165,11 +169,11 @@ def dra_slices(node: str, generation: int = 1) -> list[dict[str, Any]]:
     they consume (a slice has devices or counter sets, not both: resource.k8s.io/v1)."""
     index = int(node.rsplit("-", 1)[1])
     devices: list[dict[str, Any]] = [
-        {"name": "acc-0", "attributes": _attributes(kind="acc", model="big" if index < 2 else "small")},
-        {"name": "acc-1", "attributes": _attributes(kind="acc", model="small")},
-        {"name": "nic", "attributes": _attributes(kind="nic"), "allowMultipleAllocations": True,
-         "capacity": {"bandwidth": {"value": "10G"}}},
-    ]
+        {"name": "acc-0", "attributes": _attributes(kind="acc", model="big" if index < 2 else "small")}]
+    if index < 3:
+        devices.append({"name": "acc-1", "attributes": _attributes(kind="acc", model="small")})
+    devices.append({"name": "nic", "attributes": _attributes(kind="nic"), "allowMultipleAllocations": True,
+                    "capacity": {"bandwidth": {"value": NIC_BANDWIDTH}}})
     partitioned = index in PART_NODES
     if partitioned:
         devices += [{"name": name, "attributes": _attributes(kind="part", size=size),

@@ -5,6 +5,7 @@ their claims."""
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -72,11 +73,12 @@ def oracle(claims: list[dict[str, Any]], bound: list[dict[str, Any]] = ()) -> Or
 
 
 def test_every_slice_parses() -> None:
-    for name, count in (("sa-0", 1), ("wh-4", 2)):
+    for name, count in (("sa-0", 1), ("sa-2", 1), ("wh-4", 2)):
         parsed = [ResourceSlice.parse(s) for s in dra_slices(name, generation=3)]
         assert len(parsed) == count and {(p.pool, p.generation, p.slice_count) for p in parsed} == {(name, 3, count)}
+    assert {d.name for d in ResourceSlice.parse(dra_slices("sa-2")[0]).devices} == {"acc-0", "acc-1", "nic"}
     devices, counters = (ResourceSlice.parse(s) for s in dra_slices("sa-3"))
-    assert {d.name for d in devices.devices} == {"acc-0", "acc-1", "nic", "part-whole", "part-half-0", "part-half-1"}
+    assert {d.name for d in devices.devices} == {"acc-0", "nic", "part-whole", "part-half-0", "part-half-1"}
     assert not devices.shared_counters and [c.name for c in counters.shared_counters] == ["mem"]
 
 
@@ -109,19 +111,24 @@ def test_a_shared_claim_and_an_extended_resource() -> None:
 def test_partitions_and_shares_are_bounded() -> None:
     """Two halves fill a partitionable device's counter set: a whole one no longer fits there;
     NIC shares stop at its 10G."""
-    halves = [claim_from("part-half", f"h{i}") for i in range(6)]  # 2 halves on each of sa-2..4
+    halves = [claim_from("part-half", f"h{i}") for i in range(5)]  # 2 halves on each of sa-3 and sa-4
     whole = claim_from("part-whole", "w")
     pods = [as_made(pod_body("dra-part", f"sa-part-{i}", STANDALONE, random.Random(0))[0], f"h{i}")
-            for i in range(6)]
+            for i in range(5)]
     for p, c in zip(pods, halves, strict=True):
         p["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": c["metadata"]["name"]}]
         p["status"] = {"phase": "Pending"}
     placed = oracle([*halves, whole]).placed(pods)
-    assert len(placed) == 6 and sorted(set(placed.values())) == ["sa-2", "sa-3", "sa-4"]
+    assert len(placed) == 4 and sorted(set(placed.values())) == ["sa-3", "sa-4"]
+    whole_pod = copy.deepcopy(pods[0])
+    whole_pod["metadata"]["name"] = "sa-part-whole"
+    whole_pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": "w"}]
+    assert oracle([*halves, whole]).fits(whole_pod) in ("sa-3", "sa-4")
+    assert len(oracle([*halves, whole]).placed([pods[0], whole_pod])) == 2  # a half and the whole: two nodes
     nics = [claim_from("nic-4", f"n{i}") for i in range(11)]
     nic_pods = []
     for i, c in enumerate(nics):
         p = as_made(pod_body("dra-nic", f"sa-nic-{i}", STANDALONE, random.Random(0))[0], "")
         p["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": c["metadata"]["name"]}]
         nic_pods.append(p)
-    assert len(oracle(nics).placed(nic_pods)) == 10  # 2 shares of 4G per 10G NIC, 5 nodes
+    assert len(oracle(nics).placed(nic_pods)) == 10  # 2 shares of 4G per 8G NIC, 5 nodes
