@@ -76,14 +76,18 @@ class PodWatch:
         with self._lock:
             return list(self.events)
 
+    def _remember(self, kind: str, obj: dict[str, Any]) -> None:
+        """What the next re-list compares with (lock held)."""
+        if kind == "DELETED":
+            self._known.pop(uid(obj), None)
+        else:
+            self._known[uid(obj)] = obj
+
     def _record(self, kind: str, pod: dict[str, Any], at: float) -> None:
         pod = _trim(pod)
         with self._lock:
             self.events.append(PodEvent(at, kind, pod))
-            if kind == "DELETED":
-                self._known.pop(uid(pod), None)
-            else:
-                self._known[uid(pod)] = pod
+            self._remember(kind, pod)
             meta = pod.get("metadata") or {}
             name = f"{meta.get('namespace')}/{meta.get('name')}"
             if node_of(pod) and kind != "DELETED":
@@ -185,7 +189,4 @@ class ClaimWatch(PodWatch):
         obj = _trim(obj)
         with self._lock:
             self.claim_events.append(ClaimEvent(at, kind, obj))
-            if kind == "DELETED":
-                self._known.pop(uid(obj), None)
-            else:
-                self._known[uid(obj)] = obj
+            self._remember(kind, obj)

@@ -495,16 +495,7 @@ class Stream:
 
     def _delete_dra_claims(self, names: list[str]) -> None:
         """Delete ResourceClaims; one the API server did not take is retried at the next round."""
-        for pending in [*self._dra_claims_left, *names]:
-            if pending in self._dra_claims_left:
-                self._dra_claims_left.remove(pending)
-            try:
-                self.kube.call("DELETE", f"{DRA_PATHS['ResourceClaim']}/{pending}")
-            except KubeApiError as exc:
-                if exc.code != 404:
-                    self._dra_claims_left.append(pending)
-            except Exception:  # noqa: BLE001 - a connection error
-                self._dra_claims_left.append(pending)
+        _delete_all(self.kube, DRA_PATHS["ResourceClaim"], names, self._dra_claims_left)
 
     def delete(self, name: str, pod_uid: str) -> bool:
         """Delete a pod now (no grace, this uid only); False when the API server did not answer."""
@@ -524,13 +515,19 @@ class Stream:
 
     def _delete_claim(self, name: str) -> None:
         """Delete a pod's claim; one the API server did not take is retried at the next round."""
-        for pending in [*self._claims_left, name]:
-            if pending in self._claims_left:
-                self._claims_left.remove(pending)
-            try:
-                self.kube.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{pending}")
-            except KubeApiError as exc:
-                if exc.code != 404:
-                    self._claims_left.append(pending)
-            except Exception:  # noqa: BLE001 - a connection error
-                self._claims_left.append(pending)
+        _delete_all(self.kube, f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims", [name], self._claims_left)
+
+
+def _delete_all(kube: KubeTestClient, collection: str, names: list[str], left: list[str]) -> None:
+    """Delete `names` and those in `left` (objects of `collection`); those the API server did not
+    take go back into `left`, for the next round (a 404 is done)."""
+    for pending in [*left, *names]:
+        if pending in left:
+            left.remove(pending)
+        try:
+            kube.call("DELETE", f"{collection}/{pending}")
+        except KubeApiError as exc:
+            if exc.code != 404:
+                left.append(pending)
+        except Exception:  # noqa: BLE001 - a connection error
+            left.append(pending)
