@@ -75,6 +75,7 @@ from bench.chaos.workload import (  # noqa: E402
 )
 from extender.model.devices import ASSIGNMENT_ANNOTATION  # noqa: E402
 from tests.fakeapi.client import KubeApiError  # noqa: E402
+from tests.fakeapi.patches import MERGE_PATCH  # noqa: E402
 
 RECOVERY_TIMEOUT = 120.0
 OTHER_TARGET = 10.0
@@ -203,6 +204,56 @@ def save_history(path: Path, run: Run, final: dict[str, Any]) -> None:
         "final_at": run.final_at,
         "pod_groups": dict(run.pod_groups),
     }))
+
+
+NUDGE = "chaos.example/nudge"
+OPINION_TIMEOUT = 20.0
+
+
+def webhook_pool_pending(violations: Sequence[Any]) -> list[str]:
+    """The webhook pool's pods (``namespace/name``) that ``pending-but-fits`` flagged: kube-scheduler
+    places those, and its answer is the reference where it and the oracle disagree."""
+    prefix = f"{NAMESPACE}/{POOLS[WEBHOOK]}-"
+    return [v.subject for v in violations if v.kind == "pending-but-fits" and v.subject.startswith(prefix)
+            and " members Pending " not in v.detail]  # a gang is judged whole, by the oracle alone
+
+
+def kube_scheduler_opinion(cluster: ChaosCluster, violations: list[Any],
+                           log: Callable[[str], None]) -> tuple[list[Any], list[str]]:
+    """Ask kube-scheduler about the webhook pool's pods the oracle says fit: a no-op label on the
+    pool's nodes and ResourceSlices (events every plugin that rejected them listens to) makes it
+    try them again on the same final state. A pod it then binds within ``OPINION_TIMEOUT`` was
+    Pending only because no event had woken it (kube-scheduler does not requeue pods when another
+    pod's in-flight claim allocation is dropped, e.g. when that pod is deleted during its PreBind):
+    not a violation, reported as ``pending_until_requeued``. The rest stay violations."""
+    flagged = webhook_pool_pending(violations)
+    if not flagged:
+        return violations, []
+    kube = cluster.kube
+    pool = POOLS[WEBHOOK]
+    label = {"metadata": {"labels": {NUDGE: str(int(time.time()))}}}
+    for node in kube.call("GET", "/api/v1/nodes", params={"labelSelector": f"chaos.example/pool={pool}"})["items"]:
+        kube.call("PATCH", f"/api/v1/nodes/{node['metadata']['name']}", label, content_type=MERGE_PATCH)
+    for item in kube.call("GET", DRA_PATHS["ResourceSlice"])["items"]:
+        if str(item["spec"].get("nodeName", "")).startswith(f"{pool}-"):
+            kube.call("PATCH", f"{DRA_PATHS['ResourceSlice']}/{item['metadata']['name']}", label,
+                      content_type=MERGE_PATCH)
+    deadline = time.monotonic() + OPINION_TIMEOUT
+    bound: set[str] = set()
+    while time.monotonic() < deadline and len(bound) < len(flagged):
+        for subject in flagged:
+            name = subject.split("/", 1)[1]
+            try:
+                pod = kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+            except KubeApiError:
+                continue
+            if (pod.get("spec") or {}).get("nodeName"):
+                bound.add(subject)
+        time.sleep(0.5)
+    if bound:
+        log(f"# kube-scheduler bound {len(bound)} of {len(flagged)} pods the oracle said fit once woken: "
+            + ", ".join(sorted(bound)))
+    return [v for v in violations if not (v.kind == "pending-but-fits" and v.subject in bound)], sorted(bound)
 
 
 def settled_problems(cluster: ChaosCluster, timeout: float = 30.0) -> list[str]:
@@ -346,6 +397,7 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
                       resource_slices=final["resourceslices"], device_taints=list(injector.taints),
                       dra_extended=frozenset({DRA_EXTENDED}))
         violations = check(history)
+        violations, requeued = kube_scheduler_opinion(cluster, violations, log)
         if keep is not None or violations:
             save_history(workdir / "history.json", history, final)
         extra = {"pods_created": stream.created, "gangs_created": stream.gangs, "stream_errors": len(stream.errors),
@@ -355,6 +407,7 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
                  "claim_allocations": sum(1 for _, _, changed in replay_claims(history.claim_events) if changed),
                  "claim_gate": {"seen": cluster.gate.seen if cluster.gate else 0,
                                 "refused": cluster.gate.refused if cluster.gate else 0},
+                 "pending_until_requeued": requeued,
                  "claim_watch_gaps": claim_watch.gaps, "proxy_connections_cut": cluster.proxy.cuts
                  if cluster.proxy else 0, "workdir": str(workdir)}
         return figures(seed, minutes, records, history, violations, extra, election)

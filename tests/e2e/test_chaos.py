@@ -1,7 +1,7 @@
 """A short chaos run (bench/bench_chaos.py) in the suite: a pod stream for both schedulers on a
 control plane of its own, gangs included (kube-scheduler v1.36's pod groups for the standalone
 replicas, Coscheduling's through the webhook) and DRA pods (kube-controller-manager making the
-template claims), faults of eight kinds in seeded order (two aimed at claim writes), and no
+template claims), faults of eight kinds in seeded order (three aimed at allocation), and no
 violation (a gang partly bound is one, and so is a device given twice or a claim leaked).
 
 The full run (every kind, 10 minutes) is `python -m bench chaos`; this one keeps the suite
@@ -23,8 +23,10 @@ from tests.fakeapi.envtest import find_assets
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SEED = 27
-KINDS = ("leader-sigkill", "worker-sigkill", "master-sigkill", "apiserver-restart", "etcd-compaction",
-         "watch-cut", "claim-write-refused", "leader-sigkill-in-prebind")
+# kube-apiserver's 30 s restart and the claim gate's 17 s holds leave too few faults for a minute:
+# the full run has them.
+KINDS = ("leader-sigkill", "worker-sigkill", "master-sigkill", "etcd-compaction", "watch-cut",
+         "leader-sigkill-in-prebind", "slice-republish", "device-taint")
 
 
 def test_short_chaos_run_finds_no_violation() -> None:

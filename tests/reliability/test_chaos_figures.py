@@ -38,3 +38,14 @@ def test_pods_by_kind_counts_each_pod_once_per_kind_and_pool() -> None:
     }
     assert result["dra_pods"] == {"created": 3, "bound": 2}
     assert result["pods_scheduled"] == 3 and "probe" not in result["bound_by_kind"]
+
+
+def test_only_the_webhook_pools_pending_pods_go_to_kube_scheduler() -> None:
+    from bench.bench_chaos import webhook_pool_pending
+    from bench.chaos.checker import Violation
+
+    found = [Violation("pending-but-fits", "chaos/wh-dra-template-1", "Pending 40 s ..., yet it fits wh-2"),
+             Violation("pending-but-fits", "chaos/sa-dra-template-2", "Pending 40 s ..., yet it fits sa-2"),
+             Violation("pending-but-fits", "chaos/wh-gang-3", "3 members Pending 40 s ..., yet 3 fit together"),
+             Violation("device-twice", "chaos/wh-x", "...")]
+    assert webhook_pool_pending(found) == ["chaos/wh-dra-template-1"]
