@@ -27,7 +27,6 @@ time is refused by kube-apiserver (500), never let through unseen.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import random
 import ssl
@@ -225,14 +224,3 @@ def _answer(uid: str, allowed: bool, code: int = 0, message: str = "") -> dict[s
     if not allowed:
         response["status"] = {"code": code, "message": message}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-
-
-def wait_registered(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait until kube-apiserver calls the webhook (its configuration is read asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if check():
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"the claim gate was not called within {timeout:.0f} s")
