@@ -206,6 +206,8 @@ class Injector:
             manager.stop()
             time.sleep(downtime)
             manager.start()
+        except (RuntimeError, TimeoutError) as exc:  # the supervisor starts it again; recovery waits for it
+            return f"kube-controller-manager down {downtime:.1f} s, did not start again: {str(exc).splitlines()[0]}"
         finally:
             self.cluster.controller_manager_paused = False
         return f"kube-controller-manager down {downtime:.1f} s"
