@@ -55,28 +55,35 @@ if str(ROOT) not in sys.path:
 from bench.chaos.attribution import attribute  # noqa: E402
 from bench.chaos.checker import FaultRecord, Run, check, group_of, node_of, uid  # noqa: E402
 from bench.chaos.cluster import ChaosCluster, Election  # noqa: E402
+from bench.chaos.dra_checks import replay_claims  # noqa: E402
 from bench.chaos.faults import EXTRA_KINDS, KINDS, LEADER_KINDS, Injector, NoTarget  # noqa: E402
-from bench.chaos.history import PodWatch  # noqa: E402
+from bench.chaos.history import ClaimWatch, PodWatch  # noqa: E402
 from bench.chaos.oracle import Oracle  # noqa: E402
 from bench.chaos.storage import ChaosStorage  # noqa: E402
 from bench.chaos.workload import (  # noqa: E402
+    DRA_EXTENDED,
+    DRA_KINDS,
+    DRA_PATHS,
     GROUP_PATHS,
     NAMESPACE,
     POOLS,
     WEBHOOK,
     Stream,
     create_cluster,
+    create_dra,
     probe_body,
 )
 from extender.model.devices import ASSIGNMENT_ANNOTATION  # noqa: E402
 from tests.fakeapi.client import KubeApiError  # noqa: E402
+from tests.fakeapi.patches import MERGE_PATCH  # noqa: E402
 
 RECOVERY_TIMEOUT = 120.0
 OTHER_TARGET = 10.0
 WARMUP = 15.0  # seconds of stream before the first fault
 GAP = (0.5, 3.0)  # seconds between a recovery and the next fault
-NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver and "
-               "kube-scheduler (bash ../shared/tools/k8s-test-binaries.sh prints the export line)")
+NO_BINARIES = ("bench chaos skipped: set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, "
+               "kube-scheduler and kube-controller-manager (bash ../shared/tools/k8s-test-binaries.sh prints the "
+               "export line)")
 
 
 def deck(rng: random.Random, kinds: Sequence[str]) -> Iterator[str]:
@@ -166,6 +173,9 @@ def final_cluster(cluster: ChaosCluster) -> dict[str, list[dict[str, Any]]]:
         "classes": kube.call("GET", "/apis/storage.k8s.io/v1/storageclasses")["items"],
         "events": kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/events")["items"],
         "podgroups": [group for path in GROUP_PATHS.values() for group in kube.call("GET", path)["items"]],
+        "resourceclaims": kube.call("GET", DRA_PATHS["ResourceClaim"])["items"],
+        "resourceslices": kube.call("GET", DRA_PATHS["ResourceSlice"])["items"],
+        "deviceclasses": kube.call("GET", DRA_PATHS["DeviceClass"])["items"],
     }
 
 
@@ -185,6 +195,8 @@ def save_history(path: Path, run: Run, final: dict[str, Any]) -> None:
     """The checker's input, to judge again offline (bench.chaos.checker.Run without `fits`)."""
     path.write_text(json.dumps({
         "events": [{"at": e.at, "type": e.type, "pod": e.pod} for e in run.events],
+        "claim_events": [{"at": e.at, "type": e.type, "claim": e.claim} for e in run.claim_events],
+        "device_taints": [list(t) for t in run.device_taints],
         "final": final,
         "faults": [asdict(f) for f in run.faults],
         "workload_deleted": sorted(run.workload_deleted),
@@ -192,6 +204,56 @@ def save_history(path: Path, run: Run, final: dict[str, Any]) -> None:
         "final_at": run.final_at,
         "pod_groups": dict(run.pod_groups),
     }))
+
+
+NUDGE = "chaos.example/nudge"
+OPINION_TIMEOUT = 20.0
+
+
+def webhook_pool_pending(violations: Sequence[Any]) -> list[str]:
+    """The webhook pool's pods (``namespace/name``) that ``pending-but-fits`` flagged: kube-scheduler
+    places those, and its answer is the reference where it and the oracle disagree."""
+    prefix = f"{NAMESPACE}/{POOLS[WEBHOOK]}-"
+    return [v.subject for v in violations if v.kind == "pending-but-fits" and v.subject.startswith(prefix)
+            and " members Pending " not in v.detail]  # a gang is judged whole, by the oracle alone
+
+
+def kube_scheduler_opinion(cluster: ChaosCluster, violations: list[Any],
+                           log: Callable[[str], None]) -> tuple[list[Any], list[str]]:
+    """Ask kube-scheduler about the webhook pool's pods the oracle says fit: a no-op label on the
+    pool's nodes and ResourceSlices (events every plugin that rejected them listens to) makes it
+    try them again on the same final state. A pod it then binds within ``OPINION_TIMEOUT`` was
+    Pending only because no event had woken it (kube-scheduler does not requeue pods when another
+    pod's in-flight claim allocation is dropped, e.g. when that pod is deleted during its PreBind):
+    not a violation, reported as ``pending_until_requeued``. The rest stay violations."""
+    flagged = webhook_pool_pending(violations)
+    if not flagged:
+        return violations, []
+    kube = cluster.kube
+    pool = POOLS[WEBHOOK]
+    label = {"metadata": {"labels": {NUDGE: str(int(time.time()))}}}
+    for node in kube.call("GET", "/api/v1/nodes", params={"labelSelector": f"chaos.example/pool={pool}"})["items"]:
+        kube.call("PATCH", f"/api/v1/nodes/{node['metadata']['name']}", label, content_type=MERGE_PATCH)
+    for item in kube.call("GET", DRA_PATHS["ResourceSlice"])["items"]:
+        if str(item["spec"].get("nodeName", "")).startswith(f"{pool}-"):
+            kube.call("PATCH", f"{DRA_PATHS['ResourceSlice']}/{item['metadata']['name']}", label,
+                      content_type=MERGE_PATCH)
+    deadline = time.monotonic() + OPINION_TIMEOUT
+    bound: set[str] = set()
+    while time.monotonic() < deadline and len(bound) < len(flagged):
+        for subject in flagged:
+            name = subject.split("/", 1)[1]
+            try:
+                pod = kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+            except KubeApiError:
+                continue
+            if (pod.get("spec") or {}).get("nodeName"):
+                bound.add(subject)
+        time.sleep(0.5)
+    if bound:
+        log(f"# kube-scheduler bound {len(bound)} of {len(flagged)} pods the oracle said fit once woken: "
+            + ", ".join(sorted(bound)))
+    return [v for v in violations if not (v.kind == "pending-but-fits" and v.subject in bound)], sorted(bound)
 
 
 def settled_problems(cluster: ChaosCluster, timeout: float = 30.0) -> list[str]:
@@ -230,9 +292,22 @@ def figures(seed: int, minutes: float, records: Sequence[FaultRecord], run: Run,
     over_end_to_end = [f"{r.kind} at {r.started:.0f} s: {r.recovery_s:.1f} s, of which kube-scheduler's wait "
                        f"{r.scheduler_wait_s:.1f} s ({r.detail})"
                        for r in records if r.recovery_s is not None and r.recovery_s > targets[r.kind]]
+    pools = {uid(e.pod): str(e.pod["metadata"].get("name", "")).split("-", 1)[0] for e in run.events}
+    created = Counter(kinds[u] for u in kinds if kinds[u] != "probe")
+    bound = Counter(kinds[u] for u in scheduled)
+    created_in = Counter((kinds[u], pools[u]) for u in kinds if kinds[u] != "probe")
+    bound_in = Counter((kinds[u], pools[u]) for u in scheduled)
     return {
         "seed": seed,
         "pods_scheduled": len(scheduled),
+        # Pods created (as the checker's watch saw them) and bound, per workload kind and pool;
+        # the DRA kinds are those named dra-*.
+        "pods_by_kind": {kind: {"created": created[kind], "bound": bound[kind],
+                                "by_pool": {pool: {"created": created_in[(kind, pool)], "bound": bound_in[(kind, pool)]}
+                                            for pool in sorted(POOLS.values())}}
+                         for kind in sorted(created)},
+        "dra_pods": {"created": sum(created[k] for k in created if k in DRA_KINDS),
+                     "bound": sum(bound[k] for k in bound if k in DRA_KINDS)},
         # What the checks had to look at: pods bound per kind (probes apart), GPU pods bound
         # with their assignment, evictions by preemption.
         "bound_by_kind": dict(sorted(Counter(kinds[u] for u in scheduled).items())),
@@ -264,10 +339,11 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
         keep: Path | None = None, kinds: Sequence[str] = KINDS,
         log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """One chaos run (faults of `kinds` only); its figures, or None without the binaries."""
+    from tests.e2e.controlplane import find_kube_controller_manager
     from tests.fakeapi.envtest import find_assets
 
     assets = find_assets()
-    if assets is None or assets.kube_scheduler is None:
+    if assets is None or assets.kube_scheduler is None or find_kube_controller_manager() is None:
         log(NO_BINARIES)
         return None
     election = election or Election()
@@ -285,12 +361,16 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
         cluster.start_control_plane()
         assert cluster.plane is not None
         watch = PodWatch(cluster.plane.url, cluster.plane.token, str(cluster.plane.ca_file), clock).start()
+        claim_watch = ClaimWatch(cluster.plane.url, cluster.plane.token, str(cluster.plane.ca_file), clock).start()
         create_cluster(cluster.kube)
+        create_dra(cluster.kube)
+        cluster.register_claim_gate()
         cluster.start_schedulers()
         log(f"# chaos: seed {seed}, {minutes} min, workdir {workdir}; cluster up at {clock():.0f} s")
         with ChaosStorage(cluster.client(), interval=0.5) as storage:
             stream = Stream(cluster.client(), random.Random(rng.getrandbits(32)), clock, rate=rate).start()
-            records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds)
+            injector = Injector(cluster, random.Random(rng.getrandbits(32)), clock)
+            records = inject_faults(cluster, watch, stream, rng, clock, clock() + minutes * 60, log, kinds, injector)
             stream.stop()
             stopped = clock()
             quiet_until = max([stopped, *(r.ended for r in records)]) + grace
@@ -299,23 +379,36 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
             down = settled_problems(cluster)
             final = final_cluster(cluster)
         watch.stop()
+        claim_watch.stop()
         assert cluster.webhook is not None
         records = attribute(records, [f"{NAMESPACE}/probe-{i}-{POOLS[WEBHOOK]}" for i in range(len(records))],
                             cluster.webhook.process.log(), wall_origin)
         storage_objects = {"PersistentVolumeClaim": final["claims"], "PersistentVolume": final["volumes"],
                            "StorageClass": final["classes"]}
-        oracle = Oracle(final["nodes"], final["pods"], storage_objects)
+        dra_objects = {"deviceclasses": final["deviceclasses"], "resourceslices": final["resourceslices"],
+                       "resourceclaims": final["resourceclaims"]}
+        oracle = Oracle(final["nodes"], final["pods"], storage_objects, dra=dra_objects)
         history = Run(events=watch.snapshot(), nodes=final["nodes"], pods=final["pods"], claims=final["claims"],
                       volumes=final["volumes"], kube_events=final["events"],
                       pod_groups=min_counts(final["podgroups"]), faults=records,
                       workload_deleted=frozenset(stream.deleted_uids), processes_down=down,
-                      final_at=clock(), pending_grace=grace, fits=oracle.fits, fits_together=oracle.together)
+                      final_at=clock(), pending_grace=grace, fits=oracle.fits, fits_together=oracle.together,
+                      claim_events=claim_watch.snapshot_claims(), resource_claims=final["resourceclaims"],
+                      resource_slices=final["resourceslices"], device_taints=list(injector.taints),
+                      dra_extended=frozenset({DRA_EXTENDED}))
         violations = check(history)
+        violations, requeued = kube_scheduler_opinion(cluster, violations, log)
         if keep is not None or violations:
             save_history(workdir / "history.json", history, final)
         extra = {"pods_created": stream.created, "gangs_created": stream.gangs, "stream_errors": len(stream.errors),
                  "watch_gaps": watch.gaps, "watch_reconnects": watch.reconnects, "restarts": cluster.restarts(),
-                 "volumes_recycled": storage.recycled, "proxy_connections_cut": cluster.proxy.cuts
+                 "volumes_recycled": storage.recycled,
+                 "claims_seen": len({e.claim["metadata"]["uid"] for e in history.claim_events}),
+                 "claim_allocations": sum(1 for _, _, changed in replay_claims(history.claim_events) if changed),
+                 "claim_gate": {"seen": cluster.gate.seen if cluster.gate else 0,
+                                "refused": cluster.gate.refused if cluster.gate else 0},
+                 "pending_until_requeued": requeued,
+                 "claim_watch_gaps": claim_watch.gaps, "proxy_connections_cut": cluster.proxy.cuts
                  if cluster.proxy else 0, "workdir": str(workdir)}
         return figures(seed, minutes, records, history, violations, extra, election)
     finally:
@@ -326,10 +419,9 @@ def run(minutes: float, seed: int, *, rate: float = 2.0, grace: float = 30.0, el
 
 def inject_faults(cluster: ChaosCluster, watch: PodWatch, stream: Stream, rng: random.Random,
                   clock: Callable[[], float], deadline: float, log: Callable[[str], None],
-                  kinds: Sequence[str] = KINDS) -> list[FaultRecord]:
+                  kinds: Sequence[str], injector: Injector) -> list[FaultRecord]:
     """Faults one after another until `deadline`: each waits for the previous one's recovery
     and a seeded gap."""
-    injector = Injector(cluster, random.Random(rng.getrandbits(32)), clock)
     order = deck(rng, kinds)
     records: list[FaultRecord] = []
     next_at = clock() + WARMUP
@@ -372,6 +464,11 @@ def print_report(result: dict[str, Any]) -> None:
                                         for k, v in result["recovery_s"].items()))
     print("ours (s):      " + "; ".join(f"{k} p50 {v['p50']} max {v['max']}"
                                         for k, v in result["recovery_ours_s"].items()))
+    print("pods by kind (created/bound): " + ", ".join(f"{k} {v['created']}/{v['bound']}"
+                                                      for k, v in result["pods_by_kind"].items()))
+    print(f"DRA pods created {result['dra_pods']['created']}, bound {result['dra_pods']['bound']}; claims seen "
+          f"{result['claims_seen']}, allocations {result['claim_allocations']}; claim writes seen by the gate "
+          f"{result['claim_gate']['seen']}, refused {result['claim_gate']['refused']}")
     for line in result["recovery_over_target"]:
         print(f"  over target: {line}")
     for line in result["recovery_over_target_end_to_end"]:

@@ -105,6 +105,13 @@ class Run:
     fits: Callable[[Pod], str] | None = None  # the node a pending pod fits on now, or ""
     fits_together: Callable[[Sequence[Pod]], int] | None = None  # how many of these pods fit at once now
     spread_slack: float = 5.0
+    # Dynamic resource allocation (bench/chaos/dra_checks.py): the checker's claim watch, and
+    # the claims and slices at the end.
+    claim_events: Sequence[Any] = ()  # dra_checks.ClaimEvent
+    resource_claims: Sequence[Mapping[str, Any]] = ()
+    resource_slices: Sequence[Mapping[str, Any]] = ()
+    device_taints: Sequence[tuple[tuple[str, str, str], float, float]] = ()  # (driver, pool, device), from, to
+    dra_extended: frozenset[str] = frozenset()  # extended resources a DeviceClass serves (no node has them)
 
 
 Check = Callable[[Run], list[Violation]]
@@ -225,7 +232,7 @@ def over_allocatable(run: Run) -> list[Violation]:
         names = []
         for other in moment.bound.values():
             if node_of(other) == node:
-                used.update(_requests(other))
+                used.update({r: n for r, n in _requests(other).items() if r not in run.dra_extended})
                 used["pods"] += 1
                 names.append(key(other))
         for resource, amount in used.items():
@@ -585,6 +592,15 @@ CHECKS: dict[str, Check] = {
     "processes": processes_not_back,
     "recovery": faults_not_recovered,
 }
+
+
+def _register_dra_checks() -> None:
+    from bench.chaos.dra_checks import DRA_CHECKS
+
+    CHECKS.update(DRA_CHECKS)
+
+
+_register_dra_checks()
 
 
 def check(run: Run, checks: Mapping[str, Check] = CHECKS) -> list[Violation]:

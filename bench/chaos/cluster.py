@@ -15,6 +15,12 @@
   for ``GANG_HOLD`` seconds, so the extender's ``httpTimeout`` is raised to ``HTTP_TIMEOUT``
   (docs/gangs.md: at least the hold plus 2 s); its access log (every verb) tells when
   kube-scheduler first asked about a probe (bench/chaos/attribution.py);
+* kube-controller-manager with its resourceclaim-controller only (straight to kube-apiserver,
+  as a control-plane component beside it): it makes the claims of ResourceClaimTemplates,
+  takes gone pods out of ``reservedFor``, deallocates claims nobody uses and removes their
+  finalizer (docs/dra.md);
+* the claim gate (claimgate.py), a validating admission webhook on ``resourceclaims/status``
+  through which the claim faults refuse or hold a scheduler's writes;
 * the supervisor: as the kubelet restarts a container whose process died, it restarts any
   of these processes that exits (one second later, without crash-loop back-off), and
   counts it. Whether each one is back and serving is :meth:`ChaosCluster.problems`.
@@ -36,10 +42,24 @@ from typing import Any
 import requests
 import yaml
 
+from bench.chaos.claimgate import ClaimGate
 from bench.chaos.proxy import FaultProxy
-from bench.chaos.workload import GANG_APISERVER_ARGS, STANDALONE, SYSTEM_NAMESPACE, WEBHOOK
+from bench.chaos.workload import (
+    GANG_APISERVER_ARGS,
+    NAMESPACE,
+    POOLS,
+    STANDALONE,
+    SYSTEM_NAMESPACE,
+    WEBHOOK,
+)
 from tests.e2e import configs, processes
-from tests.e2e.controlplane import KUBE_SCHEDULER_USER, KubeScheduler, start_kube_scheduler
+from tests.e2e.controlplane import (
+    KUBE_SCHEDULER_USER,
+    KubeControllerManager,
+    KubeScheduler,
+    start_kube_controller_manager,
+    start_kube_scheduler,
+)
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestAssets, EnvtestControlPlane
 from tests.fakeapi.kubeconfig import write_kubeconfig
@@ -101,6 +121,10 @@ class ChaosCluster:
     webhook: Supervised | None = None
     scheduler: KubeScheduler | None = None
     scheduler_exits: int = 0
+    controller_manager: KubeControllerManager | None = None
+    controller_manager_paused: bool = False  # stopped on purpose (claim-controller-restart)
+    controller_manager_exits: int = 0
+    gate: ClaimGate | None = None
     _kube: KubeTestClient | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -113,7 +137,21 @@ class ChaosCluster:
         self.plane = EnvtestControlPlane(self.assets, extra_apiserver_args=["--watch-cache=false", *GANG_APISERVER_ARGS],
                                          workdir=self.workdir / "controlplane").start()
         self.proxy = FaultProxy(("127.0.0.1", self.plane.secure_port)).start()
+        serving = self.plane.ca.serving(common_name="chaos-claim-gate").write(
+            self.workdir / "claim-gate.crt", self.workdir / "claim-gate.key")
+        self.gate = ClaimGate(serving, self.plane.ca_file, NAMESPACE, f"{POOLS[STANDALONE]}-").start()
         return self
+
+    def register_claim_gate(self) -> None:
+        """Point kube-apiserver at the claim gate (the chaos namespace must exist: its label selects)."""
+        assert self.gate is not None
+        self.kube.call("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                       self.gate.configuration())
+
+    def start_controller_manager(self) -> KubeControllerManager:
+        assert self.plane is not None
+        self.controller_manager = start_kube_controller_manager(self.plane, workdir=self.workdir / "logs")
+        return self.controller_manager
 
     @property
     def kube(self) -> KubeTestClient:
@@ -154,6 +192,7 @@ class ChaosCluster:
                                 name="webhook")
         self.webhook = Supervised("webhook", serve.start(timeout=120))
         self.scheduler = self._start_kube_scheduler()
+        self.start_controller_manager()
         self._supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
         self._supervisor.start()
 
@@ -184,10 +223,14 @@ class ChaosCluster:
                 os.kill(pid, signal.SIGCONT)
         if self.scheduler is not None:
             self.scheduler.stop()
+        if self.controller_manager is not None:
+            self.controller_manager.stop()
         for supervised in [*self.replicas, *([self.webhook] if self.webhook else [])]:
             supervised.process.stop()
         if self.proxy is not None:
             self.proxy.stop()
+        if self.gate is not None:
+            self.gate.stop()
         if self._kube is not None:
             self._kube.close()
         if self.plane is not None:
@@ -207,6 +250,13 @@ class ChaosCluster:
                 self.log(f"# kube-scheduler exited with {self.scheduler.process.returncode}: restarting it")
                 with contextlib.suppress(Exception):
                     self.scheduler = self._start_kube_scheduler()
+            manager = self.controller_manager
+            if manager is not None and not self.controller_manager_paused and manager.process is not None \
+                    and manager.process.poll() is not None and not self._stop.is_set():
+                self.controller_manager_exits += 1
+                self.log(f"# kube-controller-manager exited with {manager.process.returncode}: restarting it")
+                with contextlib.suppress(Exception):
+                    manager.start()
 
     def _restart(self, supervised: Supervised, code: int | None) -> None:
         time.sleep(RESTART_DELAY)
@@ -279,12 +329,16 @@ class ChaosCluster:
                 ready = False
             if not ready:
                 found.append("kube-scheduler: not ready")
+        manager = self.controller_manager
+        if manager is None or manager.process is None or manager.process.poll() is not None:
+            found.append("kube-controller-manager: not running")
         found += [f"paused process {pid}" for pid in self.paused_pids()]
         return found
 
     def restarts(self) -> dict[str, int]:
         counts = {s.name: s.restarts for s in [*self.replicas, *([self.webhook] if self.webhook else [])]}
         counts["kube-scheduler"] = self.scheduler_exits
+        counts["kube-controller-manager"] = self.controller_manager_exits
         return counts
 
 

@@ -19,6 +19,7 @@ import orjson
 import requests
 
 from bench.chaos.checker import PodEvent, node_of, uid
+from bench.chaos.dra_checks import ClaimEvent
 from bench.watchstream import watch_events
 
 GONE = 410
@@ -37,6 +38,8 @@ def _trim(pod: dict[str, Any]) -> dict[str, Any]:
 class PodWatch:
     """Watches pods cluster-wide into ``events``; ``bound_at[ns/name]`` is when each pod's
     nodeName first arrived (for probes); ``clock`` gives the run's seconds."""
+
+    PATH = "/api/v1/pods"
 
     def __init__(self, base_url: str, token: str, ca_file: str, clock: Callable[[], float]) -> None:
         self.base_url = base_url
@@ -73,14 +76,18 @@ class PodWatch:
         with self._lock:
             return list(self.events)
 
+    def _remember(self, kind: str, obj: dict[str, Any]) -> None:
+        """What the next re-list compares with (lock held)."""
+        if kind == "DELETED":
+            self._known.pop(uid(obj), None)
+        else:
+            self._known[uid(obj)] = obj
+
     def _record(self, kind: str, pod: dict[str, Any], at: float) -> None:
         pod = _trim(pod)
         with self._lock:
             self.events.append(PodEvent(at, kind, pod))
-            if kind == "DELETED":
-                self._known.pop(uid(pod), None)
-            else:
-                self._known[uid(pod)] = pod
+            self._remember(kind, pod)
             meta = pod.get("metadata") or {}
             name = f"{meta.get('namespace')}/{meta.get('name')}"
             if node_of(pod) and kind != "DELETED":
@@ -88,21 +95,30 @@ class PodWatch:
 
     def _list(self) -> None:
         """List every pod; what changed since the last look becomes events (all ADDED at the start)."""
-        reply = self.session.get(f"{self.base_url}/api/v1/pods", verify=self.verify, timeout=30)
+        reply = self.session.get(f"{self.base_url}{self.PATH}", verify=self.verify, timeout=30)
         reply.raise_for_status()
         listed = orjson.loads(reply.content)
         now = self.clock()
-        seen = set()
-        for pod in listed.get("items") or []:
-            seen.add(uid(pod))
-            before = self._known.get(uid(pod))
-            if before is None:
-                self._record("ADDED", pod, now)
-            elif before["metadata"].get("resourceVersion") != pod["metadata"].get("resourceVersion"):
-                self._record("MODIFIED", pod, now)
+        items = listed.get("items") or []
+        seen = {uid(item) for item in items}
+        # What went first: a device or a node freed in the gap is free before it is taken again.
         for gone in [p for u, p in self._known.items() if u not in seen]:
             self._record("DELETED", gone, now)
+        changed = []
+        for item in items:
+            before = self._known.get(uid(item))
+            if before is None:
+                changed.append(("ADDED", item))
+            elif before["metadata"].get("resourceVersion") != item["metadata"].get("resourceVersion"):
+                changed.append(("MODIFIED", item))
+        for kind, item in sorted(changed, key=lambda change: self._holds(change[1])):
+            self._record(kind, item, now)
         self._version = listed["metadata"]["resourceVersion"]
+
+    @staticmethod
+    def _holds(obj: dict[str, Any]) -> bool:
+        """Does `obj` hold anything (a pod on a node)? Those come last in a re-list."""
+        return bool(node_of(obj))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -127,7 +143,7 @@ class PodWatch:
 
     def _watch(self) -> None:
         self._response = self.session.get(
-            f"{self.base_url}/api/v1/pods",
+            f"{self.base_url}{self.PATH}",
             params={"watch": "true", "resourceVersion": self._version, "allowWatchBookmarks": "true",
                     "timeoutSeconds": "600"},
             stream=True, verify=self.verify, timeout=(5, 700),
@@ -147,3 +163,30 @@ class PodWatch:
         self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._record(str(kind), obj, now)
+
+
+class ClaimWatch(PodWatch):
+    """The same watch over every ResourceClaim (resource.k8s.io/v1), into ``claim_events``
+    (bench.chaos.dra_checks.ClaimEvent), for the DRA checks: one watch of one resource is in
+    etcd's order, so a device freed by one claim and taken by another is seen in that order."""
+
+    PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+
+    def __init__(self, base_url: str, token: str, ca_file: str, clock: Callable[[], float]) -> None:
+        super().__init__(base_url, token, ca_file, clock)
+        self.claim_events: list[ClaimEvent] = []
+        self._thread.name = "chaos-claim-watch"
+
+    @staticmethod
+    def _holds(obj: dict[str, Any]) -> bool:
+        return bool((obj.get("status") or {}).get("allocation"))
+
+    def snapshot_claims(self) -> list[ClaimEvent]:
+        with self._lock:
+            return list(self.claim_events)
+
+    def _record(self, kind: str, obj: dict[str, Any], at: float) -> None:
+        obj = _trim(obj)
+        with self._lock:
+            self.claim_events.append(ClaimEvent(at, kind, obj))
+            self._remember(kind, obj)

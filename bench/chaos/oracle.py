@@ -9,6 +9,13 @@ a pod group are placed together instead (``together``), each seeing the ones pla
 how many fit at once is what the group's quorum is judged by. Pods are given to the engine
 without their group membership (``plain``): the all-or-nothing rule is the checker's, the
 oracle only says whether the room is there.
+
+The DRA objects at the end (``dra``: DeviceClasses, ResourceSlices, ResourceClaims, by
+resource) go in too, so a Pending pod whose claims could be allocated now (DynamicResources,
+kube-scheduler v1.36's allocator, docs/dra.md) "could fit"; a pod whose template claim was
+never made cannot. For the webhook pool, where kube-scheduler allocates, this is our
+allocator's answer on kube-scheduler's final state: where the two disagree kube-scheduler is
+the reference (docs/reliability.md says how a flagged pod is checked against it).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class Oracle:
     nodes: Pods
     pods: Pods
     storage: Mapping[str, Pods]
+    dra: Mapping[str, Pods] = field(default_factory=dict)  # resource -> DRA objects (extender.cluster.dra)
     policy: Policy = field(default_factory=lambda: load_policy_file(POLICY))
 
     def placed(self, pending: Pods) -> dict[str, str]:
@@ -57,7 +65,8 @@ class Oracle:
         # A fresh copy each time: a simulated bind writes into the objects it was given.
         snapshot = Snapshot(nodes=copy.deepcopy(list(self.nodes)), pods=[plain(p) for p in [*bound, *pending]],
                             storage={KIND_NAMES[kind]: copy.deepcopy(list(items))
-                                     for kind, items in self.storage.items()})
+                                     for kind, items in self.storage.items()},
+                            dra={resource: copy.deepcopy(list(items)) for resource, items in self.dra.items()})
         return {p.pod: p.node for p in simulate(snapshot, self.policy).placements if not p.victims}
 
     def fits(self, pod: Mapping[str, Any]) -> str:

@@ -29,6 +29,32 @@ weight, and deletes each one (with its claim) when its lifetime ends, bound or n
   never preempts: a gang is neither a victim (which would leave it partly bound on purpose)
   nor a preemptor.
 
+**DRA kinds** (dynamic resource allocation, resource.k8s.io/v1), in both pools: the standalone
+scheduler allocates its pools' claims itself; in the webhook pool kube-scheduler does and the
+webhook filters, scores and binds. kube-controller-manager's resourceclaim-controller makes
+the claims of templates. Every node publishes a pool of driver ``DRA_DRIVER`` named after it:
+accelerators (``acc-0`` "big" on nodes 0 and 1, "small"
+elsewhere; ``acc-1``, "small", on nodes 0..2 only), a NIC that takes several allocations
+(``allowMultipleAllocations``, 8G of bandwidth), and on nodes 3 and 4 a partitionable device (a counter set of 40Gi memory, in a second slice of
+the pool: ``part-whole`` consumes all of it, ``part-half-0`` and ``-1`` 20Gi each):
+
+Devices are scarcer than cpu on purpose: DRA pods wait for devices now and then, so the
+allocator's refusals, PostFilter and the devices coming back are all exercised.
+
+* dra-template: one accelerator, from a ResourceClaimTemplate;
+* dra-shared: one ResourceClaim (an accelerator) shared by 2 or 3 pods created together,
+  deleted with them;
+* dra-first: ``firstAvailable``: a "big" accelerator, else any;
+* dra-nic: a share of a NIC, 2G, 3G or 4G of its bandwidth (consumable capacity);
+* dra-part: a partition (half, twice as often) or the whole of a partitionable device;
+* dra-ext: ``chaos.example/acc: 1``, an extended resource no node advertises: the
+  DeviceClass ``chaos-acc`` serves it (DRAExtendedResource), through a claim the scheduler
+  makes at PreBind.
+
+At the end of its lifetime a DRA pod is deleted with its claims (the shared claim once its
+last pod is, a template's or extended resource's claim as read from the pod's status), and
+kube-controller-manager deallocates them: the devices come back.
+
 Every pod has ``terminationGracePeriodSeconds: 0``: with no kubelet, a pod deleted with a
 grace period would stay Terminating forever and keep its node's resources.
 """
@@ -68,7 +94,24 @@ LOCAL_VOLUMES_PER_NODE = 2
 HOST_PORT = 7000
 PAUSE = "registry.k8s.io/pause:3.10"
 KINDS = {"plain": 24, "mid": 8, "anti": 8, "spread": 10, "hostport": 6, "fpga": 5, "pvc-local": 6,
-         "pvc-dynamic": 6, "gpu": 14, "preemptor": 5, "gang": 6}  # relative weights
+         "pvc-dynamic": 6, "gpu": 14, "preemptor": 5, "gang": 6,
+         "dra-template": 12, "dra-shared": 6, "dra-first": 10, "dra-nic": 10, "dra-part": 10, "dra-ext": 10}  # weights
+DRA_KINDS = tuple(kind for kind in KINDS if kind.startswith("dra-"))
+DRA_API = "resource.k8s.io/v1"
+DRA_DRIVER = "dra.chaos.example"
+DRA_EXTENDED = "chaos.example/acc"  # served by DeviceClass chaos-acc (DRAExtendedResource)
+DRA_CLASSES = {  # name -> CEL selector on the driver's devices
+    "chaos-acc": f'device.driver == "{DRA_DRIVER}" && device.attributes["{DRA_DRIVER}"].kind == "acc"',
+    "chaos-nic": f'device.driver == "{DRA_DRIVER}" && device.attributes["{DRA_DRIVER}"].kind == "nic"',
+    "chaos-part": f'device.driver == "{DRA_DRIVER}" && device.attributes["{DRA_DRIVER}"].kind == "part"',
+}
+DRA_PATHS = {"DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+             "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+             "ResourceClaim": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
+             "ResourceClaimTemplate": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates"}
+PART_NODES = range(3, 5)  # nodes with the partitionable device
+NIC_BANDWIDTH = "8G"  # two 4G shares, or four 2G ones
+SHARED_LIFETIME = (20.0, 45.0)
 GANG_LIFETIME = (30.0, 60.0)  # longer than a pod's: a gang stuck partly bound for 30 s is seen
 # The API server flags that serve kube-scheduler v1.36's PodGroup (docs/gangs.md).
 GANG_APISERVER_ARGS = ("--feature-gates=GenericWorkload=true,GangScheduling=true",
@@ -116,6 +159,88 @@ def create_cluster(kube: KubeTestClient) -> None:
                 kube.call("POST", "/api/v1/persistentvolumes", volume)
 
 
+def _attributes(**values: str) -> dict[str, Any]:
+    return {name: {"string": value} for name, value in values.items()}
+
+
+def dra_slices(node: str, generation: int = 1) -> list[dict[str, Any]]:
+    """The ResourceSlices of `node`'s pool, as the driver publishes them at `generation`: its
+    devices, and on the nodes with a partitionable device a second slice with the counter set
+    they consume (a slice has devices or counter sets, not both: resource.k8s.io/v1)."""
+    index = int(node.rsplit("-", 1)[1])
+    devices: list[dict[str, Any]] = [
+        {"name": "acc-0", "attributes": _attributes(kind="acc", model="big" if index < 2 else "small")}]
+    if index < 3:
+        devices.append({"name": "acc-1", "attributes": _attributes(kind="acc", model="small")})
+    devices.append({"name": "nic", "attributes": _attributes(kind="nic"), "allowMultipleAllocations": True,
+                    "capacity": {"bandwidth": {"value": NIC_BANDWIDTH}}})
+    partitioned = index in PART_NODES
+    if partitioned:
+        devices += [{"name": name, "attributes": _attributes(kind="part", size=size),
+                     "consumesCounters": [{"counterSet": "mem", "counters": {"memory": {"value": memory}}}]}
+                    for name, size, memory in (("part-whole", "whole", "40Gi"), ("part-half-0", "half", "20Gi"),
+                                               ("part-half-1", "half", "20Gi"))]
+    pool = {"name": node, "generation": generation, "resourceSliceCount": 2 if partitioned else 1}
+    prefix = f"{node}-{DRA_DRIVER.replace('.', '-')}"
+    slices = [{"apiVersion": DRA_API, "kind": "ResourceSlice", "metadata": {"name": f"{prefix}-{generation}"},
+               "spec": {"driver": DRA_DRIVER, "nodeName": node, "pool": pool, "devices": devices}}]
+    if partitioned:
+        slices.append({"apiVersion": DRA_API, "kind": "ResourceSlice",
+                       "metadata": {"name": f"{prefix}-counters-{generation}"},
+                       "spec": {"driver": DRA_DRIVER, "nodeName": node, "pool": dict(pool),
+                                "sharedCounters": [{"name": "mem", "counters": {"memory": {"value": "40Gi"}}}]}})
+    return slices
+
+
+def _exactly(device_class: str, selector: str = "", **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1, **extra}
+    if selector:
+        body["selectors"] = [{"cel": {"expression": selector}}]
+    return body
+
+
+def _model(model: str) -> str:
+    return f'device.attributes["{DRA_DRIVER}"].model == "{model}"'
+
+
+def _size(size: str) -> str:
+    return f'device.attributes["{DRA_DRIVER}"].size == "{size}"'
+
+
+DRA_TEMPLATES = {  # template name -> its claim's spec.devices.requests
+    "acc": [{"name": "acc", "exactly": _exactly("chaos-acc")}],
+    "first": [{"name": "acc", "firstAvailable": [{"name": "big", **_exactly("chaos-acc", _model("big"))},
+                                                 {"name": "any", **_exactly("chaos-acc")}]}],
+    **{f"nic-{g}": [{"name": "nic", "exactly": _exactly("chaos-nic", capacity={"requests": {"bandwidth": f"{g}G"}})}]
+       for g in (2, 3, 4)},
+    **{f"part-{size}": [{"name": "part", "exactly": _exactly("chaos-part", _size(size))}] for size in ("half", "whole")},
+}
+
+
+def create_dra(kube: KubeTestClient) -> None:
+    """The DeviceClasses (chaos-acc also serving ``DRA_EXTENDED``), every node's slice, and the
+    ResourceClaimTemplates."""
+    for name, selector in DRA_CLASSES.items():
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": selector}}]}
+        if name == "chaos-acc":
+            spec["extendedResourceName"] = DRA_EXTENDED
+        kube.call("POST", DRA_PATHS["DeviceClass"], {"apiVersion": DRA_API, "kind": "DeviceClass",
+                                                     "metadata": {"name": name}, "spec": spec})
+    for pool in POOLS.values():
+        for i in range(NODES_PER_POOL):
+            for body in dra_slices(node_name(pool, i)):
+                kube.call("POST", DRA_PATHS["ResourceSlice"], body)
+    for name, requests in DRA_TEMPLATES.items():
+        kube.call("POST", DRA_PATHS["ResourceClaimTemplate"], {
+            "apiVersion": DRA_API, "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": requests}}}})
+
+
+def shared_claim(name: str) -> dict[str, Any]:
+    return {"apiVersion": DRA_API, "kind": "ResourceClaim", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"devices": {"requests": DRA_TEMPLATES["acc"]}}}
+
+
 def _wait_served(kube: KubeTestClient, path: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while kube.request("GET", path).status_code != 200:
@@ -133,8 +258,10 @@ def _container(requests: dict[str, str], limits: dict[str, str] | None = None,
     return container
 
 
-def pod_body(kind: str, name: str, scheduler: str, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A pod of `kind` for `scheduler`'s pool, and the claim to create before it (or None)."""
+def pod_body(kind: str, name: str, scheduler: str, rng: random.Random,
+             shared: str = "") -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A pod of `kind` for `scheduler`'s pool, and the claim to create before it (or None);
+    a dra-shared pod uses the ResourceClaim `shared`."""
     pool = POOLS[scheduler]
     app = f"{pool}-{kind}"
     cpu = rng.choice(("100m", "200m", "300m", "500m"))
@@ -168,7 +295,19 @@ def pod_body(kind: str, name: str, scheduler: str, rng: random.Random) -> tuple[
         cls = LOCAL_CLASS if kind == "pvc-local" else DYNAMIC_CLASS
         claim_body = claim(name, namespace=NAMESPACE, size="1Gi", cls=cls)
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+    elif kind == "dra-ext":
+        cpu, limits = "100m", {DRA_EXTENDED: "1"}
+    elif kind.startswith("dra-"):
+        cpu = "100m"
+        template = {"dra-template": "acc", "dra-first": "first",
+                    "dra-nic": f"nic-{rng.choice((2, 3, 4))}",
+                    "dra-part": f"part-{rng.choice(('half', 'half', 'whole'))}"}.get(kind)
+        entry = {"name": "dev", "resourceClaimTemplateName": template} if template else \
+            {"name": "dev", "resourceClaimName": shared or name}
+        spec["resourceClaims"] = [entry]
     spec["containers"] = [_container({"cpu": cpu, "memory": memory, **limits}, limits or None, ports)]
+    if spec.get("resourceClaims"):
+        spec["containers"][0]["resources"]["claims"] = [{"name": "dev"}]
     body = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": app, "chaos.example/kind": kind}},
             "spec": spec}
@@ -201,6 +340,11 @@ def gang_bodies(name: str, scheduler: str, rng: random.Random) -> tuple[dict[str
     return group, members
 
 
+def _uses_dra(body: dict[str, Any]) -> bool:
+    return bool(body["spec"].get("resourceClaims")) or any(
+        DRA_EXTENDED in ((c.get("resources") or {}).get("limits") or {}) for c in body["spec"]["containers"])
+
+
 def probe_body(name: str, scheduler: str) -> dict[str, Any]:
     """A pod that fits any node of its pool (no requests): bound again means scheduling is back."""
     return {"apiVersion": "v1", "kind": "Pod",
@@ -224,8 +368,12 @@ class Stream:
     gangs: int = 0
     deleted_uids: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
-    _live: list[tuple[float, str, str, bool]] = field(default_factory=list)  # (expires, name, uid, has claim)
+    created_by_kind: dict[str, int] = field(default_factory=dict)  # pods the API server took, by kind
+    # (expires, name, uid, cleanup): cleanup is "pvc" (its claim), "dra" (its claims, read from its
+    # status), "shared-claim" (the entry is a shared ResourceClaim, no pod) or ""
+    _live: list[tuple[float, str, str, str]] = field(default_factory=list)
     _claims_left: list[str] = field(default_factory=list)
+    _dra_claims_left: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -253,6 +401,12 @@ class Stream:
                 expires = self.clock() + self.rng.uniform(*GANG_LIFETIME)
                 self.created += len(members)
                 self._create_gang(scheduler, group, members, expires)
+            elif kind == "dra-shared":
+                size = self.rng.choice((2, 3))
+                expires = self.clock() + self.rng.uniform(*SHARED_LIFETIME)
+                bodies = [pod_body(kind, f"{name}-{i}", scheduler, self.rng, shared=name)[0] for i in range(size)]
+                self.created += size
+                self._create_shared(name, bodies, expires)
             else:
                 body, claim_body = pod_body(kind, name, scheduler, self.rng)
                 expires = self.clock() + self.rng.uniform(*self.lifetime)
@@ -276,7 +430,22 @@ class Stream:
         except Exception as exc:  # noqa: BLE001 - requests' connection errors
             self.errors.append(f"create {name}: {type(exc).__name__}")
             return
-        self._live.append((expires, name, created["metadata"]["uid"], claim_body is not None))
+        cleanup = "pvc" if claim_body is not None else "dra" if _uses_dra(body) else ""
+        self._live.append((expires, name, created["metadata"]["uid"], cleanup))
+        kind = (body["metadata"].get("labels") or {}).get("chaos.example/kind", "")
+        self.created_by_kind[kind] = self.created_by_kind.get(kind, 0) + 1
+
+    def _create_shared(self, claim_name: str, bodies: list[dict[str, Any]], expires: float) -> None:
+        """One ResourceClaim and the pods sharing it; the claim goes after them (a claim deleted
+        while a pod still holds it keeps its finalizer until that pod is gone)."""
+        try:
+            self.kube.call("POST", DRA_PATHS["ResourceClaim"], shared_claim(claim_name))
+        except Exception as exc:  # noqa: BLE001 - the API server is down: the group is skipped
+            self.errors.append(f"create claim {claim_name}: {str(exc)[:120]}")
+            return
+        for body in bodies:
+            self._create(body, None, expires)
+        self._live.append((expires, claim_name, "", "shared-claim"))
 
     def _create_gang(self, scheduler: str, group: dict[str, Any], members: list[dict[str, Any]],
                      expires: float) -> None:
@@ -296,11 +465,37 @@ class Stream:
         now = self.clock()
         due = [entry for entry in self._live if entry[0] <= now]
         for entry in due:
-            _, name, pod_uid, has_claim = entry
+            _, name, pod_uid, cleanup = entry
+            if cleanup == "shared-claim":
+                self._live.remove(entry)
+                self._delete_dra_claims([name])
+                continue
+            dra_claims = self._dra_claims_of(name) if cleanup == "dra" else []
+            if dra_claims is None:
+                continue  # the API server did not answer: next round
             if self.delete(name, pod_uid):
                 self._live.remove(entry)
-                if has_claim:
+                if cleanup == "pvc":
                     self._delete_claim(name)
+                self._delete_dra_claims(dra_claims)
+
+    def _dra_claims_of(self, name: str) -> list[str] | None:
+        """The ResourceClaims made for a pod (from its templates, or for its extended resources),
+        as its status names them; None when the API server did not answer."""
+        try:
+            pod = self.kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        except KubeApiError as exc:
+            return [] if exc.code == 404 else None
+        except Exception:  # noqa: BLE001 - a connection error
+            return None
+        status = pod.get("status") or {}
+        names = [s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []]
+        names.append((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
+        return [n for n in names if n]
+
+    def _delete_dra_claims(self, names: list[str]) -> None:
+        """Delete ResourceClaims; one the API server did not take is retried at the next round."""
+        _delete_all(self.kube, DRA_PATHS["ResourceClaim"], names, self._dra_claims_left)
 
     def delete(self, name: str, pod_uid: str) -> bool:
         """Delete a pod now (no grace, this uid only); False when the API server did not answer."""
@@ -320,13 +515,19 @@ class Stream:
 
     def _delete_claim(self, name: str) -> None:
         """Delete a pod's claim; one the API server did not take is retried at the next round."""
-        for pending in [*self._claims_left, name]:
-            if pending in self._claims_left:
-                self._claims_left.remove(pending)
-            try:
-                self.kube.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{pending}")
-            except KubeApiError as exc:
-                if exc.code != 404:
-                    self._claims_left.append(pending)
-            except Exception:  # noqa: BLE001 - a connection error
-                self._claims_left.append(pending)
+        _delete_all(self.kube, f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims", [name], self._claims_left)
+
+
+def _delete_all(kube: KubeTestClient, collection: str, names: list[str], left: list[str]) -> None:
+    """Delete `names` and those in `left` (objects of `collection`); those the API server did not
+    take go back into `left`, for the next round (a 404 is done)."""
+    for pending in [*left, *names]:
+        if pending in left:
+            left.remove(pending)
+        try:
+            kube.call("DELETE", f"{collection}/{pending}")
+        except KubeApiError as exc:
+            if exc.code != 404:
+                left.append(pending)
+        except Exception:  # noqa: BLE001 - a connection error
+            left.append(pending)
