@@ -12,6 +12,11 @@ complete, held at /bind until their quorum has reached /bind (docs/gangs.md, sec
   which members this process holds now. A group not complete within `hold_seconds`
   (shorter than kube-scheduler's httpTimeout for the extender) gets an error for every held
   member, and kube-scheduler forgets their places and retries them.
+* Competing gangs are decided early (`extender.gangs.giveway`): a thread of each process holding
+  members compares every held gang of the Lease namespace (`GangLedgerView`), and a gang that
+  cannot complete beside a better-ranked one gives way at once: its ledger releases every hold
+  (their binds answer "gave way to pod group X") and backs the group off (refused at /filter and
+  /bind until then), so the winner's remaining members fit and bind.
 
 A pod of no group costs `pod.group is None` in each verb, nothing more.
 """
@@ -24,13 +29,16 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from extender import metrics
 from extender.cluster import listeners
 from extender.cluster.state import ClusterState
+from extender.gangs import giveway
+from extender.gangs import ledger as pure
 from extender.gangs.coordinator import GangCoordinator, Member
 from extender.gangs.fitting import PODS, fits_at_all
 from extender.gangs.ledger import Outcome
-from extender.kube.events import rfc3339
-from extender.kube.gangledger import GangLeases
+from extender.kube.events import post_event, rfc3339
+from extender.kube.gangledger import GangLeases, GangLedgerView
 from extender.kube.podgroup_source import PodGroupSource
 from extender.model.podgroups import (
     API_V1ALPHA2,
@@ -47,6 +55,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOLD_SECONDS = 25.0
 POLL_SECONDS = 0.2
+#: How long a gang that gave way is refused (at /filter and /bind) before it may hold again.
+DEFAULT_GIVE_WAY_BACKOFF = 5.0
+REASON_GAVE_WAY = "pod group gave way to a competing gang"
+EVENT_GAVE_WAY = "GaveWay"  # the Event's reason on each member whose hold was released
 
 
 def _free(state: ClusterState) -> list[dict[str, int]]:
@@ -77,20 +89,31 @@ class WebhookGangs:
 
     def __init__(self, state: ClusterState, api_client: Any, *, hold_seconds: float = DEFAULT_HOLD_SECONDS,
                  lease_namespace: str | None = None, apis: Iterable[str] | None = None,
-                 poll_seconds: float = POLL_SECONDS, **watch_options: Any) -> None:
+                 poll_seconds: float = POLL_SECONDS, give_way_backoff: float = DEFAULT_GIVE_WAY_BACKOFF,
+                 **watch_options: Any) -> None:
         if hold_seconds <= 0:
             raise ValueError("the gang hold must be positive")
+        if give_way_backoff < 0:
+            raise ValueError("the give-way backoff must not be negative")
         self.state = state
+        self.api_client = api_client
         self.coordinator = GangCoordinator()
         self.source = PodGroupSource(api_client, self._group_event, apis=apis, **watch_options)
         self.apis = frozenset(self.source.apis)
         self.leases = GangLeases(api_client, namespace=lease_namespace)
+        self.view = GangLedgerView(api_client, self.leases.namespace, changed=self._wake_arbiter, **watch_options)
+        self.leases.view = self.view
         self.hold_seconds = hold_seconds
         self.poll_seconds = poll_seconds
+        self.give_way_backoff = give_way_backoff
         # Members this process holds at /bind: uid -> (group, node, requests).
         self._holding: dict[str, tuple[GroupKey, str, Resources]] = {}
         self._holding_lock = threading.Lock()
         self._draining = threading.Event()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._arbiter: threading.Thread | None = None
+        self._by_lease: dict[str, PodGroup] = {}  # gang Lease name -> its group
         state.listeners.add(self._cluster_event)
 
     @property
@@ -99,6 +122,10 @@ class WebhookGangs:
 
     def start(self) -> None:
         self.source.start()
+        if self.enabled:
+            self.view.start()
+            self._arbiter = threading.Thread(target=self._arbitrate_loop, name="gang-give-way", daemon=True)
+            self._arbiter.start()
 
     def drain(self) -> None:
         """Answer every held bind now (withdrawn from the ledger), and hold no new one: the
@@ -106,7 +133,12 @@ class WebhookGangs:
         self._draining.set()
 
     def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
         self.source.stop()
+        self.view.stop()
+        if self._arbiter is not None:
+            self._arbiter.join(5.0)
 
     def handles(self, pod: PodView | PodRecord) -> bool:
         return pod.group is not None and pod.group.api in self.apis
@@ -131,6 +163,11 @@ class WebhookGangs:
             self.coordinator.upsert_member(self._member(record, "" if record.assumed else record.node_name))
 
     def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
+        with self._holding_lock:
+            for name in [n for n, g in self._by_lease.items() if g.key == key]:
+                del self._by_lease[name]
+            if group is not None and group.is_gang:
+                self._by_lease[pure.lease_name(group.uid)] = group
         if group is None:
             self.coordinator.delete_group(key)
         else:
@@ -157,9 +194,11 @@ class WebhookGangs:
         group = self.coordinator.group_of(pod.uid)
         if group is None or not group.is_gang:
             return None
+        backed_off = self._backed_off(group)
+        if backed_off is not None:
+            return f"{REASON_GAVE_WAY}: {backed_off}"
         members = self.coordinator.members(group.key)
-        with self._holding_lock:
-            holding = dict(self._holding)
+        holding = self._all_holds()
         held = {uid for uid, (key, _node, _requests) in holding.items() if key == group.key}
         bound = [m for m in members if m.node]
         usage: Resources = {}
@@ -171,12 +210,45 @@ class WebhookGangs:
                              group_usage=usage, placed=len(bound))
         return f"{misfit.reason}: {misfit.message}" if misfit is not None else None
 
+    def _backed_off(self, group: PodGroup) -> str | None:
+        """Why the group may not hold now (it gave way, and its backoff runs), or None."""
+        gave_way = self.view.get(pure.lease_name(group.uid)).gave_way
+        now = self.leases.wall()
+        if gave_way is None or gave_way.until <= now:
+            return None
+        return f"{gave_way.message}; pod group {group.key} backs off for {gave_way.until - now:.1f}s more"
+
+    def _all_holds(self) -> dict[str, tuple[GroupKey, str, Resources]]:
+        """Every member held at /bind for a gang, by uid: this process's own, and every process's
+        as the gang ledgers show them (members released but not bound yet count too: their
+        binds are under way). uid -> (group, node, requests)."""
+        with self._holding_lock:
+            holding = dict(self._holding)
+            by_lease = dict(self._by_lease)
+        for name, ledger in self.view.ledgers().items():
+            group = by_lease.get(name)
+            if group is None:
+                continue
+            entries = {**ledger.released, **ledger.holds}
+            if not entries:
+                continue
+            members = {m.uid: m for m in self.coordinator.members(group.key)}
+            for uid, entry in entries.items():
+                member = members.get(uid)
+                if uid in holding or (member is not None and member.node):
+                    continue
+                holding[uid] = (group.key, entry.node, dict(member.requests) if member is not None else {})
+        return holding
+
     def _room(self, holding: dict[str, tuple[GroupKey, str, Resources]], own: GroupKey) -> list[dict[str, int]]:
-        """Each node's free room, less what this process's held members take (kube-scheduler has
-        them assumed; our state does not), less what every *other* gang holding members here still
-        needs for its quorum. That reservation is what lets two gangs competing for the same room
-        end with one whole: the first to hold keeps the room its quorum needs, and the other is
-        refused until the first is bound or sent back (docs/gangs.md)."""
+        """Each node's free room, less what the held members take (kube-scheduler has them
+        assumed; our state does not), less what every *other* gang holding members still needs
+        for its quorum. That reservation is what lets two gangs competing for the same room end
+        with one whole: the first to hold keeps the room its quorum needs, and the other is
+        refused until the first is bound or sent back (docs/gangs.md). The holds are every
+        process's (the gang ledgers' view), so this holds across workers and replicas too; the
+        race it cannot close (two gangs passing /filter before either holds) is decided early
+        by the give-way check."""
         rooms = {info.name: room for info, room in zip(self.state.all_node_infos(), _free(self.state), strict=True)}
         others: dict[GroupKey, int] = {}
         for _uid, (key, node, requests) in holding.items():
@@ -204,6 +276,7 @@ class WebhookGangs:
         assert pod.group is not None
         with self._holding_lock:
             self._holding[pod.uid] = (pod.group, node, dict(pod.requests))
+        self._wake.set()
 
     def _unhold_here(self, uid: str) -> None:
         with self._holding_lock:
@@ -218,6 +291,10 @@ class WebhookGangs:
             return f"pod group {pod.group} does not exist"
         if not group.is_gang:
             return None
+        backed_off = self._backed_off(group)
+        if backed_off is not None:
+            metrics.GANG_HOLDS.labels(outcome="gave-way").inc()
+            return f"{backed_off}; the pod will be retried"
         self._hold_here(pod, node)
         try:
             return self._hold(pod, node, group)
@@ -238,11 +315,34 @@ class WebhookGangs:
         if outcome is Outcome.WAITING:
             outcome = self.leases.withdraw(group.uid, pod.uid)
         if outcome is Outcome.RELEASED:
+            metrics.GANG_HOLDS.labels(outcome="released").inc()
             return None
+        if outcome is Outcome.GAVE_WAY:
+            metrics.GANG_HOLDS.labels(outcome="gave-way").inc()
+            return self._gave_way(pod, group)
         if self._draining.is_set():
+            metrics.GANG_HOLDS.labels(outcome="stopping").inc()
             return f"the webhook is stopping while pod group {group.key} waits for minCount; the pod will be retried"
+        metrics.GANG_HOLDS.labels(outcome="timeout").inc()
         return (f"pod group {group.key} did not reach minCount {group.min_count} within "
                 f"{self.hold_seconds:g}s; the pod will be retried")
+
+    def _gave_way(self, pod: PodView, group: PodGroup) -> str:
+        """The answer for a member whose group gave way, and an Event on the pod saying so."""
+        gave_way = self.view.get(pure.lease_name(group.uid)).gave_way
+        now = self.leases.wall()
+        if gave_way is None:
+            message = f"pod group {group.key} gave way to a competing gang"
+            backoff = 0.0
+        else:
+            message, backoff = gave_way.message, max(0.0, gave_way.until - now)
+        answer = f"{message}; pod group {group.key} backs off for {backoff:.1f}s and the pod will be retried"
+        log.info("released held bind: %s", answer, extra={"fields": {"pod": pod.key, "group": str(group.key)}})
+        threading.Thread(target=post_event, args=(self.api_client, {"metadata": {
+            "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}), kwargs={
+            "reason": EVENT_GAVE_WAY, "message": answer, "type": "Warning", "action": "Binding"},
+            name="gang-event", daemon=True).start()
+        return answer
 
     def _report_scheduled(self, key: GroupKey) -> None:
         """PodGroupScheduled True, as kube-scheduler writes it when a group's Permit lets it
@@ -269,3 +369,97 @@ class WebhookGangs:
 
     def _bound(self, group: PodGroup) -> frozenset[str]:
         return frozenset(m.uid for m in self.coordinator.members(group.key) if m.node)
+
+    # ---- competing gangs: give way early (extender.gangs.giveway) ------------------------------
+
+    def _wake_arbiter(self) -> None:
+        self._wake.set()
+
+    def _arbitrate_loop(self) -> None:
+        """While this process holds members, compare every held gang on each change of the
+        ledgers (and every poll): a gang that must give way is written so at once."""
+        while not self._stopping.is_set():
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            with self._holding_lock:
+                holding = bool(self._holding)
+            if not holding:
+                continue
+            try:
+                self.arbitrate()
+            except Exception:  # an API error or a bug must not end the thread: the holds' timeout still works
+                log.exception("the give-way check for competing pod groups failed")
+
+    def contenders(self, ledgers: dict[str, pure.GangLedger] | None = None) -> list[giveway.Contender]:
+        """Every gang holding members, from the ledgers (default: the view's) and our members."""
+        ledgers = self.view.ledgers() if ledgers is None else ledgers
+        with self._holding_lock:
+            by_lease = dict(self._by_lease)
+        found = []
+        for name, ledger in ledgers.items():
+            group = by_lease.get(name)
+            if group is None or not ledger.holds:
+                continue
+            members = self.coordinator.members(group.key)
+            requests = {m.uid: dict(m.requests) for m in members}
+            bound = sum(1 for m in members if m.node)
+            busy = ledger.holds.keys() | ledger.released.keys()
+            found.append(giveway.Contender(
+                group.key, group.min_count,
+                [(entry.node, requests.get(uid, {})) for uid, entry in sorted(ledger.holds.items())],
+                [dict(m.requests) for m in members if not m.node and m.uid not in busy],
+                bound=bound + len(ledger.released.keys() - {m.uid for m in members if m.node}),
+                created=group.created))
+        return found
+
+    def _decide(self, ledgers: dict[str, pure.GangLedger]) -> list[giveway.GiveWay]:
+        contenders = self.contenders(ledgers)
+        if len(contenders) < 2:
+            return []
+        free = {info.name: room for info, room in zip(self.state.all_node_infos(), _free(self.state), strict=True)}
+        with self._holding_lock:
+            by_lease = dict(self._by_lease)
+        taken = []
+        for name, ledger in ledgers.items():
+            group = by_lease.get(name)
+            if group is None or not ledger.released:
+                continue
+            members = {m.uid: m for m in self.coordinator.members(group.key)}
+            taken += [(entry.node, dict(members[uid].requests)) for uid, entry in ledger.released.items()
+                      if uid in members and not members[uid].node]
+        return giveway.decide(free, contenders, taken=taken)
+
+    def arbitrate(self) -> list[giveway.GiveWay]:
+        """Decide on the view; each loser's ledger is then read afresh with its winner's, decided
+        again on those, and written as given way (one compare-and-swap: of the processes that
+        decide the same, one writes, the others find no hold left). Returns what this process wrote."""
+        ledgers = self.view.ledgers()
+        decided = self._decide(ledgers)
+        written: list[giveway.GiveWay] = []
+        with self._holding_lock:
+            uid_of = {g.key: g.uid for g in self._by_lease.values()}
+        for verdict in decided:
+            loser_uid = uid_of.get(verdict.loser)
+            if loser_uid is None:
+                continue
+            if verdict.winner is not None and verdict.winner in uid_of:  # the winner as it is now
+                ledgers[pure.lease_name(uid_of[verdict.winner])] = self.leases.read(uid_of[verdict.winner])
+            loser_lease = pure.lease_name(loser_uid)
+
+            def still(doc: pure.GangLedger, verdict: giveway.GiveWay = verdict, lease: str = loser_lease,
+                      known: dict[str, pure.GangLedger] = ledgers) -> bool:
+                fresh = {**known, lease: doc}
+                return any(v.loser == verdict.loser for v in self._decide(fresh))
+
+            done = self.leases.give_way(loser_uid, str(verdict.winner or ""), verdict.reason, verdict.message,
+                                        backoff=self.give_way_backoff, still=still)
+            if done is not None:
+                metrics.GANG_GIVE_WAY.labels(reason=verdict.reason).inc()
+                log.info("pod group %s gave way: %s", verdict.loser, verdict.message, extra={"fields": {
+                    "group": str(verdict.loser), "winner": str(verdict.winner or ""), "reason": verdict.reason,
+                    "members": len(done.gave_way.members) if done.gave_way else 0}})
+                written.append(verdict)
+            ledgers = self.view.ledgers()
+        return written
