@@ -52,14 +52,16 @@ def _ledger_of(lease: dict[str, Any]) -> tuple[str, pure.GangLedger] | None:
 
 class GangLedgerView:
     """Every gang ledger of the Lease namespace, by Lease name, as the watch last delivered it
-    (or as this process last wrote it: `put`). Callbacks run on the watch thread; `changed`
-    is called after each change (to wake the give-way check)."""
+    (or as this process last wrote it: `put`), read as the next writer would leave it (expired
+    holds and dead processes' holds dropped, an ended backoff gone). Callbacks run on the watch
+    thread; `changed` is called after each change (to wake the give-way check)."""
 
     def __init__(self, api_client: Any, namespace: str, *, changed: Callable[[], None] | None = None,
-                 **reflector_options: Any) -> None:
+                 wall: Callable[[], float] = time.time, **reflector_options: Any) -> None:
         self._ledgers: dict[str, tuple[str, pure.GangLedger]] = {}  # name -> (resourceVersion, ledger)
         self._lock = threading.Lock()
         self._changed = changed
+        self._wall = wall
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
         self.reflector = Reflector(api_client, leases_path(namespace), resource="leases-gang",
                                    on_list=self._listed, on_event=self._event, label_selector=selector,
@@ -77,12 +79,14 @@ class GangLedgerView:
 
     def ledgers(self) -> dict[str, pure.GangLedger]:
         with self._lock:
-            return {name: ledger for name, (_rv, ledger) in self._ledgers.items()}
+            found = [(name, ledger) for name, (_rv, ledger) in self._ledgers.items()]
+        now = self._wall()
+        return {name: pure.expire(ledger, now=now) for name, ledger in found}
 
     def get(self, name: str) -> pure.GangLedger:
         with self._lock:
             found = self._ledgers.get(name)
-        return found[1] if found is not None else pure.GangLedger()
+        return pure.expire(found[1], now=self._wall()) if found is not None else pure.GangLedger()
 
     def put(self, lease: dict[str, Any]) -> None:
         """A Lease this process read or wrote: newer than the watch may have delivered yet."""
