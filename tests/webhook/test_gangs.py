@@ -464,7 +464,7 @@ def test_a_lone_gang_still_waits_for_its_last_member_and_pods_of_no_group_bind_a
     binds.start(solo)
     gangs.kube.wait_for(lambda: "solo" in binds.answers, timeout=10, message="the pod of no group bound at once")
     assert binds.answers["solo"] == "" and not {"a1", "a2"} & binds.answers.keys()
-    time.sleep(1.0)  # the give-way check runs every 0.2 s: it must leave a lone gang held  # noqa: sleep is the subject
+    time.sleep(1.0)  # five rounds of the give-way check (0.2 s): a lone gang must stay held through them
     assert not {"a1", "a2"} & binds.answers.keys()
     binds.start(a[2])
     binds.join()
