@@ -20,8 +20,9 @@ compared as soon as their holds are known:
 3. A gang whose remainder fits is **kept** (its remainder's places are reserved for it). One that
    does not **gives way** to the best-ranked kept gang: its holds are all released at once and
    the group is backed off, so the kept gangs' remainders fit and bind. A gang that cannot
-   complete even with every other held gang released gives way too ("no room"): it would hold
-   places for nothing until its hold ran out.
+   complete even with every other held gang released gives way too ("no room") when another
+   gang holds or waits for room: it would keep their room for nothing until its hold ran out.
+   A lone gang, nobody else waiting, keeps waiting for its quorum (room may be freed).
 
 The fit is resources only (requests against allocatable, and the node's pod count), by
 best-fit decreasing: the same question kube-scheduler's NodeResourcesFit asks, without the
@@ -112,10 +113,12 @@ class _Rooms:
         return fits
 
 
-def rank(contender: Contender) -> tuple[int, int, str, str, str, str]:
-    """The sort key: more placed first, then older (dated before undated), then by name."""
+def rank(contender: Contender) -> tuple[int, int, int, str, str, str, str]:
+    """The sort key: gangs holding members before gangs only waiting, more placed first, then
+    older (dated before undated), then by name."""
     key = contender.key
-    return (-contender.placed, 0 if contender.created else 1, contender.created, key.namespace, key.name, key.api)
+    return (0 if contender.held else 1, -contender.placed, 0 if contender.created else 1, contender.created,
+            key.namespace, key.name, key.api)
 
 
 def _dominant(request: Mapping[str, int], total: Mapping[str, int]) -> float:
@@ -161,12 +164,18 @@ def pack(to_place: Sequence[Resources], need: int, rooms: _Rooms) -> bool:
 def decide(free: Mapping[str, Mapping[str, int]], contenders: Sequence[Contender], *,
            taken: Sequence[tuple[str, Resources]] = ()) -> list[GiveWay]:
     """The gangs that must give way now, best-ranked loser first; [] when every held gang can
-    still complete beside the others (or fewer than two hold: nothing to compare).
+    still complete beside the others, or there is nothing to compare (no gang holds, or one
+    holds and no other waits: a lone gang keeps waiting for its quorum).
+
+    `contenders` may include gangs that hold nothing yet but wait to be placed (their members
+    refused at /filter for the room a holding gang keeps): they rank after every holding gang
+    and only make a holding gang that cannot complete even alone give way ("no-room"), so that
+    the waiting one gets the room; they are never losers themselves (nothing to give up).
 
     `free`: each node's free room (allocatable less the requests of the pods on it; `pods` the
     pod count left, when pod counts should count); `taken`: places already released to bind but
     not in `free` yet (node, requests), which count as taken."""
-    if len([c for c in contenders if c.held]) < 2:
+    if len(contenders) < 2 or not any(c.held for c in contenders):
         return []
     base = _Rooms({name: dict(room) for name, room in free.items()}, any(PODS in room for room in free.values()))
     for node, requests in taken:
@@ -186,6 +195,8 @@ def decide(free: Mapping[str, Mapping[str, int]], contenders: Sequence[Contender
         for node, requests in contender.held:
             alone.take(node, requests)
         possible = pack(contender.to_place, contender.need, alone)
+        if not contender.held:  # waiting only: nothing to give up (the holders' room refuses it at /filter)
+            continue
         if possible and kept:
             winner = kept[0]
             losers.append(GiveWay(contender.key, winner.key, REASON_OUTRANKED,

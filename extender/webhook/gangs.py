@@ -114,6 +114,7 @@ class WebhookGangs:
         self._wake = threading.Event()
         self._arbiter: threading.Thread | None = None
         self._by_lease: dict[str, PodGroup] = {}  # gang Lease name -> its group
+        self.checks = 0  # give-way checks made (while holding members)
         state.listeners.add(self._cluster_event)
 
     @property
@@ -389,11 +390,13 @@ class WebhookGangs:
                 continue
             try:
                 self.arbitrate()
+                self.checks += 1
             except Exception:  # an API error or a bug must not end the thread: the holds' timeout still works
                 log.exception("the give-way check for competing pod groups failed")
 
     def contenders(self, ledgers: dict[str, pure.GangLedger] | None = None) -> list[giveway.Contender]:
-        """Every gang holding members, from the ledgers (default: the view's) and our members."""
+        """Every gang holding members, from the ledgers (default: the view's) and our members;
+        and, when one holds, the gangs whose members wait to be placed (admitted, not backed off)."""
         ledgers = self.view.ledgers() if ledgers is None else ledgers
         with self._holding_lock:
             by_lease = dict(self._by_lease)
@@ -412,11 +415,22 @@ class WebhookGangs:
                 [dict(m.requests) for m in members if not m.node and m.uid not in busy],
                 bound=bound + len(ledger.released.keys() - {m.uid for m in members if m.node}),
                 created=group.created))
+        if not found:
+            return found
+        holders = {c.key for c in found}
+        for name, group in by_lease.items():  # gangs waiting for room the holders keep (refused at /filter)
+            if group.key in holders or ledgers.get(name, pure.GangLedger()).gave_way is not None:
+                continue
+            waiting = self.coordinator.to_place(group.key)
+            if waiting and self.coordinator.group_admission(group.key).admitted:
+                members = self.coordinator.members(group.key)
+                found.append(giveway.Contender(group.key, group.min_count, [], [dict(m.requests) for m in waiting],
+                                               bound=sum(1 for m in members if m.node), created=group.created))
         return found
 
     def _decide(self, ledgers: dict[str, pure.GangLedger]) -> list[giveway.GiveWay]:
         contenders = self.contenders(ledgers)
-        if len(contenders) < 2:
+        if len(contenders) < 2:  # nothing to compare: skip the room's computation
             return []
         free = {info.name: room for info, room in zip(self.state.all_node_infos(), _free(self.state), strict=True)}
         with self._holding_lock:

@@ -77,10 +77,16 @@ def test_pod_counts_and_released_places_count() -> None:
     assert [v.loser for v in decide({"node": {"cpu": 4000}}, [a, b], taken=[("node", {"cpu": 1000})])] == [key("b")]
 
 
-def test_one_held_gang_alone_is_never_decided_here() -> None:
-    """Nothing to compare: a lone gang waits for its quorum (its last member may still come)."""
+def test_a_lone_held_gang_waits_unless_it_cannot_complete_and_another_waits_for_the_room() -> None:
+    """Nothing to compare: a lone gang waits for its quorum (room may be freed). With a gang
+    waiting (none held: refused at /filter for the room the holder keeps), the holder is kept if
+    it fits, and gives way if it cannot complete at all; the waiting gang never outranks it."""
     assert decide({"node": {"cpu": 1000}}, [gang("a", 3, 1)]) == []
-    assert decide({"node": {"cpu": 1000}}, [gang("a", 3, 1), gang("b", 3, 0)]) == []
+    waiting = gang("b", 3, 0, created="0")  # older, and still after the holder
+    assert decide({"node": {"cpu": 3000}}, [gang("a", 3, 1, created="9"), waiting]) == []
+    verdicts = decide({"node": {"cpu": 1000}}, [gang("a", 3, 1), waiting])
+    assert [(v.loser, v.winner, v.reason) for v in verdicts] == [(key("a"), None, REASON_NO_ROOM)]
+    assert decide({"node": {"cpu": 1000}}, [gang("a", 3, 0), waiting]) == []  # nobody holds
 
 
 @settings(max_examples=200, deadline=None)
@@ -100,10 +106,11 @@ def test_every_order_gives_the_same_answer_and_the_kept_gangs_fit_together(
     losers = {loser for loser, _winner, _reason in verdicts}
     for _loser, winner, reason in verdicts:  # outranked means by a gang that stays, holding
         assert reason == REASON_NO_ROOM or (winner not in losers and any(g.key == winner and g.held for g in gangs))
-    if sum(1 for g in gangs if g.held) < 2:
+    assert all(g.held for g in gangs if g.key in losers)  # only a holding gang has something to give up
+    if not any(g.held for g in gangs):
         assert not losers
         return
-    kept = sorted((g for g in gangs if g.key not in losers), key=rank)
+    kept = sorted((g for g in gangs if g.held and g.key not in losers), key=rank)  # a waiting gang is promised nothing
     # What the kept gangs hold and still need never exceeds the room (counted the gangs' own way:
     # held places where they are, remainders anywhere).
     needed = sum(req["cpu"] for g in kept for _node, req in g.held)

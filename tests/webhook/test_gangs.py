@@ -412,10 +412,10 @@ def test_four_gangs_for_one_room_three_give_way_to_one(gangs: Gangs, webhook: tu
 
 
 def test_of_two_sizes_the_gang_that_fits_wins(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
-    """Nodes of 3 and 1 CPU. `big` (2 x 2 CPU, older, so ranked first on one member held each)
-    holds one on n3: its second fits nowhere any more. `small` (3 x 1 CPU) holds one on n1 and fits
-    on n3. `big` gives way for want of room (not to `small`: it cannot complete at all), `small`
-    binds whole."""
+    """Nodes of 3 and 1 CPU. `big` (2 x 2 CPU, older) holds one member on n3: its second fits
+    nowhere any more, while `small` (3 x 1 CPU) waits for room (refused at /filter for the room
+    `big` keeps). `big` gives way at once for want of room (to nobody: it cannot complete at all),
+    and `small` then holds and binds whole, `big` refused meanwhile."""
     runtime, app = webhook
     assert runtime.gangs is not None
     runtime.gangs.hold_seconds = LONG_HOLD
@@ -427,14 +427,18 @@ def test_of_two_sizes_the_gang_that_fits_wins(gangs: Gangs, webhook: tuple[Runti
            for i in (1, 2)]
     small = [member(gangs, f"small{i}", "small") for i in (1, 2, 3)]
     wait_known(gangs, runtime, "big1", "big2", "small1", "small2", "small3")
+    assert filter_reply(app, big[0], ["n3", "n1"])["NodeNames"] == ["n3", "n1"]  # sums fit: 4 of 4 CPUs
     before = give_ways("no-room")
     binds = Binds(app, gangs)
+    started = time.monotonic()
     binds.start(big[0], "n3")
-    binds.held(runtime, big[0])
-    binds.start(small[0], "n1")
     gangs.kube.wait_for(lambda: "big1" in binds.answers, timeout=10, message="big1 answered before its hold ran out")
     assert binds.answers["big1"].startswith(f"pod group {gangs.ns}/big cannot place the 1 more members its minCount "
                                             "2 needs, even with the other held gangs released"), binds.answers
+    assert binds.answered_at["big1"] - started < 5
+    assert "gave way" in filter_reply(app, big[1], ["n3", "n1"])["FailedAndUnresolvableNodes"]["n3"]
+    assert filter_reply(app, small[0], ["n3", "n1"])["NodeNames"] == ["n3", "n1"]
+    binds.start(small[0], "n1")
     binds.start(small[1], "n3")
     binds.start(small[2], "n3")
     binds.join()
@@ -464,7 +468,8 @@ def test_a_lone_gang_still_waits_for_its_last_member_and_pods_of_no_group_bind_a
     binds.start(solo)
     gangs.kube.wait_for(lambda: "solo" in binds.answers, timeout=10, message="the pod of no group bound at once")
     assert binds.answers["solo"] == "" and not {"a1", "a2"} & binds.answers.keys()
-    time.sleep(1.0)  # five rounds of the give-way check (0.2 s): a lone gang must stay held through them
+    checks = runtime.gangs.checks
+    gangs.kube.wait_for(lambda: runtime.gangs.checks >= checks + 3, message="three give-way checks while held")
     assert not {"a1", "a2"} & binds.answers.keys()
     binds.start(a[2])
     binds.join()
