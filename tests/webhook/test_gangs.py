@@ -336,8 +336,8 @@ def holds_ended(outcome: str) -> float:
 
 
 def gave_way_events(gangs: Gangs, name: str) -> list[str]:
-    events = gangs.kube.list_events(gangs.ns, api="events", reason="GaveWay", involved_name=name)
-    return [e.get("note") or e.get("message") or "" for e in events]
+    events = gangs.kube.list_events(gangs.ns, reason="GaveWay", involved_name=name)  # the core view of them
+    return [e.get("message") or "" for e in events]
 
 
 def test_a_pair_on_room_for_one_ends_whole_at_once_the_loser_gives_way(
