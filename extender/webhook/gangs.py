@@ -309,8 +309,12 @@ class WebhookGangs:
 
         outcome = self.leases.hold(group.uid, pod.uid, node, min_count=group.min_count, bound=self._bound(group),
                                    hold_seconds=self.hold_seconds, released=released)
+        gone = None
         while outcome is Outcome.WAITING and time.monotonic() < deadline \
                 and not self._draining.wait(self.poll_seconds):
+            gone = self._gone(pod, group)
+            if gone is not None:
+                break
             outcome = self.leases.check(group.uid, pod.uid, mine=self._mine(group.key), min_count=group.min_count,
                                         bound=self._bound(group), released=released)
         if outcome is Outcome.WAITING:
@@ -318,6 +322,9 @@ class WebhookGangs:
         if outcome is Outcome.RELEASED:
             metrics.GANG_HOLDS.labels(outcome="released").inc()
             return None
+        if gone is not None:
+            metrics.GANG_HOLDS.labels(outcome="gone").inc()
+            return f"{gone}: its held bind is given up"
         if outcome is Outcome.GAVE_WAY:
             metrics.GANG_HOLDS.labels(outcome="gave-way").inc()
             return self._gave_way(pod, group)
@@ -327,6 +334,19 @@ class WebhookGangs:
         metrics.GANG_HOLDS.labels(outcome="timeout").inc()
         return (f"pod group {group.key} did not reach minCount {group.min_count} within "
                 f"{self.hold_seconds:g}s; the pod will be retried")
+
+    def _gone(self, pod: PodView, group: PodGroup) -> str | None:
+        """Why the held member can no longer bind (its pod deleted or finished, its group deleted
+        or recreated), or None. kube-scheduler keeps a pod whose bind is in flight assumed on its
+        node until the bind returns, so a bind left held for a deleted pod would keep that room
+        from every other pod until the hold ran out (seen in `python -m bench gang-pairs`: the
+        next gangs waited 19 s for the deleted pods of the round before)."""
+        if not self.coordinator.is_member(pod.uid):
+            return f"pod {pod.key} was deleted (or finished) while held for pod group {group.key}"
+        current = self.coordinator.group_of(pod.uid)
+        if current is None or current.uid != group.uid:
+            return f"pod group {group.key} was deleted while pod {pod.key} was held"
+        return None
 
     def _gave_way(self, pod: PodView, group: PodGroup) -> str:
         """The answer for a member whose group gave way, and an Event on the pod saying so."""

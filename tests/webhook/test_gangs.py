@@ -475,3 +475,34 @@ def test_a_lone_gang_still_waits_for_its_last_member_and_pods_of_no_group_bind_a
     binds.join()
     assert [binds.answers[n] for n in ("a1", "a2", "a3")] == ["", "", ""]
     assert gangs.bound("a1", "a2", "a3", "solo") == ["a1", "a2", "a3", "solo"]
+
+
+def test_a_held_member_deleted_or_whose_group_is_deleted_lets_go_at_once(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """kube-scheduler keeps a pod assumed on its node while its bind is in flight: a bind held on
+    for a deleted pod (or a deleted group) would keep that room from every other pod until the
+    hold ran out. It is given up at once; the other held member keeps waiting for its quorum
+    until its group is deleted. (A Coscheduling group: deleting a v1alpha2 one waits for its
+    protection finalizer, and it counts as existing until then.)"""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node(cpu="4")
+    gangs.cosched("a", min_member=3)
+    a = [gangs.kube.create_pod(f"a{i}", gangs.ns, cpu="1", labels={pg.POD_GROUP_LABEL: "a"}) for i in range(1, 4)]
+    wait_known(gangs, runtime, "a1", "a2", "a3")
+    binds = Binds(app, gangs)
+    binds.start(a[0])
+    binds.start(a[1])
+    binds.held(runtime, a[0], a[1])
+    gangs.kube.delete_pod("a1", gangs.ns, grace_period_seconds=0)
+    gangs.kube.wait_for(lambda: "a1" in binds.answers, timeout=10, message="a1's bind given up")
+    assert binds.answers["a1"] == (f"pod {gangs.ns}/a1 was deleted (or finished) while held for pod group "
+                                   f"{gangs.ns}/a: its held bind is given up")
+    assert "a2" not in binds.answers
+    gangs.kube.call("DELETE", f"/apis/{pg.API_COSCHEDULING}/namespaces/{gangs.ns}/podgroups/a")
+    gangs.kube.wait_for(lambda: "a2" in binds.answers, timeout=10, message="a2's bind given up")
+    binds.join()
+    assert binds.answers["a2"] == f"pod group {gangs.ns}/a was deleted while pod {gangs.ns}/a2 was held: its held " \
+                                  "bind is given up"
+    assert gangs.bound("a2") == []
