@@ -116,11 +116,12 @@ def _bound(kube: Any, namespace: str, sizes: dict[str, int]) -> dict[str, int]:
 
 
 def clean(kube: Any, namespace: str, timeout: float = 60.0) -> None:
-    """Delete the round's pods (at once: no kubelet) and groups, and wait until they are gone."""
-    for pod in kube.list_pods(namespace):
-        kube.delete_pod(pod["metadata"]["name"], namespace, grace_period_seconds=0)
+    """Delete the round's groups, then its pods (at once: no kubelet), and wait until they are
+    gone. Groups first: a losing gang must not bind into the room its winner's deletion frees."""
     for group in kube.call("GET", f"/apis/{COSCHEDULING}/namespaces/{namespace}/podgroups").get("items") or []:
         kube.call("DELETE", f"/apis/{COSCHEDULING}/namespaces/{namespace}/podgroups/{group['metadata']['name']}")
+    for pod in kube.list_pods(namespace):
+        kube.delete_pod(pod["metadata"]["name"], namespace, grace_period_seconds=0)
     kube.wait_for(lambda: not kube.list_pods(namespace), timeout=timeout, message="the round's pods deleted")
 
 

@@ -28,6 +28,11 @@ a released member is refused). A hold past its expiry takes every hold of the gr
 an error, which retries the pod. Released entries expire too (`RELEASE_TTL`), by when the bound
 pods are in every watch and count as bound. Calls are numbered, not timed, so the wall clocks
 of replicas need not agree for a release (only, within seconds, for the expiries).
+
+A group that loses to a competing gang (extender.gangs.giveway) **gives way**: one write drops
+every hold (their requests see `GAVE_WAY` and answer kube-scheduler with the reason) and records
+`gave_way` (the winner, the reason, the members it held, until when it backs off); until then no
+new hold is taken. The field is optional: a document without it reads as before.
 """
 
 from __future__ import annotations
