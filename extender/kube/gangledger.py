@@ -58,7 +58,10 @@ class GangLedgerView:
 
     def __init__(self, api_client: Any, namespace: str, *, changed: Callable[[], None] | None = None,
                  wall: Callable[[], float] = time.time, **reflector_options: Any) -> None:
-        self._ledgers: dict[str, tuple[str, pure.GangLedger]] = {}  # name -> (resourceVersion, ledger)
+        # name -> (resourceVersion, ledger), only ledgers with something in them: a group's Lease
+        # stays after the group is bound (or gone), and every /filter of a member reads this.
+        self._ledgers: dict[str, tuple[str, pure.GangLedger]] = {}
+        self._versions: dict[str, str] = {}  # name -> the newest resourceVersion seen, empty ones too
         self._lock = threading.Lock()
         self._changed = changed
         self._wall = wall
@@ -93,13 +96,15 @@ class GangLedgerView:
         self._event("MODIFIED", lease)
 
     def _listed(self, items: Iterable[dict[str, Any]]) -> None:
-        found = {}
+        found, versions = {}, {}
         for lease in items:
             parsed = _ledger_of(lease)
             if parsed is not None:
-                found[parsed[0]] = (_version(lease), parsed[1])
+                versions[parsed[0]] = _version(lease)
+                if _in_use(parsed[1]):
+                    found[parsed[0]] = (versions[parsed[0]], parsed[1])
         with self._lock:
-            self._ledgers = found
+            self._ledgers, self._versions = found, versions
         self._notify()
 
     def _event(self, kind: str, lease: dict[str, Any]) -> None:
@@ -111,16 +116,25 @@ class GangLedgerView:
         with self._lock:
             if kind == "DELETED":
                 self._ledgers.pop(name, None)
+                self._versions.pop(name, None)
             else:
-                current = self._ledgers.get(name)
-                if current is not None and _newer(current[0], version):
-                    return  # the watch is behind what this process wrote
-                self._ledgers[name] = (version, ledger)
+                seen = self._versions.get(name, "")
+                if _newer(seen, version) or (version and seen == version):
+                    return  # the watch is behind what this process wrote, or nothing new (a poll's read)
+                self._versions[name] = version
+                if _in_use(ledger):
+                    self._ledgers[name] = (version, ledger)
+                elif self._ledgers.pop(name, None) is None:
+                    return  # empty before and after: nothing changed
         self._notify()
 
     def _notify(self) -> None:
         if self._changed is not None:
             self._changed()
+
+
+def _in_use(ledger: pure.GangLedger) -> bool:
+    return bool(ledger.holds or ledger.released or ledger.gave_way is not None)
 
 
 def _version(lease: dict[str, Any]) -> str:

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOLD_SECONDS = 25.0
 POLL_SECONDS = 0.2
+#: The give-way check runs on every change of a gang ledger, and at least this often while holding.
+RECHECK_SECONDS = 1.0
 #: How long a gang that gave way is refused (at /filter and /bind) before it may hold again.
 DEFAULT_GIVE_WAY_BACKOFF = 5.0
 REASON_GAVE_WAY = "pod group gave way to a competing gang"
@@ -398,9 +400,11 @@ class WebhookGangs:
 
     def _arbitrate_loop(self) -> None:
         """While this process holds members, compare every held gang on each change of the
-        ledgers (and every poll): a gang that must give way is written so at once."""
+        ledgers or of this process's holds (and every RECHECK_SECONDS, for what changes elsewhere:
+        room freed, a waiting gang's last member created): a gang that must give way is written
+        so at once."""
         while not self._stopping.is_set():
-            self._wake.wait(self.poll_seconds)
+            self._wake.wait(RECHECK_SECONDS)
             self._wake.clear()
             if self._stopping.is_set():
                 return
@@ -423,8 +427,8 @@ class WebhookGangs:
         found = []
         for name, ledger in ledgers.items():
             group = by_lease.get(name)
-            if group is None or not ledger.holds:
-                continue
+            if group is None or not ledger.holds or not self.coordinator.group_admission(group.key).admitted:
+                continue  # not held; or this process does not know the group's members yet: no judging it
             members = self.coordinator.members(group.key)
             requests = {m.uid: dict(m.requests) for m in members}
             bound = sum(1 for m in members if m.node)
