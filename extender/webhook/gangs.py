@@ -57,6 +57,7 @@ DEFAULT_HOLD_SECONDS = 25.0
 POLL_SECONDS = 0.2
 #: The give-way check runs on every change of a gang ledger, and at least this often while holding.
 RECHECK_SECONDS = 1.0
+MIN_CHECK_GAP = 0.05
 #: How long a gang that gave way is refused (at /filter and /bind) before it may hold again.
 DEFAULT_GIVE_WAY_BACKOFF = 5.0
 REASON_GAVE_WAY = "pod group gave way to a competing gang"
@@ -405,9 +406,11 @@ class WebhookGangs:
         so at once."""
         while not self._stopping.is_set():
             self._wake.wait(RECHECK_SECONDS)
-            self._wake.clear()
-            if self._stopping.is_set():
+            # Changes come in bursts (several holds, the ledgers' echoes on the watch): take them
+            # together, and never spin on a wake that a check's own reads would raise again.
+            if self._stopping.wait(MIN_CHECK_GAP):
                 return
+            self._wake.clear()
             with self._holding_lock:
                 holding = bool(self._holding)
             if not holding:
