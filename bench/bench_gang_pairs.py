@@ -187,6 +187,9 @@ def run(pairs: int = 8, fours: int = 4, hold: float = 20.0, workers: int = 1, se
                 "holds_released": webhook.metric("extender_gang_holds_total", outcome="released"),
                 "holds_gave_way": webhook.metric("extender_gang_holds_total", outcome="gave-way"),
                 "give_ways": webhook.metric("extender_gang_give_way_total"),
+                # the same time-outs from the log (a webhook without the metric, e.g. before issue 46)
+                "timeouts_logged": sum("verb=bind" in line and "did not reach minCount" in line
+                                       for line in webhook.log().splitlines()),
             }
             print(f"# webhook metrics over the run: {figures}", flush=True)
             for row in rows:
