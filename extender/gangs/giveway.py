@@ -9,9 +9,10 @@ livelocked). kube-scheduler's own gang cycle decides a whole group at once, and 
 backs off a group that failed so that its rival can take the room; here the held gangs are
 compared as soon as their holds are known:
 
-1. **Rank** the gangs holding members: more members placed (held or bound) first, then the
-   older group (`metadata.creationTimestamp`), then namespace/name. Every process ranks the
-   same ledgers the same way.
+1. **Rank** the gangs holding members: one whose quorum is all held first (it is being
+   released, never taken back), then more members placed (held or bound), then the older group
+   (`metadata.creationTimestamp`), then namespace/name. Every process ranks the same ledgers
+   the same way.
 2. **Fit**, in that order, each gang's members still to place (the quorum's remainder) on the
    cluster's free room less every place the gangs already kept hold (kube-scheduler has them
    assumed), less the places reserved for the remainders of the gangs kept before it, less its
@@ -113,12 +114,13 @@ class _Rooms:
         return fits
 
 
-def rank(contender: Contender) -> tuple[int, int, int, str, str, str, str]:
-    """The sort key: gangs holding members before gangs only waiting, more placed first, then
-    older (dated before undated), then by name."""
+def rank(contender: Contender) -> tuple[int, int, int, int, str, str, str, str]:
+    """The sort key: gangs holding members before gangs only waiting, and a gang whose quorum is
+    all held (being released) before any other; then more placed first, then older (dated before
+    undated), then by name."""
     key = contender.key
-    return (0 if contender.held else 1, -contender.placed, 0 if contender.created else 1, contender.created,
-            key.namespace, key.name, key.api)
+    return (0 if contender.held else 1, 0 if contender.need == 0 else 1, -contender.placed,
+            0 if contender.created else 1, contender.created, key.namespace, key.name, key.api)
 
 
 def _dominant(request: Mapping[str, int], total: Mapping[str, int]) -> float:

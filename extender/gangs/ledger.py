@@ -322,9 +322,10 @@ def give_way(ledger: GangLedger, to: str, reason: str, message: str, *, until: f
     """The group gives way to the gang `to` (extender.gangs.giveway): every hold is released at
     once (their requests answer kube-scheduler with `message` and it retries them), no new hold
     is taken until `until`, and members already released keep binding. Nothing to give up (no
-    hold, a call already answered by all is a release) leaves the ledger as it is."""
+    hold), or a call for the release open (the quorum is held: it is being released, not taken
+    back), leaves the ledger as it is."""
     ledger = _pruned(ledger, now)
-    if not ledger.holds:
+    if not ledger.holds or ledger.calling:  # nothing held; or the quorum is counted, its release under way
         return ledger
     return GangLedger({}, ledger.released, {}, ledger.call, False,
                       GaveWay(to, reason, message, until, frozenset(ledger.holds)))

@@ -118,3 +118,12 @@ def test_every_order_gives_the_same_answer_and_the_kept_gangs_fit_together(
     overcommitted = sum(max(0, sum(r["cpu"] for g in gangs for n, r in g.held if n == node) - free[node]["cpu"])
                         for node in free)
     assert overcommitted or needed <= room * 1000
+
+
+def test_a_gang_whose_quorum_is_held_is_never_the_one_to_give_way() -> None:
+    """A gang of 2 with both held (its release under way) against a gang of 5 with 3 held: the
+    bigger one has more placed, but the complete one ranks first and keeps its places."""
+    done = gang("done", 2, 2, created="9")
+    big = gang("big", 5, 3, created="0")
+    verdicts = decide({"node": {"cpu": 6000}}, [big, done])
+    assert [(v.loser, v.winner) for v in verdicts] == [(key("big"), key("done"))]

@@ -252,3 +252,6 @@ def test_giving_way_releases_every_hold_backs_off_and_keeps_the_released() -> No
     later = gl.hold(gave, "a", entry(expires=50), min_count=3, bound=NONE, now=8)
     assert later.outcome("a") is Outcome.WAITING and later.gave_way is None
     assert gl.give_way(GangLedger(), "ns/w", "outranked", "m", until=9, now=1) == GangLedger()  # nothing held
+    calling = GangLedger({"a": entry(by="w1"), "b": entry(by="w2")}, {}, {"w1": gl.Holder(0.5, 1), "w2": gl.Holder(0.5)},
+                         1, True)  # the quorum held, w2's answer to the call awaited: being released
+    assert gl.give_way(calling, "ns/w", "outranked", "m", until=9, now=1) == calling
