@@ -423,7 +423,7 @@ class WebhookGangs:
 
     def contenders(self, ledgers: dict[str, pure.GangLedger] | None = None) -> list[giveway.Contender]:
         """Every gang holding members, from the ledgers (default: the view's) and our members;
-        and, when one holds, the gangs whose members wait to be placed (admitted, not backed off)."""
+        and, when only one holds, a gang whose members wait to be placed (admitted, not backed off)."""
         ledgers = self.view.ledgers() if ledgers is None else ledgers
         with self._holding_lock:
             by_lease = dict(self._by_lease)
@@ -442,17 +442,21 @@ class WebhookGangs:
                 [dict(m.requests) for m in members if not m.node and m.uid not in busy],
                 bound=bound + len(ledger.released.keys() - {m.uid for m in members if m.node}),
                 created=group.created))
-        if not found:
+        if len(found) != 1:
             return found
-        holders = {c.key for c in found}
-        for name, group in by_lease.items():  # gangs waiting for room the holders keep (refused at /filter)
-            if group.key in holders or ledgers.get(name, pure.GangLedger()).gave_way is not None:
+        # One gang holds: a gang waiting for the room it keeps (refused at /filter) makes a holder
+        # that cannot complete at all give way. One such gang is enough (a waiting gang ranks
+        # after every holder, so more of them change nothing), and with two holders or more none
+        # is needed: the search over every group runs only here.
+        for name, group in by_lease.items():
+            if group.key == found[0].key or ledgers.get(name, pure.GangLedger()).gave_way is not None:
                 continue
             waiting = self.coordinator.to_place(group.key)
             if waiting and self.coordinator.group_admission(group.key).admitted:
                 members = self.coordinator.members(group.key)
                 found.append(giveway.Contender(group.key, group.min_count, [], [dict(m.requests) for m in waiting],
                                                bound=sum(1 for m in members if m.node), created=group.created))
+                break
         return found
 
     def _decide(self, ledgers: dict[str, pure.GangLedger]) -> list[giveway.GiveWay]:
