@@ -158,6 +158,8 @@ def required_permissions(
         perms += _verbs(("get", "list", "watch", "create", "update"), "leases",
                         "count the members held for each pod group, and see every group's holds",
                         group="coordination.k8s.io", namespaced=True)
+        perms.append(Permission("patch", "pods", why="annotate pod-group members refused while their group was "
+                                "incomplete, once it is, so that kube-scheduler retries them"))
     if mode == "standalone":
         perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
                         group="policy")

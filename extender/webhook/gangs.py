@@ -28,18 +28,22 @@ import threading
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from extender import metrics
 from extender.cluster import listeners
 from extender.cluster.state import ClusterState
+from extender.errors import ClusterError
 from extender.gangs import giveway
 from extender.gangs import ledger as pure
 from extender.gangs.coordinator import GangCoordinator, Member
 from extender.gangs.fitting import PODS, fits_at_all
 from extender.gangs.ledger import Outcome
+from extender.kube.client import MERGE_PATCH, request_json
 from extender.kube.events import post_event, rfc3339
 from extender.kube.gangledger import GangLeases, GangLedgerView
 from extender.kube.podgroup_source import PodGroupSource
+from extender.model.devices import PREFIX as DEVICE_PREFIX
 from extender.model.podgroups import (
     API_V1ALPHA2,
     REASON_SCHEDULED,
@@ -62,6 +66,9 @@ MIN_CHECK_GAP = 0.05
 DEFAULT_GIVE_WAY_BACKOFF = 5.0
 REASON_GAVE_WAY = "pod group gave way to a competing gang"
 EVENT_GAVE_WAY = "GaveWay"  # the Event's reason on each member whose hold was released
+#: Set on members refused at /filter while their group was incomplete, once it is complete: the
+#: pod update makes kube-scheduler retry them.
+WAKE_ANNOTATION = f"{DEVICE_PREFIX}/pod-group-admitted"
 
 
 def _free(state: ClusterState) -> list[dict[str, int]]:
@@ -117,6 +124,7 @@ class WebhookGangs:
         self._wake = threading.Event()
         self._arbiter: threading.Thread | None = None
         self._by_lease: dict[str, PodGroup] = {}  # gang Lease name -> its group
+        self._refused: dict[GroupKey, dict[str, str]] = {}  # refused at /filter for admission: uid -> ns/name
         self.checks = 0  # give-way checks made (while holding members)
         state.listeners.add(self._cluster_event)
 
@@ -165,6 +173,7 @@ class WebhookGangs:
             self.coordinator.delete_member(record.uid)
         else:
             self.coordinator.upsert_member(self._member(record, "" if record.assumed else record.node_name))
+        self._wake_refused(record.group)
 
     def _group_event(self, key: GroupKey, group: PodGroup | None) -> None:
         with self._holding_lock:
@@ -176,6 +185,39 @@ class WebhookGangs:
             self.coordinator.delete_group(key)
         else:
             self.coordinator.upsert_group(group)
+        self._wake_refused(key)
+
+    def _wake_refused(self, key: GroupKey) -> None:
+        """Members refused at /filter while their group was incomplete (missing, too few members,
+        gated, mixed schedulerNames) are annotated once it admits them. kube-scheduler keeps a pod
+        an extender refused among the unschedulable until some event moves it, and without its
+        gang gates the creation of another pending pod is none: the first members of a gang,
+        filtered before the last was created, waited for an unrelated event, while the others
+        were held at /bind and nothing else happened until their hold ran out (seen in competing
+        runs on the real control plane). An update of the pod itself is such an event."""
+        with self._holding_lock:
+            if key not in self._refused:
+                return
+        if not self.coordinator.group_admission(key).admitted:
+            return
+        with self._holding_lock:
+            pods = self._refused.pop(key, {})
+        if pods:
+            threading.Thread(target=self._annotate, args=(key, sorted(pods.values())), name="gang-wake",
+                             daemon=True).start()
+
+    def _annotate(self, key: GroupKey, pods: list[str]) -> None:
+        body = {"metadata": {"annotations": {WAKE_ANNOTATION: rfc3339()}}}
+        for pod in pods:
+            namespace, _, name = pod.partition("/")
+            try:
+                request_json(self.api_client, "PATCH",
+                             f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}",
+                             body=body, content_type=MERGE_PATCH, timeout=(5.0, 10.0))
+            except ClusterError as exc:  # gone meanwhile, or no permission: it waits for another event
+                log.warning("cannot annotate pod %s of pod group %s for a retry: %s", pod, key, exc)
+        log.info("pod group %s admits its members: %d refused at /filter annotated for kube-scheduler to retry",
+                 key, len(pods))
 
     @staticmethod
     def _member(pod: PodView | PodRecord, node: str) -> Member:
@@ -194,6 +236,10 @@ class WebhookGangs:
         self._known(pod)
         admission = self.coordinator.admission(pod.uid)
         if not admission.admitted:
+            assert pod.group is not None
+            with self._holding_lock:
+                self._refused.setdefault(pod.group, {})[pod.uid] = pod.key
+            self._wake_refused(pod.group)  # admitted meanwhile (a member's event between the two reads)
             return f"{admission.reason}: {admission.message}"
         group = self.coordinator.group_of(pod.uid)
         if group is None or not group.is_gang:

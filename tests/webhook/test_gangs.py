@@ -25,6 +25,7 @@ from extender.kube.gangledger import GangLeases
 from extender.model import podgroups as pg
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.gangs import WAKE_ANNOTATION
 from extender.webhook.runtime import Runtime, build_runtime
 from tests.fakeapi.fixtures import ApiServerHandle
 from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)
@@ -506,3 +507,28 @@ def test_a_held_member_deleted_or_whose_group_is_deleted_lets_go_at_once(
     assert binds.answers["a2"] == f"pod group {gangs.ns}/a was deleted while pod {gangs.ns}/a2 was held: its held " \
                                   "bind is given up"
     assert gangs.bound("a2") == []
+
+
+def test_members_refused_while_their_group_was_incomplete_are_annotated_once_it_is(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """kube-scheduler retries a pod an extender refused only on some event, and a stock one takes
+    the creation of another pending pod for none: p1, refused as "1 of 3 members", is annotated
+    when p3 completes the group (an update of the pod itself, which it does act on)."""
+    runtime, app = webhook
+    gangs.node(cpu="4")
+    gangs.gang("a", min_count=3)
+    p1 = member(gangs, "p1", "a")
+    wait_known(gangs, runtime, "p1")
+    refused = filter_reply(app, p1, ["node"])["FailedAndUnresolvableNodes"]["node"]
+    assert refused.startswith(f"{REASON_TOO_FEW}: pod group {gangs.ns}/a has 1 of 3 members")
+    member(gangs, "p2", "a")
+    wait_known(gangs, runtime, "p2")
+    assert WAKE_ANNOTATION not in ((gangs.kube.get_pod("p1", gangs.ns) or {}).get("metadata") or {}).get(
+        "annotations", {})
+    member(gangs, "p3", "a")
+    gangs.kube.wait_for(lambda: WAKE_ANNOTATION in (((gangs.kube.get_pod("p1", gangs.ns) or {}).get("metadata") or {})
+                                                    .get("annotations") or {}),
+                        timeout=10, message="p1 annotated once its group is complete")
+    for name in ("p2", "p3"):  # never refused: nothing to wake
+        assert WAKE_ANNOTATION not in (((gangs.kube.get_pod(name, gangs.ns) or {}).get("metadata") or {})
+                                       .get("annotations") or {})
