@@ -7,6 +7,8 @@ and `--quick` for a shorter pass. `python -m bench chaos` (faults under load on 
 bench/bench_chaos.py) is apart: it prints a verdict, not a table. `python -m bench scheduler-perf --help`:
 kube-scheduler's own scheduler_perf workloads against kube-scheduler and ours (bench/scheduler_perf/).
 `python -m bench gang-scale --help`: a gang of 1,000 on 5,000 nodes under both (bench/bench_gang_scale.py).
+`python -m bench gang-pairs --help`: competing gangs through the webhook, time to the first whole gang
+(bench/bench_gang_pairs.py).
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import bench_gang_scale
 
         return bench_gang_scale.main(argv[1:])
+    if argv[:1] == ["gang-pairs"]:  # competing gangs through the webhook on a real control plane
+        from bench import bench_gang_pairs
+
+        return bench_gang_pairs.main(argv[1:])
     if argv[:1] == ["e2e"] and len(argv) > 1:  # e2e's own options: --repeat, --only, --py-spy, ...
         from bench import bench_e2e
 

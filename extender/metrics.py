@@ -136,6 +136,16 @@ GANG_COMPLETION = Histogram("extender_gang_completion_seconds",
                             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
 GANG_TIMEOUTS = Counter("extender_gang_timeouts_total",
                         "Pod groups whose held members were all sent back because the wait ran out.")
+GANG_HOLDS = Counter("extender_gang_holds_total",
+                     "Webhook: binds held for a pod group's quorum, by how the hold ended (released; timeout: the group's "
+                     "hold ran out; gave-way; stopping; gone: the pod or its group was deleted).", ["outcome"])
+GANG_GIVE_WAY = Counter("extender_gang_give_way_total",
+                        "Held pod groups that gave way to a competing gang (all their holds released at once, the "
+                        "group backed off), by reason: outranked, no-room.", ["reason"])
+for _outcome in ("released", "timeout", "gave-way", "stopping", "gone"):  # shown at 0: "no hold timed out" is readable
+    GANG_HOLDS.labels(outcome=_outcome)
+for _reason in ("outranked", "no-room"):
+    GANG_GIVE_WAY.labels(reason=_reason)
 
 # ---- volume binding (bind time) ----------------------------------------------------
 VOLUME_WRITES = Counter("extender_volume_binding_writes_total",

@@ -45,6 +45,8 @@ class Settings:
     # How long /bind holds a pod-group member for its quorum (docs/gangs.md): below the extender's
     # httpTimeout in kube-scheduler's configuration, by a margin for the Binding call.
     gang_hold: float = 25.0
+    # How long a held pod group that gave way to a competing gang is refused (docs/gangs.md).
+    gang_give_way_backoff: float = 5.0
     log_format: str = "text"
     log_level: str = "INFO"
     # Every successful filter and prioritize call in the access log (two lines per pod);

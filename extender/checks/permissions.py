@@ -151,6 +151,15 @@ def required_permissions(
         # checks and writes before a bind, so that no two hand out the same share.
         perms += _verbs(("get", "create", "update"), "leases", "record device shares in the device ledger",
                         group="coordination.k8s.io", namespaced=True)
+    if gangs and mode == "webhook" and bind:
+        # The gang ledger (extender/kube/gangledger.py): one Lease per pod group holding members at
+        # /bind, read-modify-PUT; and a watch of all of them, so that each process sees every
+        # group's holds (the room they take, the competing gangs that must give way).
+        perms += _verbs(("get", "list", "watch", "create", "update"), "leases",
+                        "count the members held for each pod group, and see every group's holds",
+                        group="coordination.k8s.io", namespaced=True)
+        perms.append(Permission("patch", "pods", why="annotate pod-group members refused while their group was "
+                                "incomplete, once it is, so that kube-scheduler retries them"))
     if mode == "standalone":
         perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
                         group="policy")

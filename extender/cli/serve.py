@@ -99,6 +99,10 @@ def run_gunicorn(options: dict[str, Any]) -> None:
 @click.option("--gang-hold", type=click.FloatRange(0.5, 3600), default=Settings.gang_hold, show_default=True,
               help="Seconds /bind holds a pod-group member for its quorum; below kube-scheduler's httpTimeout "
                    "for the extender (docs/gangs.md).")
+@click.option("--gang-give-way-backoff", type=click.FloatRange(0, 600), default=Settings.gang_give_way_backoff,
+              show_default=True,
+              help="Seconds a pod group that gave way to a competing gang is refused before it may hold "
+                   "members again (docs/gangs.md).")
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=Settings.max_body_bytes, show_default=True)
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
@@ -123,6 +127,7 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     values["max_body_bytes"] = options["max_body_bytes"]
     values["access_log"] = options["access_log"]
     values["gang_hold"] = options["gang_hold"]
+    values["gang_give_way_backoff"] = options["gang_give_way_backoff"]
     settings = replace(settings, **values)
     os.environ.update(settings.to_env())
     os.environ["EXTENDER_BIND"] = bind

@@ -28,6 +28,11 @@ a released member is refused). A hold past its expiry takes every hold of the gr
 an error, which retries the pod. Released entries expire too (`RELEASE_TTL`), by when the bound
 pods are in every watch and count as bound. Calls are numbered, not timed, so the wall clocks
 of replicas need not agree for a release (only, within seconds, for the expiries).
+
+A group that loses to a competing gang (extender.gangs.giveway) **gives way**: one write drops
+every hold (their requests see `GAVE_WAY` and answer kube-scheduler with the reason) and records
+`gave_way` (the winner, the reason, the members it held, until when it backs off); until then no
+new hold is taken. The field is optional: a document without it reads as before.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class Outcome(enum.Enum):
     WAITING = "waiting"  # held, the quorum not there yet
     RELEASED = "released"  # bind now
     GONE = "gone"  # not held (expired with its group, withdrawn, or never held): answer an error
+    GAVE_WAY = "gave-way"  # not held: the group gave way to another and is backed off (an error, saying so)
 
 
 # The document as `dump` writes it. `read` takes nothing on trust (an old or foreign writer may have
@@ -72,13 +78,25 @@ class HolderDoc(TypedDict):
     answered: int
 
 
-class LedgerDoc(TypedDict):
+class GaveWayDoc(TypedDict):
+    to: str
+    reason: str
+    message: str
+    until: float
+    members: list[str]
+
+
+class _LedgerDoc(TypedDict):
     version: int
     holds: dict[str, EntryDoc]
     released: dict[str, EntryDoc]
     holders: dict[str, HolderDoc]
     call: int
     calling: bool
+
+
+class LedgerDoc(_LedgerDoc, total=False):
+    gave_way: GaveWayDoc
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +121,36 @@ class Holder:
 
 
 @dataclass(frozen=True, slots=True)
+class GaveWay:
+    """The group gave way to another held gang (extender.gangs.giveway): its holds were all
+    released at once, and it is backed off (no new hold, refused at /filter) until `until`."""
+
+    to: str  # "namespace/name" of the gang it gave way to; "" when it could not complete at all
+    reason: str  # extender.gangs.giveway.REASONS
+    message: str  # for the pods: what a user reads on the losing members
+    until: float  # wall clock
+    members: frozenset[str] = frozenset()  # the uids that were held when it gave way
+
+    def to_json(self) -> GaveWayDoc:
+        return {"to": self.to, "reason": self.reason, "message": self.message, "until": round(self.until, 3),
+                "members": sorted(self.members)}
+
+
+@dataclass(frozen=True, slots=True)
 class GangLedger:
     holds: Mapping[str, Entry] = field(default_factory=dict)
     released: Mapping[str, Entry] = field(default_factory=dict)
     holders: Mapping[str, Holder] = field(default_factory=dict)
     call: int = 0  # the number of the last call for a release
     calling: bool = False  # that call is open: the quorum is counted, answers are awaited
+    gave_way: GaveWay | None = None  # backed off after giving way (dropped once over)
 
     def outcome(self, uid: str) -> Outcome:
         if uid in self.released:
             return Outcome.RELEASED
-        return Outcome.WAITING if uid in self.holds else Outcome.GONE
+        if uid in self.holds:
+            return Outcome.WAITING
+        return Outcome.GAVE_WAY if self.gave_way is not None else Outcome.GONE
 
     def needs_word_from(self, by: str, now: float) -> bool:
         """Whether process `by`, holding members here, must write now: to answer the open call,
@@ -158,6 +195,18 @@ def _holder(value: Mapping[str, Any]) -> Holder:
     return Holder(float(value["at"]), int(value.get("answered", 0)))
 
 
+def _gave_way(value: Any) -> GaveWay | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        members = value.get("members")
+        return GaveWay(str(value.get("to", "")), str(value.get("reason", "")), str(value.get("message", "")),
+                       float(value["until"]),
+                       frozenset(str(m) for m in members) if isinstance(members, list) else frozenset())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def read(annotations: Mapping[str, str] | None) -> GangLedger:
     """The ledger in a Lease's annotations; an absent or unreadable one reads as empty (a
     stale or foreign document must not block a group forever)."""
@@ -173,7 +222,8 @@ def read(annotations: Mapping[str, str] | None) -> GangLedger:
     call = doc.get("call")
     return GangLedger(_readable(doc.get("holds"), _entry), _readable(doc.get("released"), _entry),
                       _readable(doc.get("holders"), _holder),
-                      call if isinstance(call, int) and call >= 0 else 0, doc.get("calling") is True)
+                      call if isinstance(call, int) and call >= 0 else 0, doc.get("calling") is True,
+                      _gave_way(doc.get("gave_way")))
 
 
 def dump(ledger: GangLedger) -> str:
@@ -186,6 +236,8 @@ def dump(ledger: GangLedger) -> str:
         "call": ledger.call,
         "calling": ledger.calling,
     }
+    if ledger.gave_way is not None:
+        doc["gave_way"] = ledger.gave_way.to_json()
     return orjson.dumps(doc).decode()
 
 
@@ -199,7 +251,8 @@ def _pruned(ledger: GangLedger, now: float) -> GangLedger:
     if any(e.expires <= now for e in holds.values()):
         holds = {}
     calling = ledger.calling and len(holds) == len(ledger.holds)
-    return GangLedger(holds, released, holders, ledger.call, calling)
+    gave_way = ledger.gave_way if ledger.gave_way is not None and ledger.gave_way.until > now else None
+    return GangLedger(holds, released, holders, ledger.call, calling, gave_way)
 
 
 def scheduled(ledger: GangLedger, bound: frozenset[str]) -> int:
@@ -232,7 +285,7 @@ def hold(
     holding process has answered, release every hold. The caller writes the result (if it
     differs from what it read) and reads `outcome(uid)`."""
     ledger = _pruned(ledger, now)
-    if uid in ledger.released:
+    if uid in ledger.released or ledger.gave_way is not None:  # released; or backed off: no new hold
         return ledger
     current = ledger.holds.get(uid)  # a retried request keeps its first expiry, takes node and holder
     taken = entry if current is None else replace(current, node=entry.node, by=entry.by)
@@ -263,6 +316,19 @@ def withdraw(ledger: GangLedger, uid: str, by: str, *, now: float) -> GangLedger
     if current is None or current.by != by:
         return ledger
     return replace(ledger, holds={u: e for u, e in ledger.holds.items() if u != uid}, calling=False)
+
+
+def give_way(ledger: GangLedger, to: str, reason: str, message: str, *, until: float, now: float) -> GangLedger:
+    """The group gives way to the gang `to` (extender.gangs.giveway): every hold is released at
+    once (their requests answer kube-scheduler with `message` and it retries them), no new hold
+    is taken until `until`, and members already released keep binding. Nothing to give up (no
+    hold), or a call for the release open (the quorum is held: it is being released, not taken
+    back), leaves the ledger as it is."""
+    ledger = _pruned(ledger, now)
+    if not ledger.holds or ledger.calling:  # nothing held; or the quorum is counted, its release under way
+        return ledger
+    return GangLedger({}, ledger.released, {}, ledger.call, False,
+                      GaveWay(to, reason, message, until, frozenset(ledger.holds)))
 
 
 def expire(ledger: GangLedger, *, now: float) -> GangLedger:

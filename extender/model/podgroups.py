@@ -93,6 +93,7 @@ class PodGroup:
     timeout: float  # seconds a placed member may wait for its quorum
     min_resources: Resources  # Coscheduling's spec.minResources, {} when absent
     topology_keys: tuple[str, ...]  # v1alpha2 spec.schedulingConstraints.topology[].key (at most one)
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC: sorts as text); "" when unset
 
     @property
     def is_gang(self) -> bool:
@@ -109,6 +110,13 @@ def _int(raw: Any, where: str, *, minimum: int, default: int | None = None) -> i
     if raw > 2**31 - 1:
         raise InvalidObject(f"{where}: must fit an int32, got {raw}")
     return raw
+
+
+def _created(raw: Any) -> str:
+    """metadata.creationTimestamp as written (the API server's RFC 3339 in UTC), "" when absent."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    value = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    return value if isinstance(value, str) else ""
 
 
 def _meta_parts(raw: Any, kind: str) -> tuple[str, str, str, int, Mapping[str, Any]]:
@@ -168,7 +176,7 @@ def _parse_v1alpha2(raw: Any) -> PodGroup:
             raise InvalidObject(f"{where}.key: required")
         keys.append(key)
     return PodGroup(GroupKey(API_V1ALPHA2, namespace, name), uid, generation, policy, min_count,
-                    V1ALPHA2_TIMEOUT_SECONDS, {}, tuple(keys))
+                    V1ALPHA2_TIMEOUT_SECONDS, {}, tuple(keys), _created(raw))
 
 
 def _parse_coscheduling(raw: Any) -> PodGroup:
@@ -180,7 +188,7 @@ def _parse_coscheduling(raw: Any) -> PodGroup:
                else float(_int(seconds, "spec.scheduleTimeoutSeconds", minimum=1)))
     min_resources = parse_resource_list(spec.get("minResources"), "spec.minResources")
     return PodGroup(GroupKey(API_COSCHEDULING, namespace, name), uid, generation, GANG, min_count,
-                    timeout, min_resources, ())
+                    timeout, min_resources, (), _created(raw))
 
 
 def group_key_from_parts(namespace: str, spec: Mapping[str, Any], labels: Mapping[str, str]) -> GroupKey | None:

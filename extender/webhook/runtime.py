@@ -152,6 +152,7 @@ def build_runtime(settings: Settings) -> Runtime:
         # Pod groups need the bind verb (members are held there); their first /filter starts the
         # pod watch as a first /bind does (webhook/verbs.py).
         gangs = WebhookGangs(state, api_client, hold_seconds=settings.gang_hold,
+                             give_way_backoff=settings.gang_give_way_backoff,
                              lease_namespace=settings.lease_namespace or None) if settings.enable_bind else None
         policy.add_preparer(lambda new: _watch_pods_for(new, source))
         return Runtime(state, source, KubeBinder(api_client, state), policy, api_client,

@@ -177,6 +177,9 @@ def test_webhook_without_bind_needs_no_binding_permissions() -> None:
         Permission("create", "pods", subresource="binding"),
         Permission("create", "bindings"),
         *LEDGER,  # binds of GPU pods go through the device ledger first
+        # pod groups' held binds: the gang ledger, and the watch of every group's (extender/kube/gangledger.py)
+        *(Permission(verb, "leases", "coordination.k8s.io", namespaced=True) for verb in ("list", "watch")),
+        Permission("patch", "pods"),  # a gang's members refused while it was incomplete, annotated once it is
     }
 
 

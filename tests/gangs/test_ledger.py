@@ -233,3 +233,25 @@ def test_processes_sharing_a_ledger_never_release_the_hold_of_a_dead_one(min_cou
     # kube-scheduler retries the members whose process died; a released one binds at once.
     released_dead = {m for m, s in state.items() if s == "dead" and uid(m) in server.read()[0].released}
     assert not bound or len(bound | released_dead) >= min_count, f"{sorted(bound)} bound of a gang of {min_count}"
+
+
+def test_giving_way_releases_every_hold_backs_off_and_keeps_the_released() -> None:
+    doc = gl.hold(GangLedger(), "a", entry(by="w1"), min_count=3, bound=NONE, now=0)
+    doc = gl.hold(doc, "b", entry(by="w2"), min_count=3, bound=NONE, now=1)
+    doc = GangLedger(doc.holds, {"x": entry()}, doc.holders, doc.call, doc.calling)
+    gave = gl.give_way(doc, "ns/winner", "outranked", "gave way to pod group ns/winner", until=7.0, now=2)
+    assert not gave.holds and not gave.holders and set(gave.released) == {"x"}
+    assert gave.gave_way is not None and gave.gave_way.members == {"a", "b"} and gave.gave_way.to == "ns/winner"
+    assert (gave.outcome("a"), gave.outcome("b"), gave.outcome("x")) == (Outcome.GAVE_WAY, Outcome.GAVE_WAY,
+                                                                         Outcome.RELEASED)
+    assert gl.read({gl.LEDGER_ANNOTATION: gl.dump(gave)}) == gave  # round trip
+    # backed off: no new hold until 7, a retried member is answered GAVE_WAY at once
+    again = gl.hold(gave, "a", entry(expires=50), min_count=3, bound=NONE, now=5)
+    assert again.outcome("a") is Outcome.GAVE_WAY and not again.holds
+    # over: held as usual, and an old document without the field reads as before
+    later = gl.hold(gave, "a", entry(expires=50), min_count=3, bound=NONE, now=8)
+    assert later.outcome("a") is Outcome.WAITING and later.gave_way is None
+    assert gl.give_way(GangLedger(), "ns/w", "outranked", "m", until=9, now=1) == GangLedger()  # nothing held
+    calling = GangLedger({"a": entry(by="w1"), "b": entry(by="w2")}, {}, {"w1": gl.Holder(0.5, 1), "w2": gl.Holder(0.5)},
+                         1, True)  # the quorum held, w2's answer to the call awaited: being released
+    assert gl.give_way(calling, "ns/w", "outranked", "m", until=9, now=1) == calling

@@ -331,6 +331,33 @@ def test_a_coscheduling_group_binds_all_or_nothing(gangs: Gangs) -> None:
     gangs.wait_bound("w1", "w2", "w3")
 
 
+@pytest.mark.parametrize("count", [2, 4], ids=["pair", "four-for-one"])
+def test_competing_coscheduling_gangs_one_whole_at_once_the_rest_none(gangs: Gangs, count: int) -> None:
+    """Issue 46's competing gangs, standalone: Coscheduling groups of 3 x 1 CPU for room for 4,
+    members created interleaved. Each group is placed whole in one cycle or not at all (nothing is
+    held in part, so no gang waits out a hold and none has to give way): one gang binds, the
+    others bind none and wait for room, and no hold times out."""
+    from prometheus_client import REGISTRY
+
+    timeouts = REGISTRY.get_sample_value("extender_gang_timeouts_total") or 0.0
+    gangs.node()
+    gangs.start()
+    names = [f"job{g}" for g in range(count)]
+    for name in names:
+        gangs.cosched(name, min_member=3)
+    for index in range(3):
+        for name in names:
+            gangs.member(f"{name}-{index}", name, label=True)
+    members = {name: [f"{name}-{i}" for i in range(3)] for name in names}
+    gangs.kube.wait_for(lambda: [n for n in names if len(gangs.bound(*members[n])) == 3], timeout=20,
+                        message="one gang whole")
+    losers = [n for n in names if len(gangs.bound(*members[n])) < 3]
+    gangs.wait_unschedulable(*(m for n in losers for m in members[n]))
+    settle(gangs)
+    assert sorted(len(gangs.bound(*members[n])) for n in names) == [0] * (count - 1) + [3]
+    assert (REGISTRY.get_sample_value("extender_gang_timeouts_total") or 0.0) == timeouts
+
+
 def test_a_member_naming_a_missing_group_waits_and_a_pod_of_no_group_does_not(gangs: Gangs) -> None:
     gangs.node()
     scheduler = gangs.start()

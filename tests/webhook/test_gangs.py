@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from prometheus_client import REGISTRY
 
 from extender.gangs import fitting
 from extender.gangs import ledger as gl
@@ -24,6 +25,7 @@ from extender.kube.gangledger import GangLeases
 from extender.model import podgroups as pg
 from extender.settings import Settings
 from extender.webhook import create_app
+from extender.webhook.gangs import WAKE_ANNOTATION
 from extender.webhook.runtime import Runtime, build_runtime
 from tests.fakeapi.fixtures import ApiServerHandle
 from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)
@@ -285,3 +287,248 @@ def test_a_stopping_webhook_answers_its_held_binds_at_once(gangs: Gangs, webhook
     assert sorted(errors) == ["p1", "p2", "p3"], errors
     assert all("the webhook is stopping" in e and "will be retried" in e for e in errors.values()), errors
     assert gangs.bound("p1", "p2", "p3") == []
+
+
+# ---- competing gangs: one gives way at once (extender.gangs.giveway) -----------------------------
+
+LONG_HOLD = 30.0  # far past every wait below: a gang completing or giving way did not wait its hold out
+
+
+class Binds:
+    """/bind requests in flight, one thread each (kube-scheduler binds each pod in a goroutine)."""
+
+    def __init__(self, app: Flask, gangs: Gangs) -> None:
+        self.app, self.gangs = app, gangs
+        self.answers: dict[str, str] = {}
+        self.answered_at: dict[str, float] = {}
+        self.threads: list[threading.Thread] = []
+
+    def start(self, pod: dict[str, Any], node: str = "node") -> None:
+        def bind() -> None:
+            meta = pod["metadata"]
+            reply = self.app.test_client().post("/bind", json={
+                "PodName": meta["name"], "PodNamespace": self.gangs.ns, "PodUID": meta["uid"], "Node": node})
+            self.answers[meta["name"]] = reply.get_json()["Error"] if reply.status_code == 200 else str(reply.data)
+            self.answered_at[meta["name"]] = time.monotonic()
+
+        thread = threading.Thread(target=bind)
+        thread.start()
+        self.threads.append(thread)
+
+    def held(self, runtime: Runtime, *pods: dict[str, Any]) -> None:
+        """Wait until every one of `pods` is held in its group's ledger (as every process sees it)."""
+        assert runtime.gangs is not None
+        uids = {p["metadata"]["uid"] for p in pods}
+        self.gangs.kube.wait_for(
+            lambda: uids <= {u for ledger in runtime.gangs.view.ledgers().values() for u in ledger.holds},
+            timeout=10, message=f"{sorted(p['metadata']['name'] for p in pods)} held")
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(LONG_HOLD + 5)
+
+
+def give_ways(reason: str) -> float:
+    return REGISTRY.get_sample_value("extender_gang_give_way_total", {"reason": reason}) or 0.0
+
+
+def holds_ended(outcome: str) -> float:
+    return REGISTRY.get_sample_value("extender_gang_holds_total", {"outcome": outcome}) or 0.0
+
+
+def gave_way_events(gangs: Gangs, name: str) -> list[str]:
+    events = gangs.kube.list_events(gangs.ns, reason="GaveWay", involved_name=name)  # the core view of them
+    return [e.get("message") or "" for e in events]
+
+
+def test_a_pair_on_room_for_one_ends_whole_at_once_the_loser_gives_way(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """The issue's pair: two gangs of 3 x 1 CPU on room for 4. `a` holds 2, `b` then holds 1: not
+    both can complete, and `b` (fewer placed) gives way at once, not after its 30 s hold: its bind
+    is answered with the reason, an Event says so on the pod, /filter refuses `b` while it backs
+    off and /bind answers at once; `a`'s third member binds and `a` is whole."""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node(cpu="4")
+    gangs.gang("a", min_count=3)
+    gangs.gang("b", min_count=3)
+    a = [member(gangs, f"a{i}", "a") for i in range(1, 4)]
+    b = [member(gangs, f"b{i}", "b") for i in range(1, 4)]
+    wait_known(gangs, runtime, "a1", "a2", "a3", "b1", "b2", "b3")
+    before = (give_ways("outranked"), holds_ended("timeout"))
+    binds = Binds(app, gangs)
+    started = time.monotonic()
+    binds.start(a[0])
+    binds.start(a[1])
+    binds.held(runtime, a[0], a[1])
+    binds.start(b[0])
+    gangs.kube.wait_for(lambda: "b1" in binds.answers, timeout=10, message="b1 answered before its hold ran out")
+    assert binds.answers["b1"].startswith(f"gave way to pod group {gangs.ns}/a: 1 of 3 members placed against "
+                                          "its 2 of 3"), binds.answers
+    assert "backs off for" in binds.answers["b1"] and binds.answers["b1"].endswith("the pod will be retried")
+    assert binds.answered_at["b1"] - started < 5
+    refused = filter_reply(app, b[1], ["node"])["FailedAndUnresolvableNodes"]["node"]
+    assert refused.startswith("pod group gave way to a competing gang: gave way to pod group ")
+    binds.start(b[1])  # a member that passed /filter before: answered at once, no hold
+    binds.start(a[2])
+    binds.join()
+    assert binds.answers["a1"] == binds.answers["a2"] == binds.answers["a3"] == ""
+    assert "gave way to pod group" in binds.answers["b2"]
+    assert gangs.bound("a1", "a2", "a3", "b1", "b2", "b3") == ["a1", "a2", "a3"]
+    assert max(binds.answered_at.values()) - started < 10
+    assert (give_ways("outranked"), holds_ended("timeout")) == (before[0] + 1, before[1])
+    notes = gangs.kube.wait_for(lambda: gave_way_events(gangs, "b1"), message="a GaveWay event on b1")
+    assert notes[0].startswith(f"gave way to pod group {gangs.ns}/a")
+
+
+def test_four_gangs_for_one_room_three_give_way_to_one(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node(cpu="4")
+    names = ["g1", "g2", "g3", "g4"]
+    for name in names:
+        gangs.gang(name, min_count=3)
+    pods = {name: [member(gangs, f"{name}-{i}", name) for i in range(1, 4)] for name in names}
+    wait_known(gangs, runtime, *(p["metadata"]["name"] for ps in pods.values() for p in ps))
+    binds = Binds(app, gangs)
+    started = time.monotonic()
+    binds.start(pods["g1"][0])
+    binds.held(runtime, pods["g1"][0])
+    for name in names[1:]:
+        binds.start(pods[name][0])
+    gangs.kube.wait_for(lambda: all(f"{n}-1" in binds.answers for n in names[1:]), timeout=10,
+                        message="the three others answered before their holds ran out")
+    for name in names[1:]:
+        assert binds.answers[f"{name}-1"].startswith(f"gave way to pod group {gangs.ns}/g1"), binds.answers
+    for pod in pods["g1"][1:]:
+        binds.start(pod)
+    binds.join()
+    assert [n for n in binds.answers if binds.answers[n] == ""] == ["g1-1", "g1-2", "g1-3"] or \
+        sorted(n for n in binds.answers if binds.answers[n] == "") == ["g1-1", "g1-2", "g1-3"]
+    assert sorted(gangs.bound(*(p["metadata"]["name"] for ps in pods.values() for p in ps))) == [
+        "g1-1", "g1-2", "g1-3"]
+    assert max(binds.answered_at.values()) - started < 10
+
+
+def test_of_two_sizes_the_gang_that_fits_wins(gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """Nodes of 3 and 1 CPU. `big` (2 x 2 CPU, older) holds one member on n3: its second fits
+    nowhere any more, while `small` (3 x 1 CPU) waits for room (refused at /filter for the room
+    `big` keeps). `big` gives way at once for want of room (to nobody: it cannot complete at all),
+    and `small` then holds and binds whole, `big` refused meanwhile."""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node("n3", cpu="3")
+    gangs.node("n1", cpu="1")
+    gangs.gang("big", min_count=2)
+    gangs.gang("small", min_count=3)
+    big = [gangs.kube.create_pod(f"big{i}", gangs.ns, cpu="2", spec={"schedulingGroup": {"podGroupName": "big"}})
+           for i in (1, 2)]
+    small = [member(gangs, f"small{i}", "small") for i in (1, 2, 3)]
+    wait_known(gangs, runtime, "big1", "big2", "small1", "small2", "small3")
+    assert filter_reply(app, big[0], ["n3", "n1"])["NodeNames"] == ["n3", "n1"]  # sums fit: 4 of 4 CPUs
+    before = give_ways("no-room")
+    binds = Binds(app, gangs)
+    started = time.monotonic()
+    binds.start(big[0], "n3")
+    gangs.kube.wait_for(lambda: "big1" in binds.answers, timeout=10, message="big1 answered before its hold ran out")
+    assert binds.answers["big1"].startswith(f"pod group {gangs.ns}/big cannot place the 1 more members its minCount "
+                                            "2 needs, even with the other held gangs released"), binds.answers
+    assert binds.answered_at["big1"] - started < 5
+    assert "gave way" in filter_reply(app, big[1], ["n3", "n1"])["FailedAndUnresolvableNodes"]["n3"]
+    assert filter_reply(app, small[0], ["n3", "n1"])["NodeNames"] == ["n3", "n1"]
+    binds.start(small[0], "n1")
+    binds.start(small[1], "n3")
+    binds.start(small[2], "n3")
+    binds.join()
+    assert {n: binds.answers[n] for n in ("small1", "small2", "small3")} == dict.fromkeys(
+        ("small1", "small2", "small3"), "")
+    assert gangs.bound("big1", "big2", "small1", "small2", "small3") == ["small1", "small2", "small3"]
+    assert give_ways("no-room") == before + 1
+
+
+def test_a_lone_gang_still_waits_for_its_last_member_and_pods_of_no_group_bind_at_once(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """Nothing to compare with one gang holding: its quorum waits for the last member, which binds
+    the gang whole when it comes; a pod of no group binds without waiting meanwhile."""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node(cpu="4")
+    gangs.gang("a", min_count=3)
+    a = [member(gangs, f"a{i}", "a") for i in range(1, 4)]
+    solo = gangs.kube.create_pod("solo", gangs.ns, cpu="1")
+    wait_known(gangs, runtime, "a1", "a2", "a3")
+    gangs.kube.wait_for(lambda: runtime.state.pod(f"{gangs.ns}/solo"), message="solo in the webhook's state")
+    binds = Binds(app, gangs)
+    binds.start(a[0])
+    binds.start(a[1])
+    binds.held(runtime, a[0], a[1])
+    binds.start(solo)
+    gangs.kube.wait_for(lambda: "solo" in binds.answers, timeout=10, message="the pod of no group bound at once")
+    assert binds.answers["solo"] == "" and not {"a1", "a2"} & binds.answers.keys()
+    checks = runtime.gangs.checks
+    gangs.kube.wait_for(lambda: runtime.gangs.checks >= checks + 3, message="three give-way checks while held")
+    assert not {"a1", "a2"} & binds.answers.keys()
+    binds.start(a[2])
+    binds.join()
+    assert [binds.answers[n] for n in ("a1", "a2", "a3")] == ["", "", ""]
+    assert gangs.bound("a1", "a2", "a3", "solo") == ["a1", "a2", "a3", "solo"]
+
+
+def test_a_held_member_deleted_or_whose_group_is_deleted_lets_go_at_once(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """kube-scheduler keeps a pod assumed on its node while its bind is in flight: a bind held on
+    for a deleted pod (or a deleted group) would keep that room from every other pod until the
+    hold ran out. It is given up at once; the other held member keeps waiting for its quorum
+    until its group is deleted. (A Coscheduling group: deleting a v1alpha2 one waits for its
+    protection finalizer, and it counts as existing until then.)"""
+    runtime, app = webhook
+    assert runtime.gangs is not None
+    runtime.gangs.hold_seconds = LONG_HOLD
+    gangs.node(cpu="4")
+    gangs.cosched("a", min_member=3)
+    a = [gangs.kube.create_pod(f"a{i}", gangs.ns, cpu="1", labels={pg.POD_GROUP_LABEL: "a"}) for i in range(1, 4)]
+    wait_known(gangs, runtime, "a1", "a2", "a3")
+    binds = Binds(app, gangs)
+    binds.start(a[0])
+    binds.start(a[1])
+    binds.held(runtime, a[0], a[1])
+    gangs.kube.delete_pod("a1", gangs.ns, grace_period_seconds=0)
+    gangs.kube.wait_for(lambda: "a1" in binds.answers, timeout=10, message="a1's bind given up")
+    assert binds.answers["a1"] == (f"pod {gangs.ns}/a1 was deleted (or finished) while held for pod group "
+                                   f"{gangs.ns}/a: its held bind is given up")
+    assert "a2" not in binds.answers
+    gangs.kube.call("DELETE", f"/apis/{pg.API_COSCHEDULING}/namespaces/{gangs.ns}/podgroups/a")
+    gangs.kube.wait_for(lambda: "a2" in binds.answers, timeout=10, message="a2's bind given up")
+    binds.join()
+    assert binds.answers["a2"] == f"pod group {gangs.ns}/a was deleted while pod {gangs.ns}/a2 was held: its held " \
+                                  "bind is given up"
+    assert gangs.bound("a2") == []
+
+
+def test_members_refused_while_their_group_was_incomplete_are_annotated_once_it_is(
+        gangs: Gangs, webhook: tuple[Runtime, Flask]) -> None:
+    """kube-scheduler retries a pod an extender refused only on some event, and a stock one takes
+    the creation of another pending pod for none: p1, refused as "1 of 3 members", is annotated
+    when p3 completes the group (an update of the pod itself, which it does act on)."""
+    runtime, app = webhook
+    gangs.node(cpu="4")
+    gangs.gang("a", min_count=3)
+    p1 = member(gangs, "p1", "a")
+    wait_known(gangs, runtime, "p1")
+    refused = filter_reply(app, p1, ["node"])["FailedAndUnresolvableNodes"]["node"]
+    assert refused.startswith(f"{REASON_TOO_FEW}: pod group {gangs.ns}/a has 1 of 3 members")
+    member(gangs, "p2", "a")
+    wait_known(gangs, runtime, "p2")
+    assert WAKE_ANNOTATION not in ((gangs.kube.get_pod("p1", gangs.ns) or {}).get("metadata") or {}).get(
+        "annotations", {})
+    member(gangs, "p3", "a")
+    gangs.kube.wait_for(lambda: WAKE_ANNOTATION in (((gangs.kube.get_pod("p1", gangs.ns) or {}).get("metadata") or {})
+                                                    .get("annotations") or {}),
+                        timeout=10, message="p1 annotated once its group is complete")
+    for name in ("p2", "p3"):  # never refused: nothing to wake
+        assert WAKE_ANNOTATION not in (((gangs.kube.get_pod(name, gangs.ns) or {}).get("metadata") or {})
+                                       .get("annotations") or {})
