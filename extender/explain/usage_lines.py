@@ -16,6 +16,7 @@ from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
+from extender.policy.plugins import explainer
 
 if TYPE_CHECKING:
     from extender.explain.explanation import Explanation
@@ -28,7 +29,7 @@ def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster
     for points, _ in engine.policy.scorer_points:
         if points.prescore is None:
             continue
-        explain = getattr(points.prescore(pod, cluster, nodes), "explain", None)
+        explain = explainer(points.prescore(pod, cluster, nodes))
         if explain is None:
             continue
         for info in nodes:

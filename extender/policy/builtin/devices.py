@@ -60,9 +60,10 @@ from extender.model.devices import (
 from extender.model.fields import as_object
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments, dra_devices
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
@@ -142,6 +143,13 @@ class _DeviceCheck:
         return _DeviceCheck(self.request, self.cluster, self.strategy, (*self.changes, *changes))
 
 
+_EVENTS = (enqueue.NODE_ADDED,
+           enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT, enqueue.UPDATE_NODE_UNSCHEDULABLE,
+                     enqueue.UPDATE_NODE_ALLOCATABLE, enqueue.UPDATE_NODE_DEVICES),
+           enqueue.on(enqueue.PODS, enqueue.DELETE),
+           *enqueue.on_each(enqueue.DRA))
+
+
 @dataclass(frozen=True)
 class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets;
@@ -151,6 +159,11 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     name: ClassVar[str] = names.DEVICE_FIT
     strategy: str = BINPACK
     device_class: str = ""
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """DynamicResources' events (with a deviceClass its shares are DRA allocations), a node's
+        device inventory changed, and a placed pod deleted (its shares freed)."""
+        return _EVENTS
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
