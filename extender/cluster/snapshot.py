@@ -13,7 +13,7 @@ for the load-aware plugins. PodGroups (`scheduling.k8s.io/v1alpha2` and Coschedu
 -A -o yaml`) give simulate the pod groups its members are placed with (docs/gangs.md).
 DeviceClasses, ResourceSlices and ResourceClaims (`kubectl get
 deviceclasses,resourceslices,resourceclaims -A -o yaml`) give the DynamicResources plugin
-the devices and claims of dynamic resource allocation (docs/dra.md).
+the devices and claims of dynamic resource allocation (docs/dra_store.md).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import yaml
 
-from extender.cluster import dra
+from extender.cluster import dra_store
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import KIND_NAMES
 from extender.errors import ClusterError
@@ -75,7 +75,7 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    if list_kind.endswith("List") and (list_kind[:-4] in KIND_NAMES or list_kind[:-4] in dra.KIND_NAMES):
+    if list_kind.endswith("List") and (list_kind[:-4] in KIND_NAMES or list_kind[:-4] in dra_store.KIND_NAMES):
         return list_kind[:-4]
     return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
             "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
@@ -114,8 +114,8 @@ def _read_file(path: Path, snapshot: Snapshot) -> None:
                 snapshot.pod_groups.append(dict(obj))
             elif kind in KIND_NAMES:
                 snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
-            elif kind in dra.KIND_NAMES:
-                snapshot.dra.setdefault(dra.KIND_NAMES[kind], []).append(dict(obj))
+            elif kind in dra_store.KIND_NAMES:
+                snapshot.dra.setdefault(dra_store.KIND_NAMES[kind], []).append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:

@@ -17,7 +17,7 @@ plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
     state.namespaces   namespaces' labels                    (cluster/objectstore.py)
     state.budgets      PodDisruptionBudgets                  (cluster/objectstore.py)
     state.volumes      claims, volumes, classes, CSI objects (cluster/volumes.py)
-    state.dra_store    DRA classes, slices, claims, in flight (cluster/dra.py)
+    state.dra_store    DRA classes, slices, claims, in flight (cluster/dra_store.py)
     state.devices      shared-device use and claims          (cluster/deviceusage.py)
     state.listeners    who hears of each change              (cluster/listeners.py)
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.cluster.deviceusage import DeviceUsage
-from extender.cluster.dra import DraStore
+from extender.cluster.dra_store import DraStore
 from extender.cluster.gate import ServingGate
 from extender.cluster.listeners import (
     NAMESPACE_CHANGED,

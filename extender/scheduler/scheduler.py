@@ -26,7 +26,7 @@ from typing import Any
 
 from extender import metrics
 from extender.cluster import listeners
-from extender.cluster.dra import CLAIMS, DRA_CHANGED
+from extender.cluster.dra_store import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volumes import STORAGE_CHANGED
 from extender.cycle import steps

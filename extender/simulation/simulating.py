@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from extender.cluster.dra import describe_device_use, device_use
+from extender.cluster.dra_store import describe_device_use, device_use
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import Snapshot, load_into
 from extender.cluster.state import ClusterState
