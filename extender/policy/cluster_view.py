@@ -33,7 +33,7 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.usage import EMPTY_USAGE, UsageTable
-from extender.policy.dra import EMPTY_DRA, DraView
+from extender.policy.dra_view import EMPTY_DRA, DraView
 from extender.policy.storage import EMPTY_STORAGE, StorageView
 
 
@@ -95,7 +95,7 @@ class ClusterView(Protocol):
         """Placed pods with a `persistentVolumeClaim` volume of that claim."""
 
     def dra(self) -> DraView:
-        """DeviceClasses, ResourceSlices, ResourceClaims and allocations in flight (see policy/dra.py)."""
+        """DeviceClasses, ResourceSlices, ResourceClaims and allocations in flight (see policy/dra_view.py)."""
 
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""

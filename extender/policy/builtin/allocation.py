@@ -32,7 +32,7 @@ from extender.policy.builtin.base import PrescoredScorer, identity
 from extender.policy.builtin.dra_extended import device_totals
 from extender.policy.builtin.fit import is_dra_extended_resource
 from extender.policy.cluster_view import ClusterView
-from extender.policy.dra import DraView
+from extender.policy.dra_view import DraView
 from extender.policy.plugins import NodeScore, NormalizeScores, Score
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))

@@ -66,7 +66,7 @@ from extender.policy.claim_actions import (
     DeleteExtendedClaim,
 )
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
-from extender.policy.dra import DraView, extended_key
+from extender.policy.dra_view import DraView, extended_key
 from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
     FilterPlugin,
