@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_engine import TARGET_US, make_cluster, make_incoming  # noqa: E402
 from extender.model.nodes import NodeInfo  # noqa: E402
 from extender.model.records import PodRecord  # noqa: E402
-from extender.model.usage import STDEV_OBSERVED, UsageSample, UsageTable  # noqa: E402
+from extender.model.usage_samples import STDEV_OBSERVED, UsageSample, UsageTable  # noqa: E402
 from extender.policy.builtin.load_aware import (  # noqa: E402
     LoadVariationRiskBalancing,
     NodeLoad,

@@ -74,7 +74,7 @@ from extender.model.ports import HostPort
 from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
-from extender.model.usage import EMPTY_USAGE, UsageTable
+from extender.model.usage_samples import EMPTY_USAGE, UsageTable
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
-from extender.model.usage import EMPTY_USAGE, UsageTable
+from extender.model.usage_samples import EMPTY_USAGE, UsageTable
 from extender.policy.dra_view import EMPTY_DRA, DraView
 from extender.policy.storage import EMPTY_STORAGE, StorageView
 

@@ -47,7 +47,7 @@ from extender.errors import QuantityError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.quantities import to_units
-from extender.model.usage import UsageSample
+from extender.model.usage_samples import UsageSample
 from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
