@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.cluster.memory_binder import MemoryBinder
-from extender.cluster.volume_actions import VolumeBindingError
+from extender.cluster.volume_handlers import VolumeBindingError
 from extender.cluster.volumes import CLAIMS, VOLUMES
 from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 from tests.policy.storage_cluster import cluster, nodes
