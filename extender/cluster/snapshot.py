@@ -29,7 +29,7 @@ import yaml
 
 from extender.cluster import dra_store
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import KIND_NAMES
+from extender.cluster.volume_store import KIND_NAMES
 from extender.errors import ClusterError
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
     state.nominator    preemption's nominated pods           (cluster/nominator.py)
     state.namespaces   namespaces' labels                    (cluster/objectstore.py)
     state.budgets      PodDisruptionBudgets                  (cluster/objectstore.py)
-    state.volumes      claims, volumes, classes, CSI objects (cluster/volumes.py)
+    state.volumes      claims, volumes, classes, CSI objects (cluster/volume_store.py)
     state.dra_store    DRA classes, slices, claims, in flight (cluster/dra_store.py)
     state.devices      shared-device use and claims          (cluster/deviceusage.py)
     state.listeners    who hears of each change              (cluster/listeners.py)
@@ -63,7 +63,7 @@ from extender.cluster.nominator import Nominator
 from extender.cluster.objectstore import ObjectStore, namespace_labels
 from extender.cluster.podindex import PodIndex
 from extender.cluster.topologycounts import GroupCounts
-from extender.cluster.volumes import VolumeStore
+from extender.cluster.volume_store import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import AffinityTerm, PodAffinity
 from extender.model.budgets import DisruptionBudget, budget_from_dict

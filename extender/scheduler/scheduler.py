@@ -28,7 +28,7 @@ from extender import metrics
 from extender.cluster import listeners
 from extender.cluster.dra_store import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import STORAGE_CHANGED
+from extender.cluster.volume_store import STORAGE_CHANGED
 from extender.cycle import steps
 from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ExtenderError

@@ -11,7 +11,7 @@ import pytest
 
 from extender.cluster import listeners
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import CLAIMS, VOLUMES
+from extender.cluster.volume_store import CLAIMS, VOLUMES
 from extender.model.nodes import NodeView
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
