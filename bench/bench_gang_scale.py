@@ -348,7 +348,7 @@ def engine_once(nodes: int, pods: int, gangs: bool, waiting: int = 1000) -> dict
     from extender.policy.engine import Engine
     from extender.scheduler import queueing
     from extender.scheduler.profiles import Profile
-    from extender.scheduler.scheduler import Scheduler
+    from extender.scheduler.standalone import Scheduler
 
     state = ClusterState()
     state.replace_nodes(_engine_nodes(nodes))

@@ -11,7 +11,7 @@ from typing import Any
 
 from extender.cluster.state import ClusterState
 from extender.scheduler.queueing import ACTIVE, UNSCHEDULABLE, SchedulingQueue
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.helpers import Clock
 from tests.policy.builders import node_dict
 from tests.scheduler.conftest import standalone_profile
