@@ -18,7 +18,7 @@ COMMANDS = {
     "serve": "extender.cli.serve:serve",
     "schedule": "extender.cli.schedule:schedule",
     "check": "extender.cli.check:check",
-    "explain": "extender.cli.explain:explain",
+    "explain": "extender.cli.explain_command:explain",
     "simulate": "extender.cli.simulate:simulate",
 }
 
