@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.dynamic_resources import DynamicResources, DynamicResourcesScore
@@ -32,6 +31,7 @@ from extender.policy.builtin.load_aware import (
     NodeLoad,
     TargetLoadPacking,
 )
+from extender.policy.builtin.node_affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.node_features import NodeDeclaredFeatures
 from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady
