@@ -1,4 +1,4 @@
-"""The `extender` command: serve, schedule, check, explain, simulate.
+"""The extender command: serve, schedule, check, explain (explain_command), simulate.
 
 Subcommands are imported only when invoked (as Flask loads its plugin commands):
 `serve` must set up Prometheus' multiprocess directory before anything imports
