@@ -96,22 +96,15 @@ def _documents(path: Path) -> list[Any]:
 
 def _read_file(path: Path, snapshot: Snapshot) -> None:
     documents = _documents(path)
+    lists = {"Node": snapshot.nodes, "Pod": snapshot.pods, "Namespace": snapshot.namespaces,
+             "PodDisruptionBudget": snapshot.budgets, "NodeMetrics": snapshot.node_metrics,
+             "PodGroup": snapshot.pod_groups}
     for index, document in enumerate(documents):
         list_kind = str(document.get("kind", "")) if isinstance(document, Mapping) else ""
         for obj in _objects(document, f"{path} document {index}"):
             kind = _kind(obj, list_kind)
-            if kind == "Node":
-                snapshot.nodes.append(dict(obj))
-            elif kind == "Pod":
-                snapshot.pods.append(dict(obj))
-            elif kind == "Namespace":
-                snapshot.namespaces.append(dict(obj))
-            elif kind == "PodDisruptionBudget":
-                snapshot.budgets.append(dict(obj))
-            elif kind == "NodeMetrics":
-                snapshot.node_metrics.append(dict(obj))
-            elif kind == "PodGroup":
-                snapshot.pod_groups.append(dict(obj))
+            if kind in lists:
+                lists[kind].append(dict(obj))
             elif kind in KIND_NAMES:
                 snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
             elif kind in dra_store.KIND_NAMES:
