@@ -89,11 +89,15 @@ class QueueingHints:
             self._tables[key] = table
         return table
 
-    def wakes(self, resource: str, action: str | frozenset[str], obj: Any, *, unrefused: bool = True) -> Wakes:
+    def wakes(self, resource: str, action: str | frozenset[str], obj: Any, *, unrefused: bool = True) -> Wakes | None:
         """Whether `action` (or any of several, a node update's parts) on the object `obj` of
         `resource` may help a waiting pod: one refused by a plugin that says yes. A pod no
-        plugin refused (no node at all) moves when `unrefused`."""
+        plugin refused (no node at all) moves when `unrefused`. None when every plugin says yes
+        whatever the pod (a node added, for the built-ins): the queue then moves every waiting
+        pod without asking, as for an event without hints."""
         table = self.table(resource, frozenset((action,)) if isinstance(action, str) else action)
+        if unrefused and all(answer is True for answer in table.values()):
+            return None
 
         def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
             if not rejected_by:

@@ -28,20 +28,25 @@ PROFILE = "extender-scheduler"
 BUILT_INS = QueueingHints.of([Policy(filters=tuple(plugin() for plugin in (*FILTERS, *OPT_IN_FILTERS)))])
 
 
+def _hinted(wakes: Wakes | None) -> Wakes:
+    assert wakes is not None, "some built-in says no to this event"
+    return wakes
+
+
 def after_pod_deleted(deleted: Any) -> Wakes:
-    return BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, deleted)
+    return _hinted(BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, deleted))
 
 
 def after_pod_placed(added: Any) -> Wakes:
-    return BUILT_INS.wakes(enqueue.PODS, enqueue.ADD, added, unrefused=False)
+    return _hinted(BUILT_INS.wakes(enqueue.PODS, enqueue.ADD, added, unrefused=False))
 
 
 def after_storage_changed(resource: str, key: str) -> Wakes:
-    return BUILT_INS.wakes(resource, enqueue.UPDATE, key)
+    return _hinted(BUILT_INS.wakes(resource, enqueue.UPDATE, key))
 
 
 def after_node_updated(changed: frozenset[str]) -> Wakes:
-    return BUILT_INS.wakes(enqueue.NODES, changed, None)
+    return _hinted(BUILT_INS.wakes(enqueue.NODES, changed, None))
 
 
 def _ports(*ports: int) -> dict[str, Any]:
@@ -247,17 +252,29 @@ class _SilentFilter:
 def test_a_plugin_of_a_policys_own_is_asked_for_the_events_it_registered_and_a_silent_one_for_every_event() -> None:
     hints = QueueingHints.of([Policy(filters=(_ZonedFilter(), _SilentFilter()))])
     pod, zoned, silent = _waiting(), frozenset({"Zoned"}), frozenset({"Silent"})
-    relabelled = hints.wakes(enqueue.NODES, frozenset({enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT}),
-                             _node({"zone": "a"}))
+    relabelled = _hinted(hints.wakes(enqueue.NODES, frozenset({enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT}),
+                                     _node({"zone": "a"})))
     assert relabelled(pod, zoned)
-    assert not hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, _node({"zone": "b"}))(pod, zoned)
-    assert not hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_TAINT, _node({"zone": "a"}))(pod, zoned)
-    assert not hints.wakes(enqueue.PODS, enqueue.DELETE, _deleted())(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, _node({"zone": "b"})))(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_TAINT, _node({"zone": "a"})))(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.PODS, enqueue.DELETE, _deleted()))(pod, zoned)
     for resource, action in ((enqueue.PODS, enqueue.DELETE), (enqueue.NODES, enqueue.UPDATE_NODE_DEVICES),
                              (enqueue.RESOURCE_CLAIMS, enqueue.UPDATE), (enqueue.NAMESPACES, enqueue.UPDATE)):
-        assert hints.wakes(resource, action, None)(pod, silent)
-        assert hints.wakes(resource, action, None)(pod, zoned | silent)
+        assert _hinted(hints.wakes(resource, action, None))(pod, silent)
+        assert _hinted(hints.wakes(resource, action, None))(pod, zoned | silent)
+    assert hints.wakes(enqueue.PODS, enqueue.DELETE, None, unrefused=True) is not None  # Zoned says no
+    only_silent = QueueingHints.of([Policy(filters=(_SilentFilter(),))])
+    assert only_silent.wakes(enqueue.NODES, enqueue.ADD, None) is None  # all yes: every pod, unasked
+    assert only_silent.wakes(enqueue.NODES, enqueue.ADD, None, unrefused=False) is not None
+    assert only_silent.wakes(enqueue.PODS, enqueue.DELETE, None) is not None  # an unreadable node: no
 
 
 def _node(labels: dict[str, str]) -> NodeView:
     return NodeView.from_dict({"metadata": {"name": "n1", "labels": labels}, "status": {}})
+
+
+def test_every_built_in_filter_registers_a_node_added_so_it_moves_every_pod_unasked() -> None:
+    """A node added is a yes from each built-in (and the engine's unreadable-node refusal): the
+    queue moves every waiting pod without a hint per pod, as before hints (EventHandlingNodeAdd)."""
+    assert BUILT_INS.wakes(enqueue.NODES, enqueue.ADD, None) is None
+    assert BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, None) is not None
