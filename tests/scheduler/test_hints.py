@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from extender.cluster import listeners
+from extender.cluster import dra_store, listeners, volume_store
 from extender.cluster.state import ClusterState
 from extender.cluster.volume_store import CLAIMS, VOLUMES
 from extender.model.nodes import NodeView
@@ -278,3 +278,10 @@ def test_every_built_in_filter_registers_a_node_added_so_it_moves_every_pod_unas
     queue moves every waiting pod without a hint per pod, as before hints (EventHandlingNodeAdd)."""
     assert BUILT_INS.wakes(enqueue.NODES, enqueue.ADD, None) is None
     assert BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, None) is not None
+
+
+def test_the_stores_name_their_kinds_as_the_registrations_do() -> None:
+    """The scheduler hands the storage and DRA stores' resource names to the hints as they are:
+    a store that named a kind otherwise would leave the pods its plugins refused unwoken."""
+    assert set(volume_store.KINDS) <= set(enqueue.STORAGE)
+    assert set(dra_store.RESOURCES) == set(enqueue.DRA)
