@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import yaml
 
-from extender.cluster import dra_store
+from extender.cluster import dra_store, kinds
 from extender.cluster.state import ClusterState
 from extender.cluster.volume_store import KIND_NAMES
 from extender.errors import ClusterError
@@ -41,8 +41,7 @@ SUFFIXES = (".yaml", ".yml", ".json")
 class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
-    namespaces: list[dict[str, Any]] = field(default_factory=list)
-    budgets: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> a keyed kind's objects
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
     pod_groups: list[dict[str, Any]] = field(default_factory=list)  # either API; parsed by their reader
@@ -96,9 +95,9 @@ def _documents(path: Path) -> list[Any]:
 
 def _read_file(path: Path, snapshot: Snapshot) -> None:
     documents = _documents(path)
-    lists = {"Node": snapshot.nodes, "Pod": snapshot.pods, "Namespace": snapshot.namespaces,
-             "PodDisruptionBudget": snapshot.budgets, "NodeMetrics": snapshot.node_metrics,
-             "PodGroup": snapshot.pod_groups}
+    lists = {"Node": snapshot.nodes, "Pod": snapshot.pods, "NodeMetrics": snapshot.node_metrics,
+             "PodGroup": snapshot.pod_groups,
+             **{kind.kind: snapshot.kinds.setdefault(kind.resource, []) for kind in kinds.KINDS}}
     for index, document in enumerate(documents):
         list_kind = str(document.get("kind", "")) if isinstance(document, Mapping) else ""
         for obj in _objects(document, f"{path} document {index}"):
@@ -127,8 +126,8 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
-    state.namespaces.replace(snapshot.namespaces)
-    state.budgets.replace(snapshot.budgets)
+    for resource, store in state.kind_stores.items():
+        store.replace(snapshot.kinds.get(resource, ()))
     for resource, objects in snapshot.storage.items():
         state.volumes.replace(resource, objects)
     for resource, objects in snapshot.dra.items():

@@ -83,6 +83,10 @@ class ClusterView(Protocol):
 
     def disruption_budgets(self) -> Sequence[DisruptionBudget]: ...
 
+    def kind_objects(self, resource: str) -> Mapping[str, Any]:
+        """The objects of a keyed kind (cluster/kinds.py) by key, as its parser made them; empty
+        for a kind not declared. The reader a plugin of a newly watched kind needs."""
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` cached while node labels and taints do not change."""
 
@@ -157,6 +161,9 @@ class _EmptyCluster:
 
     def disruption_budgets(self) -> Sequence[DisruptionBudget]:
         return ()
+
+    def kind_objects(self, resource: str) -> Mapping[str, Any]:
+        return {}
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         return compute()

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from extender import metrics
-from extender.cluster import listeners
+from extender.cluster import kinds, listeners
 from extender.cluster.dra_store import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
 from extender.cluster.volume_store import STORAGE_CHANGED
@@ -57,10 +57,10 @@ from extender.usage.service import UsageService
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.2
-# Long-lived streams besides the pending-pod watches (one per profile): nodes, pods,
-# namespaces, PodDisruptionBudgets and the storage kinds; plus the lease, the usage source,
+# Long-lived streams besides the pending-pod watches (one per profile): nodes, pods, the
+# keyed kinds (cluster/kinds.py) and the storage kinds; plus the lease, the usage source,
 # the volume waits (each polls once a second, so only a few at once) and a margin.
-_WATCHES = 4 + len(STORAGE_PATHS)
+_WATCHES = 2 + len(kinds.watched_in(kinds.STANDALONE)) + len(STORAGE_PATHS)
 _OTHER_CONNECTIONS = 12
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
@@ -125,7 +125,7 @@ class Scheduler:
         self.state.nominator.tracking = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
-            source = KubeSource(self.state, api_client, watch_budgets=True, dra_kinds=dra_source.ALL, **options)
+            source = KubeSource(self.state, api_client, mode=kinds.STANDALONE, dra_kinds=dra_source.ALL, **options)
         self.source = source
         if binder is None:
             binder = KubeBinder(api_client, self.state)
@@ -430,8 +430,11 @@ class Scheduler:
             self._move(event, enqueue.PODS, enqueue.UPDATE_POD_LABEL, obj, unrefused=False)
         elif event == listeners.POD_SCALED_DOWN:
             self._move(event, enqueue.PODS, enqueue.UPDATE_POD_SCALE_DOWN, obj, unrefused=False)
-        elif event == listeners.NAMESPACE_CHANGED:
-            self._move(event, enqueue.NAMESPACES, enqueue.UPDATE, obj, unrefused=False)
+        elif event == listeners.KIND_CHANGED:
+            resource, key = obj
+            watched = kinds.BY_RESOURCE.get(resource)
+            if watched is not None and watched.event is not None:  # the resource its filters registered for
+                self._move(event, watched.event, enqueue.UPDATE, key, unrefused=False)
         elif event == STORAGE_CHANGED:
             resource, key = obj
             self._move(event, resource, enqueue.UPDATE, key)
