@@ -59,6 +59,7 @@ class QueueingHints:
         self._registered = {name: None if events is None else tuple(events) for name, events in registered.items()}
         # Filled on first use, from the watch threads: a race only builds an equal table twice.
         self._tables: dict[tuple[str, frozenset[str]], dict[str, Answer]] = {}
+        self._split: dict[tuple[str, frozenset[str]], _Split] = {}
 
     @classmethod
     def of(cls, policies: Iterable[Policy]) -> QueueingHints:
@@ -95,20 +96,45 @@ class QueueingHints:
         plugin refused (no node at all) moves when `unrefused`. None when every plugin says yes
         whatever the pod (a node added, for the built-ins): the queue then moves every waiting
         pod without asking, as for an event without hints."""
-        table = self.table(resource, frozenset((action,)) if isinstance(action, str) else action)
-        if unrefused and all(answer is True for answer in table.values()):
+        key = (resource, frozenset((action,)) if isinstance(action, str) else action)
+        split = self._split.get(key)
+        if split is None:
+            split = self._split[key] = _Split.of(self.table(*key))
+        if unrefused and split.all_yes:
             return None
+        yes, no, ask = split.yes, split.no, split.ask
 
         def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
+            # Set operations first (C loops: this runs for every waiting pod on every event).
             if not rejected_by:
                 return unrefused
-            for plugin in rejected_by:
-                answer = table.get(plugin, True)
-                if answer is True or answer is not False and any(hint(pod, obj) for hint in answer):
-                    return True
+            if not yes.isdisjoint(rejected_by):
+                return True
+            if rejected_by <= no:
+                return False
+            for plugin in rejected_by - no:
+                hints = ask.get(plugin)
+                if hints is None or any(hint(pod, obj) for hint in hints):
+                    return True  # a name no policy knows (reloaded since), or its hint says yes
             return False
 
         return wakes
+
+
+class _Split:
+    """One event's table as sets: the plugins that say yes, those that say no, those to ask."""
+
+    __slots__ = ("all_yes", "ask", "no", "yes")
+
+    def __init__(self, yes: frozenset[str], no: frozenset[str], ask: dict[str, tuple[Hint, ...]]) -> None:
+        self.yes, self.no, self.ask = yes, no, ask
+        self.all_yes = not no and not ask
+
+    @classmethod
+    def of(cls, table: Mapping[str, Answer]) -> _Split:
+        return cls(frozenset(name for name, answer in table.items() if answer is True),
+                   frozenset(name for name, answer in table.items() if answer is False),
+                   {name: answer for name, answer in table.items() if isinstance(answer, tuple)})
 
 
 __all__ = ["Answer", "QueueingHints"]
