@@ -25,7 +25,7 @@ from extender.scheduler.profiles import Profile
 from extender.scheduler.queueing import ACTIVE, UNSCHEDULABLE, SchedulingQueue
 from extender.scheduler.standalone import Scheduler
 from tests.helpers import Clock
-from tests.scheduler.test_queueing import PROFILE, pod
+from tests.scheduler.test_queueing import PROFILE, refused
 
 PRIORITY_CLASSES = "priorityclasses"
 
@@ -96,12 +96,7 @@ def test_its_changes_wake_the_pods_a_filter_registered_for_it_refused(declared: 
     profile = Profile.from_engine(PROFILE, Engine(Policy(filters=(_ClassFilter(),))))
     scheduler = Scheduler(None, [profile], state=state, queue=queue, binder=object())
     state.listeners.add(scheduler._on_cluster_event)  # what start() does, without the threads
-    for name, plugin in (("classy", "ClassFilter"), ("other", "SomeonesOwnPlugin")):
-        queue.add(pod(name), PROFILE)
-        entry = queue.pop(timeout=0)
-        assert entry is not None
-        entry.rejected_by = frozenset({plugin})
-        queue.requeue_unschedulable(entry)
+    refused(queue, {"classy": "ClassFilter", "other": "SomeonesOwnPlugin"})
     clock.now += 60
     state.namespaces.upsert({"metadata": {"name": "team-a", "labels": {"a": "b"}}})
     assert queue.where("default/classy") == UNSCHEDULABLE  # ClassFilter did not register namespaces
