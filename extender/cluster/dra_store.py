@@ -358,9 +358,10 @@ class DraStore:
 
     def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]], previous: ResourceClaim | None = None
                 ) -> list[Any]:
-        parse: Callable[[Mapping[str, Any]], Any] = {
+        parsers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse, TAINT_RULES: DeviceTaintRule.parse,
-            CLAIMS: partial(ResourceClaim.parse, previous=previous)}[resource]
+            CLAIMS: partial(ResourceClaim.parse, previous=previous)}
+        parse = parsers[resource]
         parsed = []
         for raw in raws:
             try:

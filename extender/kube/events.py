@@ -21,6 +21,7 @@ from kubernetes import client as k8s_client
 
 from extender.errors import ClusterError
 from extender.kube import client as kube_client
+from extender.model.fields import metadata_of
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def _event_name(pod_name: str) -> str:
 
 
 def _pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else pod
+    meta = metadata_of(pod) if "metadata" in pod else pod
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
 

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from extender import metrics
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.kube import client as kube_client
+from extender.model.fields import metadata_of
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ class LeaderElector:
 
     def _observe(self, lease: dict[str, Any], spec: dict[str, Any]) -> None:
         """Remember when the record last changed, on our clock (client-go's observedTime)."""
-        meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+        meta = metadata_of(lease)
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"),
                   spec.get("leaseDurationSeconds"), spec.get("leaseTransitions"))
         if record != self._observed:
