@@ -19,9 +19,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-Rows = list[dict[str, Any]]
+from bench.tables import Rows, print_table
 
 
 def _engine(quick: bool) -> Rows:
@@ -116,20 +115,6 @@ PARTS: dict[str, Callable[[bool], Rows]] = {
 # Not in the default set: matrix takes long, e2e needs KUBEBUILDER_ASSETS (it says so and
 # returns nothing without them).
 EXTRA: dict[str, Callable[[bool], Rows]] = {"matrix": _matrix, "e2e": _e2e}
-
-
-def print_table(title: str, rows: Rows) -> None:
-    if not rows:
-        return
-    columns: list[str] = []
-    for row in rows:
-        columns += [key for key in row if key not in columns]
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print(f"\n== {title}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def main(argv: list[str] | None = None) -> int:

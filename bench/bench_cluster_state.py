@@ -88,7 +88,7 @@ def child_state(nodes: int, pods: int, slim: bool, trace: bool) -> dict[str, Any
     from objects import claim_count
 
     from extender.cluster.state import ClusterState
-    from extender.cluster.volumes import CLAIMS, VOLUMES
+    from extender.cluster.volume_store import CLAIMS, VOLUMES
     from extender.kube.source import slim_node
 
     gc.collect()

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.cluster import dra  # noqa: E402
+from extender.cluster import dra_store  # noqa: E402
 from extender.cluster.state import ClusterState  # noqa: E402
 from extender.dra.allocator import NodeAllocation, allocate  # noqa: E402
 from extender.dra.objects import ResourceClaim  # noqa: E402
@@ -102,11 +102,11 @@ def cluster(nodes: int) -> ClusterState:
     state.replace_nodes([_node(n) for n in names])
     state.replace_pods([])
     state.namespaces.replace([])
-    state.dra_store.replace(dra.CLASSES, [{"metadata": {"name": "gpu"}, "spec": {
+    state.dra_store.replace(dra_store.CLASSES, [{"metadata": {"name": "gpu"}, "spec": {
         "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}])
-    state.dra_store.replace(dra.SLICES, [_slice(n, i) for i, n in enumerate(names)])
+    state.dra_store.replace(dra_store.SLICES, [_slice(n, i) for i, n in enumerate(names)])
     claims = [_held(n) for n in names] + [c for c in POD_CLAIMS.values() if c is not None]
-    state.dra_store.replace(dra.CLAIMS, claims)
+    state.dra_store.replace(dra_store.CLAIMS, claims)
     return state
 
 

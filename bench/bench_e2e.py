@@ -71,6 +71,8 @@ from typing import Any
 import orjson
 import requests
 
+from bench.tables import print_table
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -557,8 +559,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="sample each extender with py-spy (GIL holder) into DIR/<setup>.txt")
     options = parser.parse_args(argv)
-    from bench.__main__ import print_table
-
     if options.py_spy is not None:
         options.py_spy.mkdir(parents=True, exist_ok=True)
     print_table("e2e", run(options.nodes, options.pods, options.repeat, only=options.only,

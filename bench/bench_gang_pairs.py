@@ -200,7 +200,7 @@ def run(pairs: int = 8, fours: int = 4, hold: float = 20.0, workers: int = 1, se
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.__main__ import print_table
+    from bench.tables import print_table
 
     parser = argparse.ArgumentParser(prog="python -m bench gang-pairs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=8, help="rounds of two competing gangs")

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_e2e import _sampled, process_tree_cpu
+from bench.tables import print_table
 
 GATES = "GenericWorkload=true,GangScheduling=true"
 APISERVER_ARGS = (f"--feature-gates={GATES}", "--runtime-config=scheduling.k8s.io/v1alpha2=true")
@@ -348,7 +349,7 @@ def engine_once(nodes: int, pods: int, gangs: bool, waiting: int = 1000) -> dict
     from extender.policy.engine import Engine
     from extender.scheduler import queueing
     from extender.scheduler.profiles import Profile
-    from extender.scheduler.scheduler import Scheduler
+    from extender.scheduler.standalone import Scheduler
 
     state = ClusterState()
     state.replace_nodes(_engine_nodes(nodes))
@@ -448,8 +449,6 @@ def main(argv: list[str] | None = None) -> int:
         for row in [*cluster, *compared, *engine]:
             print(json.dumps(row))
         return 0
-    from bench.__main__ import print_table
-
     print_table(f"gang-scale: {options.members} members on {options.nodes} nodes", cluster)
     print_table("gang-scale: ours / kube-scheduler (below 1: ours faster or smaller)", compared)
     print_table("gang-scale: engine cost for pods of no group, pod-group feature off and on", engine)

@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.tables import print_table
 from extender.gangs import ledger  # noqa: E402
 from extender.gangs.coordinator import GangCoordinator, Member  # noqa: E402
 from extender.gangs.fitting import fits_at_all  # noqa: E402
@@ -90,8 +91,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     options = parser.parse_args()
-    from bench.__main__ import print_table
-
     print_table("gangs", run(sizes=tuple(options.sizes)))
     return 0
 

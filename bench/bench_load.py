@@ -29,9 +29,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_engine import TARGET_US, make_cluster, make_incoming  # noqa: E402
+from bench.tables import print_table
 from extender.model.nodes import NodeInfo  # noqa: E402
 from extender.model.records import PodRecord  # noqa: E402
-from extender.model.usage import STDEV_OBSERVED, UsageSample, UsageTable  # noqa: E402
+from extender.model.usage_samples import STDEV_OBSERVED, UsageSample, UsageTable  # noqa: E402
 from extender.policy.builtin.load_aware import (  # noqa: E402
     LoadVariationRiskBalancing,
     NodeLoad,
@@ -164,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,5000", help="comma-separated node counts")
     parser.add_argument("--runs", type=int, default=7, help="runs per figure (the median is shown)")
     options = parser.parse_args(argv)
-    from bench.__main__ import print_table
-
     print_table("load-aware plugins", run([int(s) for s in options.sizes.split(",") if s], options.runs))
     return 0
 

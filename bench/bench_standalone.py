@@ -98,7 +98,7 @@ def end_to_end(kubeconfig: str, pods: int, *, parallel_binds: int = 16, profile:
     from extender.policy.defaults import default_policy
     from extender.policy.engine import Engine
     from extender.scheduler.profiles import Profile
-    from extender.scheduler.scheduler import Scheduler
+    from extender.scheduler.standalone import Scheduler
 
     api_client = build_api_client(kubeconfig, pool_size=parallel_binds + 8)
     state = ClusterState()

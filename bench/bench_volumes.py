@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.cluster.snapshot import Snapshot, load_into  # noqa: E402
 from extender.cluster.state import ClusterState  # noqa: E402
-from extender.cluster.volumes import KIND_NAMES  # noqa: E402
+from extender.cluster.volume_store import KIND_NAMES  # noqa: E402
 from extender.cycle.pod import schedule_one  # noqa: E402
 from extender.model.pods import PodView  # noqa: E402
 from extender.policy.defaults import default_policy  # noqa: E402

@@ -45,7 +45,7 @@ class _ProcessId:
 
 
 if MULTIPROCESS:
-    values.ValueClass = values.MultiProcessValue(process_identifier=_ProcessId())
+    values.ValueClass = values.MultiProcessValue(process_identifier=_ProcessId())  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _NODE_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -195,6 +195,6 @@ def render() -> tuple[bytes, str]:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

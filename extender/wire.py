@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, pre_load, validates_schema
@@ -50,7 +50,13 @@ def _json_type(value: Any) -> str:
     )
 
 
-class JsonObject(fields.Field):
+if TYPE_CHECKING:  # marshmallow 4 makes Field generic; 3 (still allowed) does not subscript at run time
+    _Field = fields.Field[Any]
+else:
+    _Field = fields.Field
+
+
+class JsonObject(_Field):
     """Any JSON object, kept as the dict it is (a v1.Pod, a v1.Node)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
@@ -62,7 +68,7 @@ class JsonObject(fields.Field):
         return value
 
 
-class NodeListField(fields.Field):
+class NodeListField(_Field):
     """A v1.NodeList object, `{"metadata": {}, "items": [...]}`: never a bare array."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
@@ -82,7 +88,7 @@ class NodeListField(fields.Field):
         return value
 
 
-class NameList(fields.Field):
+class NameList(_Field):
     """A JSON array of strings, checked in one pass: fields.List(String) costs ~7 us per name,
     which is 35 ms for the 5000 names of a large node-cache request."""
 

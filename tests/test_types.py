@@ -1,7 +1,8 @@
 """The strict type check of the pure packages, as `make lint` runs it: CI runs only pytest.
 
 mypy checks the packages `[tool.mypy]` in pyproject.toml names (the pure ones: model, dra, policy,
-gangs and cycle; strict, with what they import), from the repository root so that it reads that configuration and
+gangs and cycle, and the adapters cluster, kube, usage, explain, simulation, checks and scheduler;
+strict, with what they import), from the repository root so that it reads that configuration and
 keeps its cache in .mypy_cache (a warm run takes under a second, a cold one a few).
 """
 
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STRICT_PACKAGES = ["extender.model", "extender.dra", "extender.policy", "extender.gangs", "extender.cycle"]
+STRICT_PACKAGES = ["extender.model", "extender.dra", "extender.policy", "extender.gangs", "extender.cycle",
+                   "extender.cluster", "extender.kube", "extender.usage", "extender.explain", "extender.simulation",
+                   "extender.checks", "extender.scheduler"]
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
                                 reason="mypy is not installed (pip install -e '.[test]')")

@@ -30,14 +30,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bench.chaos.records import Run, Violation, key, node_of, replay, terminal, uid
 from extender.errors import InvalidObject, QuantityError
 from extender.model.quantities import parse_quantity
 from extender.model.selectors import parse_node_selector_term
-
-if TYPE_CHECKING:
-    from bench.chaos.checker import Run, Violation
 
 Obj = Mapping[str, Any]
 DeviceKey = tuple[str, str, str]  # driver, pool, device
@@ -171,7 +169,6 @@ def _holders(held: Mapping[str, Obj]) -> dict[DeviceKey, list[tuple[str, Obj]]]:
 def device_twice(run: Run) -> list[Violation]:
     """One device in two allocated claims at one moment (or twice in one claim), shares of a
     device that takes several allocations and admin access apart."""
-    from bench.chaos.checker import Violation
 
     inventory = Inventory.from_slices(run.resource_slices)
     reported: set[DeviceKey] = set()
@@ -198,7 +195,6 @@ def device_twice(run: Run) -> list[Violation]:
 def device_over_capacity(run: Run) -> list[Violation]:
     """The shares of one device (consumed capacity of each result with a shareID) adding up
     past the device's capacity at some moment."""
-    from bench.chaos.checker import Violation
 
     inventory = Inventory.from_slices(run.resource_slices)
     reported: set[tuple[DeviceKey, str]] = set()
@@ -225,7 +221,6 @@ def device_over_capacity(run: Run) -> list[Violation]:
 def counters_over(run: Run) -> list[Violation]:
     """A pool's counter set consumed past its counters by the devices allocated at some moment
     (a device counts once, however many shares of it are allocated)."""
-    from bench.chaos.checker import Violation
 
     inventory = Inventory.from_slices(run.resource_slices)
     reported: set[tuple[str, str, str, str]] = set()
@@ -257,7 +252,6 @@ def tainted_devices_allocated(run: Run) -> list[Violation]:
     (``Run.device_taints``, the injector's windows; allocations written up to ``spread_slack``
     seconds after the taint are excused: the scheduler may not have seen it yet). An allocation
     made before the taint stays, as in kube-scheduler (docs/dra.md)."""
-    from bench.chaos.checker import Violation
 
     found = []
     previous: dict[str, list[Obj]] = {}
@@ -324,7 +318,6 @@ def _problem(claim: Obj | None, name: str, pod_uid: str, node: Obj) -> str:
 def pods_without_claims(run: Run) -> list[Violation]:
     """A bound pod whose claims were not allocated on its node and reserved for it by its bind
     (``spread_slack`` seconds later at most), or are not at the end while it is still bound."""
-    from bench.chaos.checker import Violation, key, node_of, replay, terminal, uid
 
     nodes = {n["metadata"]["name"]: n for n in run.nodes}
     versions: dict[str, list[tuple[float, Obj | None]]] = defaultdict(list)  # ns/name -> (at, claim or None)
@@ -369,7 +362,6 @@ def settled_claims(run: Run) -> list[Violation]:
     """At the end (read after the quiet grace): a claim reserved for a pod that is gone (or
     done), an allocated claim no live pod uses and no live pod owns (a leak: its devices are
     lost), a claim being deleted that still has its finalizer."""
-    from bench.chaos.checker import Violation, terminal, uid
 
     live = {uid(p): p for p in run.pods if not terminal(p)}
     used: set[str] = set()

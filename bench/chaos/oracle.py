@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from extender.cluster.snapshot import Snapshot
-from extender.cluster.volumes import KIND_NAMES
+from extender.cluster.volume_store import KIND_NAMES
 from extender.policy.engine import Policy
 from extender.policy.loading import load_policy_file
 from extender.simulation.simulating import simulate

@@ -38,6 +38,7 @@ from bench.bench_e2e import _sampled
 from bench.scheduler_perf import corpus, invariants, schedulers
 from bench.scheduler_perf.executor import Executor, WorkloadFailed
 from bench.scheduler_perf.informer import ClaimWatch, PodCache, ThroughputCollector
+from bench.tables import print_table
 
 
 def _throughput(collectors: list[ThroughputCollector]) -> dict[str, float] | None:
@@ -288,6 +289,4 @@ def _print(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
         for row in rows:
             print(json.dumps(row))
         return
-    from bench.__main__ import print_table
-
     print_table(title, rows)

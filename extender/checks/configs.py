@@ -24,11 +24,11 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import UnionType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import yaml
-from marshmallow import ValidationError, fields
+from marshmallow import Schema, ValidationError, fields
 
 from extender.errors import PolicyError
 from extender.model.devices import PREFIX, RESOURCES
@@ -99,7 +99,15 @@ def parse_go_duration(text: str) -> float:
     return sign * total
 
 
-class _Go(fields.Field):
+if TYPE_CHECKING:  # marshmallow 4 makes fields generic; 3 (still allowed) does not subscript at run time
+    _Field = fields.Field[Any]
+    _ListField = fields.List[Any]
+else:
+    _Field = fields.Field
+    _ListField = fields.List
+
+
+class _Go(_Field):
     """A Go scalar decoded strictly: only JSON values of its kind (never a bool for a number); null is
     the zero value, as in Go."""
 
@@ -158,18 +166,18 @@ class _Struct(schemas.Strict):
         return "unknown field" + (f" (did you mean {close[0]!r}? field names are case-sensitive)" if close else "")
 
 
-class _List(fields.List):
+class _List(_ListField):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         if not isinstance(value, list):
             raise ValidationError(f"must be a list, not {schemas.type_name(value)}")
         return super()._deserialize(value, attr, data, **kwargs)
 
 
-def _one(struct: type[_Struct]) -> fields.Field:
+def _one(struct: type[Schema]) -> _Field:
     return fields.Nested(struct, allow_none=True)
 
 
-def _many(struct: type[_Struct]) -> fields.Field:
+def _many(struct: type[Schema]) -> _Field:
     return _List(fields.Nested(struct, allow_none=True), allow_none=True)
 
 
@@ -284,7 +292,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     for key_node, _ in node.value:
         if not isinstance(key_node, yaml.ScalarNode):
             continue  # complex keys are reported as unknown fields later
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             loader.duplicates.append(
                 f"line {key_node.start_mark.line + 1}: duplicate field {key!r}"
@@ -300,10 +308,10 @@ def _load_yaml(text: str) -> tuple[Any, Problems]:
     loader = _StrictLoader(text)
     loader.duplicates = []
     try:
-        if not loader.check_node():  # type: ignore[no-untyped-call]
+        if not loader.check_node():
             return None, ["(top level): the file is empty"]
-        document = loader.get_data()  # type: ignore[no-untyped-call]
-        if loader.check_node():  # type: ignore[no-untyped-call]
+        document = loader.get_data()
+        if loader.check_node():
             return None, ["(top level): more than one YAML document; kube-scheduler reads one"]
     except yaml.YAMLError as exc:
         return None, [f"not valid YAML: {exc}"]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from extender.cluster import kinds
+
 __all__ = [
     "DEFAULT_NAMESPACE",
     "MODES",
@@ -119,7 +121,10 @@ def required_permissions(
     # Cluster state: every node, and every pod (to know what each node already runs).
     perms += _verbs(_READ, "pods", "watch pods to know each node's load and the pending pods")
     perms += _verbs(_READ, "nodes", "watch nodes to know capacity, labels, taints, readiness")
-    perms += _verbs(_READ, "namespaces", "watch namespace labels for pod affinity namespaceSelectors")
+    # The keyed kinds this mode watches, as cluster/kinds.py declares them (namespaces' labels;
+    # PodDisruptionBudgets for the standalone scheduler's preemption).
+    for kind in kinds.watched_in(mode):
+        perms += _verbs(_READ, kind.resource, kind.why, group=kind.group)
     # Node usage from metrics-server for the load-aware plugins (settings.usage). Granted in every
     # mode, not only when a policy uses them: a policy reload can turn them on at any time, and
     # the preflight runs once, at start-up. Read-only, and only aggregate node figures.
@@ -161,8 +166,6 @@ def required_permissions(
         perms.append(Permission("patch", "pods", why="annotate pod-group members refused while their group was "
                                 "incomplete, once it is, so that kube-scheduler retries them"))
     if mode == "standalone":
-        perms += _verbs(_READ, "poddisruptionbudgets", "respect disruption budgets when preempting",
-                        group="policy")
         perms.append(Permission("delete", "pods", why="evict lower-priority pods to make room (preemption)"))
         # VolumeBinding's bind step: a PV's claimRef, a claim's selected-node annotation.
         perms.append(Permission("update", "persistentvolumes", why="reserve a PersistentVolume for a claim"))

@@ -1,4 +1,4 @@
-"""The `extender` command: serve, schedule, check, explain, simulate, replay.
+"""The extender command: serve, schedule, check, explain (explain_command), simulate, replay.
 
 Subcommands are imported only when invoked (as Flask loads its plugin commands):
 `serve` must set up Prometheus' multiprocess directory before anything imports
@@ -18,7 +18,7 @@ COMMANDS = {
     "serve": "extender.cli.serve:serve",
     "schedule": "extender.cli.schedule:schedule",
     "check": "extender.cli.check:check",
-    "explain": "extender.cli.explain:explain",
+    "explain": "extender.cli.explain_command:explain",
     "simulate": "extender.cli.simulate:simulate",
     "replay": "extender.cli.replay:replay",
 }

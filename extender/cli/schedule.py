@@ -156,7 +156,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.kube.client import build_api_client
     from extender.scheduler.health import HealthServer
     from extender.scheduler.leader import LeaderElector
-    from extender.scheduler.scheduler import Scheduler, connections_needed
+    from extender.scheduler.standalone import Scheduler, connections_needed
     from extender.startup import fail, reach_api_server, tune_gc
 
     setup_logging(log_format, log_level)

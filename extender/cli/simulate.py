@@ -11,7 +11,7 @@ import json
 
 import click
 
-from extender.cli.explain import policy_from_option
+from extender.cli.explain_command import policy_from_option
 from extender.cluster.snapshot import read_snapshot
 from extender.errors import ExtenderError
 

@@ -90,7 +90,7 @@ class DeviceUsage:
                 if not holders:
                     del self._holders[old.node_name]
             touched.add(old.node_name)
-            if not new_holds or new.node_name != old.node_name or ident_of(new) != ident_of(old):  # type: ignore[union-attr]
+            if new is None or not new_holds or new.node_name != old.node_name or ident_of(new) != ident_of(old):
                 self._remember(self._gone, old.node_name, ident_of(old))
         if new_holds:
             assert new is not None and new.devices is not None

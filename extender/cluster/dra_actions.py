@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from extender.cluster import dra, prebinding
+from extender.cluster import dra_store, prebinding
 from extender.cluster.state import ClusterState
 from extender.dra.binding_conditions import pod_readiness
 from extender.errors import ClusterError
@@ -80,7 +80,7 @@ def create_extended_claim_in_memory(state: ClusterState, action: CreateExtendedC
     meta["name"] = f"{meta.pop('generateName')}{serial:05d}"
     meta["uid"] = f"in-memory-claim-{serial}"
     meta["resourceVersion"] = "1"
-    if not state.dra_store.upsert(dra.CLAIMS, raw):
+    if not state.dra_store.upsert(dra_store.CLAIMS, raw):
         raise ClusterError(f"the claim for the extended resources of pod {action.pod.name} could not be stored",
                            reason="resource-claim")
     bind_claim_in_memory(state, action.bind(raw))
@@ -89,11 +89,11 @@ def create_extended_claim_in_memory(state: ClusterState, action: CreateExtendedC
 def delete_extended_claim_in_memory(state: ClusterState, action: DeleteExtendedClaim) -> None:
     claim = state.dra_store.extended_claim_of(action.pod_uid)
     if claim is not None:
-        state.dra_store.delete(dra.CLAIMS, claim.key)
+        state.dra_store.delete(dra_store.CLAIMS, claim.key)
 
 
 def delete_claim_in_memory(state: ClusterState, action: DeleteClaim) -> None:
-    state.dra_store.delete(dra.CLAIMS, f"{action.namespace}/{action.name}")
+    state.dra_store.delete(dra_store.CLAIMS, f"{action.namespace}/{action.name}")
 
 
 def await_binding_conditions_in_memory(state: ClusterState, action: AwaitBindingConditions) -> None:

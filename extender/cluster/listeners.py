@@ -29,7 +29,9 @@ POD_RELABELED = "pod-relabeled"
 # A full pod list replaced the pods (obj: every pod record listed). Its deletions come as
 # POD_DELETED; the pods it brought or changed come only here, in one event.
 PODS_LISTED = "pods-listed"
-NAMESPACE_CHANGED = "namespace-changed"
+# An object of a keyed kind (cluster/kinds.py) changed: obj is (its resource, its key; "" for a
+# full list). Namespaces' labels, PodDisruptionBudgets.
+KIND_CHANGED = "kind-changed"
 Listener = Callable[[str, Any], None]
 
 

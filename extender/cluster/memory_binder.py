@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from extender.cluster import dra_actions, prebinding, volume_actions
+from extender.cluster import dra_actions, prebinding, volume_handlers
 from extender.cluster.state import ClusterState
 from extender.errors import ConflictError, NotFoundError
 from extender.model.devices import LedgerClaim
@@ -21,7 +21,7 @@ from extender.model.devices import LedgerClaim
 def in_memory_actions(state: ClusterState) -> dict[type, prebinding.Handler]:
     """Every bind-time action applied to `state`: one in-memory cluster, one process, so the
     device shares claimed in the state already arbitrate and a LedgerClaim needs nothing more."""
-    return {**volume_actions.in_memory_handlers(state), **dra_actions.in_memory_handlers(state),
+    return {**volume_handlers.in_memory_handlers(state), **dra_actions.in_memory_handlers(state),
             LedgerClaim: lambda claim: None}
 
 

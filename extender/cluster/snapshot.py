@@ -13,7 +13,7 @@ for the load-aware plugins. PodGroups (`scheduling.k8s.io/v1alpha2` and Coschedu
 -A -o yaml`) give simulate the pod groups its members are placed with (docs/gangs.md).
 DeviceClasses, ResourceSlices and ResourceClaims (`kubectl get
 deviceclasses,resourceslices,resourceclaims -A -o yaml`) give the DynamicResources plugin
-the devices and claims of dynamic resource allocation (docs/dra.md).
+the devices and claims of dynamic resource allocation (docs/dra_store.md).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 import orjson
 import yaml
 
-from extender.cluster import dra
+from extender.cluster import dra_store, kinds
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import KIND_NAMES
+from extender.cluster.volume_store import KIND_NAMES
 from extender.errors import ClusterError
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,7 @@ SUFFIXES = (".yaml", ".yml", ".json")
 class Snapshot:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
-    namespaces: list[dict[str, Any]] = field(default_factory=list)
-    budgets: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> a keyed kind's objects
     node_metrics: list[dict[str, Any]] = field(default_factory=list)
     storage: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # resource -> objects
     pod_groups: list[dict[str, Any]] = field(default_factory=list)  # either API; parsed by their reader
@@ -75,7 +74,7 @@ def _kind(obj: Mapping[str, Any], list_kind: str) -> str:
     kind = obj.get("kind")
     if kind:
         return str(kind)
-    if list_kind.endswith("List") and (list_kind[:-4] in KIND_NAMES or list_kind[:-4] in dra.KIND_NAMES):
+    if list_kind.endswith("List") and (list_kind[:-4] in KIND_NAMES or list_kind[:-4] in dra_store.KIND_NAMES):
         return list_kind[:-4]
     return {"NodeList": "Node", "PodList": "Pod", "NamespaceList": "Namespace",
             "NodeMetricsList": "NodeMetrics"}.get(list_kind, "")
@@ -96,26 +95,19 @@ def _documents(path: Path) -> list[Any]:
 
 def _read_file(path: Path, snapshot: Snapshot) -> None:
     documents = _documents(path)
+    lists = {"Node": snapshot.nodes, "Pod": snapshot.pods, "NodeMetrics": snapshot.node_metrics,
+             "PodGroup": snapshot.pod_groups,
+             **{kind.kind: snapshot.kinds.setdefault(kind.resource, []) for kind in kinds.KINDS}}
     for index, document in enumerate(documents):
         list_kind = str(document.get("kind", "")) if isinstance(document, Mapping) else ""
         for obj in _objects(document, f"{path} document {index}"):
             kind = _kind(obj, list_kind)
-            if kind == "Node":
-                snapshot.nodes.append(dict(obj))
-            elif kind == "Pod":
-                snapshot.pods.append(dict(obj))
-            elif kind == "Namespace":
-                snapshot.namespaces.append(dict(obj))
-            elif kind == "PodDisruptionBudget":
-                snapshot.budgets.append(dict(obj))
-            elif kind == "NodeMetrics":
-                snapshot.node_metrics.append(dict(obj))
-            elif kind == "PodGroup":
-                snapshot.pod_groups.append(dict(obj))
+            if kind in lists:
+                lists[kind].append(dict(obj))
             elif kind in KIND_NAMES:
                 snapshot.storage.setdefault(KIND_NAMES[kind], []).append(dict(obj))
-            elif kind in dra.KIND_NAMES:
-                snapshot.dra.setdefault(dra.KIND_NAMES[kind], []).append(dict(obj))
+            elif kind in dra_store.KIND_NAMES:
+                snapshot.dra.setdefault(dra_store.KIND_NAMES[kind], []).append(dict(obj))
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -134,8 +126,8 @@ def read_snapshot(path: str | Path) -> Snapshot:
 
 def load_into(state: ClusterState, snapshot: Snapshot) -> None:
     state.replace_nodes(snapshot.nodes)
-    state.namespaces.replace(snapshot.namespaces)
-    state.budgets.replace(snapshot.budgets)
+    for resource, store in state.kind_stores.items():
+        store.replace(snapshot.kinds.get(resource, ()))
     for resource, objects in snapshot.storage.items():
         state.volumes.replace(resource, objects)
     for resource, objects in snapshot.dra.items():

@@ -14,10 +14,10 @@ space; they expire after `assume_ttl` seconds if the watch never confirms them.
 plugins read); what kube-scheduler keeps apart is apart here too, as attributes:
 
     state.nominator    preemption's nominated pods           (cluster/nominator.py)
-    state.namespaces   namespaces' labels                    (cluster/objectstore.py)
-    state.budgets      PodDisruptionBudgets                  (cluster/objectstore.py)
-    state.volumes      claims, volumes, classes, CSI objects (cluster/volumes.py)
-    state.dra_store    DRA classes, slices, claims, in flight (cluster/dra.py)
+    state.namespaces   namespaces' labels                    (cluster/kinds.py: state.kind_stores)
+    state.budgets      PodDisruptionBudgets                  (cluster/kinds.py: state.kind_stores)
+    state.volumes      claims, volumes, classes, CSI objects (cluster/volume_store.py)
+    state.dra_store    DRA classes, slices, claims, in flight (cluster/dra_store.py)
     state.devices      shared-device use and claims          (cluster/deviceusage.py)
     state.listeners    who hears of each change              (cluster/listeners.py)
 
@@ -40,13 +40,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+from extender.cluster import kinds
 from extender.cluster.deviceusage import DeviceUsage
-from extender.cluster.dra import DraStore
+from extender.cluster.dra_store import DraStore
 from extender.cluster.gate import ServingGate
 from extender.cluster.listeners import (
-    NAMESPACE_CHANGED,
+    KIND_CHANGED,
     NODE_ADDED,
     NODE_DELETED,
     NODE_UPDATED,
@@ -60,13 +62,13 @@ from extender.cluster.listeners import (
     Listeners,
 )
 from extender.cluster.nominator import Nominator
-from extender.cluster.objectstore import ObjectStore, namespace_labels
+from extender.cluster.objectstore import ObjectStore
 from extender.cluster.podindex import PodIndex
 from extender.cluster.topologycounts import GroupCounts
-from extender.cluster.volumes import VolumeStore
+from extender.cluster.volume_store import VolumeStore
 from extender.errors import InvalidObject
 from extender.model.affinity import AffinityTerm, PodAffinity
-from extender.model.budgets import DisruptionBudget, budget_from_dict
+from extender.model.budgets import DisruptionBudget
 from extender.model.devices import NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import TERMINAL_PHASES, PodView
@@ -74,7 +76,7 @@ from extender.model.ports import HostPort
 from extender.model.records import PodRecord, devices_held, record_from_dict, record_from_view
 from extender.model.resources import Resources, add_into, subtract
 from extender.model.selectors import LabelSelector
-from extender.model.usage import EMPTY_USAGE, UsageTable
+from extender.model.usage_samples import EMPTY_USAGE, UsageTable
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +122,11 @@ class ClusterState:
         self._index = PodIndex()
         self.listeners = Listeners()
         self.nominator = Nominator()
-        self.namespaces: ObjectStore[dict[str, str]] = ObjectStore(
-            "namespace", namespace_labels, on_change=self._namespace_changed)
-        self.budgets: ObjectStore[DisruptionBudget] = ObjectStore(
-            "PodDisruptionBudget", _budget, on_change=lambda key: self._touch())
+        # The keyed kinds (cluster/kinds.py), by resource; each also under its reader's name.
+        self.kind_stores: dict[str, ObjectStore[Any]] = {
+            kind.resource: kind.new_store(partial(self._kind_changed, kind.resource)) for kind in kinds.KINDS}
+        self.namespaces: ObjectStore[dict[str, str]] = self.kind_stores[kinds.NAMESPACES.resource]
+        self.budgets: ObjectStore[DisruptionBudget] = self.kind_stores[kinds.BUDGETS.resource]
         # Device use follows every pod change (see extender.cluster.deviceusage); a change of a
         # node's use builds its NodeInfo again, as a change of its pods does.
         self.devices = DeviceUsage(claim_ttl=assume_ttl, clock=clock, on_change=self._invalidate)
@@ -145,13 +148,13 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        return (self.nodes_synced and self.pods_synced and self.namespaces.synced and self.budgets.synced
+        return (self.nodes_synced and self.pods_synced and all(store.synced for store in self.kind_stores.values())
                 and self.volumes.synced and self.dra_store.synced)
 
     @property
     def rejected_objects(self) -> int:
         """Objects skipped as unreadable, of every kind the state stores."""
-        return self._rejected + self.namespaces.rejected + self.budgets.rejected
+        return self._rejected + sum(store.rejected for store in self.kind_stores.values())
 
     def node_info(self, name: str) -> NodeInfo | None:
         if self._stale:
@@ -267,6 +270,11 @@ class ClusterState:
 
     def disruption_budgets(self) -> list[DisruptionBudget]:
         return self.budgets.values()
+
+    def kind_objects(self, resource: str) -> Mapping[str, Any]:
+        store = self.kind_stores.get(resource)
+        return store.items if store is not None else {}
+
     def storage(self) -> VolumeStore:
         """Claims, volumes, classes and CSI objects, for the volume plugins."""
         return self.volumes
@@ -397,9 +405,9 @@ class ClusterState:
         for name in previous.keys() - views.keys():
             self.listeners.notify(NODE_DELETED, previous[name])
 
-    def _namespace_changed(self, name: str) -> None:
+    def _kind_changed(self, resource: str, key: str) -> None:
         self._touch()
-        self.listeners.notify(NAMESPACE_CHANGED, name)
+        self.listeners.notify(KIND_CHANGED, (resource, key))
 
     def _touch(self) -> None:
         self.last_event = self._clock()
@@ -667,11 +675,6 @@ def _settle_heap() -> None:
     They are freed by reference counting as usual when replaced.
     """
     gc.freeze()
-
-
-def _budget(raw: Mapping[str, Any]) -> tuple[str, DisruptionBudget]:
-    budget = budget_from_dict(raw)
-    return budget.key, budget
 
 
 def _clear(view: NodeView) -> bool:

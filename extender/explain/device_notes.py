@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from extender.model.devices import DeviceRequest
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.builtin.devices import DeviceFit, pod_device_request
+from extender.policy.builtin.device_requests import pod_device_request
+from extender.policy.builtin.devices import DeviceFit
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 
 MAX_NODES = 50

@@ -17,7 +17,7 @@ from typing import Any
 
 from extender import wire
 from extender.explain.device_notes import device_notes
-from extender.explain.usage_lines import with_usage
+from extender.explain.usage_lines import UsageLines, usage_lines
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin.devices import DeviceFit
@@ -129,9 +129,17 @@ def explain_pod(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], *, clus
     order = [info.name for info in nodes] + list(unknown)
     notes = [*notes, *device_notes(pod, nodes, cluster, _device_fit(engine))]
     explanation = explain_decision(decision, policy=engine.policy.source, order=order, notes=notes)
-    explanation = with_usage(explanation, engine, pod, decision.scored,
-                             cluster if cluster is not None else EMPTY_CLUSTER)
-    return replace(explanation, preemption=preemption)
+    lines = usage_lines(engine, pod, decision.scored, cluster if cluster is not None else EMPTY_CLUSTER)
+    return replace(_with_usage(explanation, lines), preemption=preemption)
+
+
+def _with_usage(explanation: Explanation, lines: UsageLines | None) -> Explanation:
+    """The explanation with each row's usage line and score parts (unchanged without either)."""
+    if lines is None:
+        return explanation
+    rows = tuple(replace(row, usage=lines.usage(row.node), parts=lines.parts_of(row.node)) for row in explanation.rows)
+    notes = (*explanation.notes, lines.note) if lines.note else explanation.notes
+    return replace(explanation, rows=rows, notes=notes)
 
 
 def _device_fit(engine: Engine) -> DeviceFit | None:

@@ -1,6 +1,6 @@
 """Explain's view of node usage: each node's sample and its age, and the load scorers' score parts.
 
-Kept apart from explaining.py because it only matters to policies with load-aware
+Kept apart from explanation.py because it only matters to policies with load-aware
 plugins: a row gains `usage` ("cpu 62%, memory 40%; 12s old", or why there is no data:
 missing, stale, the source down) when a usage source runs, and `parts` (plugin -> how
 its number came about) for every scorer whose per-node function carries `explain(info)`.
@@ -9,16 +9,14 @@ its number came about) for every scorer whose per-node function carries `explain
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.model.usage_samples import UsageTable
 from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
-
-if TYPE_CHECKING:
-    from extender.explain.explanation import Explanation
+from extender.policy.plugins import explainer
 
 
 def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster: ClusterView
@@ -28,7 +26,7 @@ def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster
     for points, _ in engine.policy.scorer_points:
         if points.prescore is None:
             continue
-        explain = getattr(points.prescore(pod, cluster, nodes), "explain", None)
+        explain = explainer(points.prescore(pod, cluster, nodes))
         if explain is None:
             continue
         for info in nodes:
@@ -36,19 +34,32 @@ def score_parts(engine: Engine, pod: PodView, nodes: Sequence[NodeInfo], cluster
     return parts
 
 
-def with_usage(explanation: Explanation, engine: Engine, pod: PodView, scored: Sequence[NodeInfo],
-               cluster: ClusterView) -> Explanation:
-    """The explanation with each row's usage line and score parts (unchanged without a usage source)."""
+@dataclass(frozen=True, slots=True)
+class UsageLines:
+    """What explain adds to its rows: each node's usage line (when a usage source runs), its
+    scorers' parts, and a note when the source is not up."""
+
+    table: UsageTable
+    parts: dict[str, dict[str, str]]
+
+    def usage(self, node: str) -> str:
+        return self.table.describe(node) if self.table.source else ""
+
+    def parts_of(self, node: str) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.parts.get(node, {}).items()))
+
+    @property
+    def note(self) -> str:
+        table = self.table
+        if table.source and table.state and not table.state.startswith("up"):
+            return f"node usage source {table.source} is {table.state}"
+        return ""
+
+
+def usage_lines(engine: Engine, pod: PodView, scored: Sequence[NodeInfo], cluster: ClusterView) -> UsageLines | None:
+    """The usage lines and score parts for an explanation's rows, or None when there are neither."""
     table = cluster.node_usage()
     parts = score_parts(engine, pod, scored, cluster) if scored else {}
     if not table.source and not parts:
-        return explanation
-    rows = tuple(
-        replace(row, usage=table.describe(row.node) if table.source else "",
-                parts=tuple(sorted(parts.get(row.node, {}).items())))
-        for row in explanation.rows
-    )
-    notes = explanation.notes
-    if table.source and table.state and not table.state.startswith("up"):
-        notes = (*notes, f"node usage source {table.source} is {table.state}")
-    return replace(explanation, rows=rows, notes=notes)
+        return None
+    return UsageLines(table, parts)

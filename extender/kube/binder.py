@@ -19,7 +19,7 @@ from kubernetes import client as k8s_client
 from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, ConflictError, NotFoundError
-from extender.kube import claim_binding, deviceledger, volume_binding
+from extender.kube import claim_binding, deviceledger, volume_prebind
 from extender.kube import client as kube_client
 from extender.model.devices import LedgerClaim
 
@@ -76,7 +76,7 @@ def api_server_actions(api_client: Any) -> dict[type, prebinding.Handler]:
     resource claims' allocations (claim_binding.py), and the
     device ledger's record of a GPU share (the arbiter between processes), in the ledger
     configured for `api_client` when the action runs (`deviceledger.configure` may come later)."""
-    return {**volume_binding.api_server_handlers(api_client), **claim_binding.api_server_handlers(api_client),
+    return {**volume_prebind.api_server_handlers(api_client), **claim_binding.api_server_handlers(api_client),
             LedgerClaim: lambda claim: deviceledger.ledger_for(api_client).record(claim)}
 
 

@@ -43,7 +43,7 @@ from extender.policy.claim_actions import (
     with_finalizer,
     with_status,
 )
-from extender.policy.dra import extended_claim_owner
+from extender.policy.dra_view import extended_claim_owner
 
 log = logging.getLogger(__name__)
 

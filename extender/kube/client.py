@@ -88,7 +88,7 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
     configuration = k8s_client.Configuration()
     try:
         if kubeconfig is None and context is None and in_cluster():
-            k8s_config.load_incluster_config(client_configuration=configuration)
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # the kubernetes client ships no annotations
             source = "in-cluster service account"
         else:
             paths = _kubeconfig_paths(kubeconfig)
@@ -98,8 +98,8 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
             # Several KUBECONFIG files are merged by the client, as kubectl does.
             config_file = kubeconfig or os.environ.get("KUBECONFIG") or str(paths[0])
             try:
-                k8s_config.load_kube_config(config_file=config_file, context=context,
-                                            client_configuration=configuration, persist_config=False)
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # the kubernetes client ships no annotations
+                    config_file=config_file, context=context, client_configuration=configuration, persist_config=False)
             except ConfigException:
                 raise
             except Exception as exc:  # the client trips over a file that is not a kubeconfig mapping

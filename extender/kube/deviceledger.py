@@ -83,6 +83,31 @@ def default_namespace() -> str:
         return FALLBACK_NAMESPACE
 
 
+def lease_request(api_client: Any, method: str, path: str, body: Any, *, ledger: str, namespace: str,
+                  gone_on_get: bool) -> dict[str, Any]:
+    """One request for a ledger's Lease (the device ledger's or the gang ledger's), its failures
+    named after `ledger`: a Lease deleted since it was read is a conflict (start over), as a
+    missing one on GET is when `gone_on_get` (else NotFoundError); a missing namespace or a
+    refusal to write Leases there says which flag or grant is missing."""
+    try:
+        return request_json(api_client, method, path, body=body, timeout=_TIMEOUT)
+    except ConflictError:
+        raise
+    except NotFoundError as exc:
+        if method == "GET" and not gone_on_get:
+            raise
+        if method in ("GET", "PUT"):  # PUT: deleted since we read it, start over as after a conflict
+            raise ConflictError(f"{ledger} {path} is gone", status=404, reason="NotFound") from exc
+        raise ClusterError(f"{ledger}: namespace {namespace} does not exist "
+                           f"(set --lease-namespace): {exc}", status=404) from exc
+    except ClusterError as exc:
+        if exc.status == 403:
+            raise ClusterError(f"{ledger}: not allowed to write Leases in namespace {namespace} "
+                               "(grant get, create, update on leases.coordination.k8s.io there): "
+                               f"{exc}", status=403) from exc
+        raise ClusterError(f"{ledger}: {exc}", status=exc.status) from exc
+
+
 def lease_name(node: str) -> str:
     """`gpu-ledger.<node>`; node names of up to 253 characters are hashed to stay a valid name."""
     name = LEASE_PREFIX + node
@@ -258,23 +283,8 @@ class Ledger:
     # ---- API calls ------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        try:
-            return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
-        except ConflictError:
-            raise
-        except NotFoundError as exc:
-            if method == "GET":
-                raise
-            if method == "PUT":  # deleted since we read it: start over, as after a conflict
-                raise ConflictError(f"device ledger {path} is gone", status=404, reason="NotFound") from exc
-            raise ClusterError(f"device ledger: namespace {self.namespace} does not exist "
-                               f"(set --lease-namespace): {exc}", status=404) from exc
-        except ClusterError as exc:
-            if exc.status == 403:
-                raise ClusterError(f"device ledger: not allowed to write Leases in namespace {self.namespace} "
-                                   "(grant get, create, update on leases.coordination.k8s.io there): "
-                                   f"{exc}", status=403) from exc
-            raise ClusterError(f"device ledger: {exc}", status=exc.status) from exc
+        return lease_request(self.api_client, method, path, body, ledger="device ledger", namespace=self.namespace,
+                             gone_on_get=False)
 
     def _read(self, node: str) -> dict[str, Any] | None:
         try:

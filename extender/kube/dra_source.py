@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from extender import metrics
-from extender.cluster.dra import (
+from extender.cluster.dra_store import (
     CLAIMS,
     CLASSES,
     SLICES,

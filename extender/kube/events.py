@@ -12,6 +12,7 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from kubernetes import client as k8s_client
 
 from extender.errors import ClusterError
 from extender.kube import client as kube_client
+from extender.model.fields import metadata_of
 
 log = logging.getLogger(__name__)
 
@@ -49,45 +51,62 @@ def _event_name(pod_name: str) -> str:
 
 
 def _pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else pod
+    meta = metadata_of(pod) if "metadata" in pod else pod
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
 
-def _new_event(namespace: str, name: str, uid: str, *, reason: str, message: str, type: str, action: str,
-               controller: str, instance: str, now: datetime) -> dict[str, Any]:
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": _event_name(name), "namespace": namespace},
-        "eventTime": micro_time(now),
-        "reportingController": controller,
-        "reportingInstance": instance[:_FIELD_LIMIT],
-        "action": action[:_FIELD_LIMIT],
-        "reason": reason[:_FIELD_LIMIT],
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
-        "note": message[:_NOTE_LIMIT],
-        "type": type,
-    }
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """One Event about a pod, written in either API's shape."""
 
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+    type: str
+    action: str
+    controller: str
+    instance: str
+    now: datetime
 
-def _core_event(namespace: str, name: str, uid: str, *, reason: str, message: str, type: str, action: str,
-                controller: str, instance: str, now: datetime) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": _event_name(name), "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
-        "reason": reason,
-        "message": message,
-        "type": type,
-        "action": action,
-        "source": {"component": controller},
-        "reportingComponent": controller,
-        "reportingInstance": instance,
-        "firstTimestamp": rfc3339(now),
-        "lastTimestamp": rfc3339(now),
-        "count": 1,
-    }
+    def regarding(self) -> dict[str, str]:
+        return {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+    def events_v1(self) -> dict[str, Any]:
+        """events.k8s.io/v1, with its length limits."""
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": _event_name(self.name), "namespace": self.namespace},
+            "eventTime": micro_time(self.now),
+            "reportingController": self.controller,
+            "reportingInstance": self.instance[:_FIELD_LIMIT],
+            "action": self.action[:_FIELD_LIMIT],
+            "reason": self.reason[:_FIELD_LIMIT],
+            "regarding": self.regarding(),
+            "note": self.message[:_NOTE_LIMIT],
+            "type": self.type,
+        }
+
+    def core_v1(self) -> dict[str, Any]:
+        """The core v1 Event, for API servers that refuse events.k8s.io/v1."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": _event_name(self.name), "namespace": self.namespace},
+            "involvedObject": self.regarding(),
+            "reason": self.reason,
+            "message": self.message,
+            "type": self.type,
+            "action": self.action,
+            "source": {"component": self.controller},
+            "reportingComponent": self.controller,
+            "reportingInstance": self.instance,
+            "firstTimestamp": rfc3339(self.now),
+            "lastTimestamp": rfc3339(self.now),
+            "count": 1,
+        }
 
 
 def post_event(
@@ -119,13 +138,13 @@ def _post(api_client: k8s_client.ApiClient, pod: Mapping[str, Any], *, reason: s
     if not name:
         log.warning("not posting event %s: the pod has no name", reason)
         return False
-    fields: dict[str, Any] = dict(reason=reason, message=message, type=type, action=action, controller=controller,
-                                  instance=instance or controller, now=datetime.now(UTC))
+    event = _Event(namespace, name, uid, reason, message, type, action, controller, instance or controller,
+                   datetime.now(UTC))
     ns = quote(namespace, safe="")
     if api_client not in _CORE_ONLY:
         try:
             kube_client.request_json(api_client, "POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-                                     body=_new_event(namespace, name, uid, **fields), timeout=EVENT_TIMEOUT)
+                                     body=event.events_v1(), timeout=EVENT_TIMEOUT)
             return True
         except ClusterError as exc:
             if exc.status == 404:
@@ -136,7 +155,7 @@ def _post(api_client: k8s_client.ApiClient, pod: Mapping[str, Any], *, reason: s
             log.info("events.k8s.io/v1 refused (%s); posting a core v1 Event instead", exc.status)
     try:
         kube_client.request_json(api_client, "POST", f"/api/v1/namespaces/{ns}/events",
-                                 body=_core_event(namespace, name, uid, **fields), timeout=EVENT_TIMEOUT)
+                                 body=event.core_v1(), timeout=EVENT_TIMEOUT)
         return True
     except ClusterError as exc:
         log.warning("cannot post %s event for pod %s/%s: %s", reason, namespace, name, exc)

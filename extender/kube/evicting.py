@@ -10,6 +10,7 @@ ClusterError for the caller to count and retry.
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client as k8s_client
@@ -44,7 +45,7 @@ def mark_disruption_target(api_client: k8s_client.ApiClient, namespace: str, nam
 def delete_pod(api_client: k8s_client.ApiClient, namespace: str, name: str, uid: str) -> bool:
     """Delete with the pod's own grace period, only if it is still the same pod (UID
     precondition); False when it is already gone."""
-    body = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
     if uid:
         body["preconditions"] = {"uid": uid}
     try:

@@ -26,24 +26,27 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
-from extender.errors import ClusterError, ConflictError, NotFoundError
+from extender.errors import ClusterError, ConflictError
 from extender.gangs import ledger as pure
-from extender.kube.client import request_json
-from extender.kube.deviceledger import MANAGED_BY, default_namespace
+from extender.kube.deviceledger import MANAGED_BY, default_namespace, lease_request
 from extender.kube.watching import Reflector
 
 log = logging.getLogger(__name__)
 
 ATTEMPTS = 20
-_TIMEOUT = (5.0, 10.0)
 
 
 def leases_path(namespace: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
 
 
+def _metadata(lease: dict[str, Any]) -> dict[str, Any]:
+    meta = lease.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _ledger_of(lease: dict[str, Any]) -> tuple[str, pure.GangLedger] | None:
-    meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+    meta = _metadata(lease)
     name = str(meta.get("name") or "")
     if not name.startswith(pure.LEASE_PREFIX):
         return None
@@ -138,7 +141,7 @@ def _in_use(ledger: pure.GangLedger) -> bool:
 
 
 def _version(lease: dict[str, Any]) -> str:
-    meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+    meta = _metadata(lease)
     return str(meta.get("resourceVersion") or "")
 
 
@@ -242,15 +245,8 @@ class GangLeases:
         return f"{base}/{quote(pure.lease_name(group_uid), safe='')}" if group_uid else base
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        try:
-            return request_json(self.api_client, method, path, body=body, timeout=_TIMEOUT)
-        except ConflictError:
-            raise
-        except NotFoundError as exc:
-            if method in ("GET", "PUT"):  # PUT: deleted since we read it, start over as after a conflict
-                raise ConflictError(f"gang ledger {path} is gone", status=404, reason="NotFound") from exc
-            raise ClusterError(f"gang ledger: namespace {self.namespace} does not exist "
-                               f"(set --lease-namespace): {exc}", status=404) from exc
+        return lease_request(self.api_client, method, path, body, ledger="gang ledger", namespace=self.namespace,
+                             gone_on_get=True)
 
     def _read(self, group_uid: str) -> dict[str, Any] | None:
         try:

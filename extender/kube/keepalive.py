@@ -137,7 +137,7 @@ def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
 
 
 def _read_chunked(connection: _Connection) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         line = connection.read_until(_CRLF, 4096)
         try:

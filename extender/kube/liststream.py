@@ -158,5 +158,6 @@ class ListStream:
             raise ClusterError(f"{self.what}: list reply is not JSON: {exc}") from None
         if not isinstance(reply, dict) or not isinstance(reply.get("items") or [], list):
             raise ClusterError(f"{self.what}: list reply has no items list")
-        self.metadata = reply.get("metadata") if isinstance(reply.get("metadata"), dict) else {}
+        metadata = reply.get("metadata")
+        self.metadata = metadata if isinstance(metadata, dict) else {}
         yield from (item for item in reply.get("items") or [] if isinstance(item, dict))

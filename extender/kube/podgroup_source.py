@@ -21,6 +21,7 @@ from extender import metrics
 from extender.errors import ClusterError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
 from extender.kube.watching import Reflector
+from extender.model.fields import metadata_of
 from extender.model.podgroups import (
     API_COSCHEDULING,
     API_V1ALPHA2,
@@ -123,7 +124,7 @@ class PodGroupSource:
             return parse_pod_group(obj, api)
         except InvalidObject as exc:
             metrics.REJECTED_OBJECTS.labels(kind="PodGroup").inc()
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            meta = metadata_of(obj)
             log.warning("skipping pod group %s/%s (%s): %s", meta.get("namespace"), meta.get("name"), api, exc)
             return None
 
@@ -145,7 +146,7 @@ class PodGroupSource:
         log.info("cluster state: %d pod groups of %s", len(groups), api)
 
     def _event(self, api: str, kind: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = metadata_of(obj)
         if kind == "DELETED":
             key = GroupKey(api, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             with self._lock:

@@ -21,11 +21,14 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kubernetes import client as k8s_client
 
 from extender import metrics
+from extender.cluster import kinds
+from extender.cluster.kinds import WatchedKind
 from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
@@ -38,8 +41,6 @@ log = logging.getLogger(__name__)
 
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
-NAMESPACES_PATH = "/api/v1/namespaces"
-BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
 DEFAULT_POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # Pods are listed in one reply, read an object at a time (extender/kube/liststream.py), not in
 # pages: kube-apiserver serves each page from its watch cache by walking every object from the
@@ -80,9 +81,10 @@ def _node_name(obj: Mapping[str, Any]) -> str | None:
 
 class KubeSource:
     """Keeps a ClusterState in step with the API server: one reflector each for nodes, pods,
-    namespaces (whose labels pod affinity terms select with `namespaceSelector`), the
-    storage objects of the volume plugins (see volume_source.py) and PodDisruptionBudgets
-    (which preemption respects when it can)."""
+    the keyed kinds its mode watches (cluster/kinds.py: namespaces, whose labels pod affinity
+    terms select with `namespaceSelector`; PodDisruptionBudgets, which preemption respects
+    when it can), the storage objects of the volume plugins (see volume_source.py) and the
+    DRA kinds."""
 
     kind = "kube"
 
@@ -94,7 +96,7 @@ class KubeSource:
         pod_field_selector: str = DEFAULT_POD_FIELD_SELECTOR,
         node_label_selector: str | None = None,
         slim_nodes: bool = True,
-        watch_budgets: bool = False,
+        mode: str = kinds.WEBHOOK,
         watch_pods: bool = True,
         dra_kinds: Collection[str] = (),
         housekeeping_interval: float = 1.0,
@@ -102,7 +104,8 @@ class KubeSource:
     ) -> None:
         """`reflector_options` go to every Reflector (page_size, backoff, stall_after, ...;
         pods are listed unpaginated (POD_PAGE_SIZE) unless `page_size` is given).
-        `watch_budgets`: also PodDisruptionBudgets (the standalone scheduler's preemption).
+        `mode`: the keyed kinds that mode watches (cluster/kinds.py: namespaces in every mode,
+        PodDisruptionBudgets for the standalone scheduler's preemption).
         `watch_pods`: False leaves pods out (the state holds none, and says they are synced)
         until `start_pod_watch`. `dra_kinds`: also these of DeviceClasses, ResourceSlices and
         ResourceClaims (dra_source.ALL: the DynamicResources plugin), where the server serves them."""
@@ -120,20 +123,16 @@ class KubeSource:
             on_list=self._list_pods, on_event=self._pod_event, trim_managed_fields=True,
             **{"page_size": POD_PAGE_SIZE, **reflector_options},
         )
-        self.namespaces = Reflector(
-            api_client, NAMESPACES_PATH, resource="namespaces",
-            on_list=self.state.namespaces.replace, on_event=self._namespace_event, **reflector_options,
-        )
-        self.budgets = Reflector(
-            api_client, BUDGETS_PATH, resource="poddisruptionbudgets",
-            on_list=self.state.budgets.replace, on_event=self._budget_event, **reflector_options,
-        ) if watch_budgets else None
-        state.namespaces.synced = False
+        # One reflector per keyed kind the mode watches, each into its store (cluster/kinds.py).
+        self.kinds = {kind.resource: Reflector(
+            api_client, kind.path, resource=kind.resource, on_list=state.kind_stores[kind.resource].replace,
+            on_event=partial(self._kind_event, kind), **reflector_options) for kind in kinds.watched_in(mode)}
+        for resource, store in state.kind_stores.items():
+            store.synced = resource not in self.kinds
         self._pods_watched = watch_pods
         self._pod_watch_lock = threading.Lock()
         if not watch_pods:
             state.pods_synced = True  # nothing to wait for: the policy reads no pods
-        state.budgets.synced = not watch_budgets
         self.storage = storage_reflectors(state, api_client, **reflector_options)
         self.dra = dra_source.dra_reflectors(state, api_client, dra_kinds, **reflector_options) if dra_kinds else []
         self._stop = threading.Event()
@@ -175,7 +174,7 @@ class KubeSource:
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
         pods = self.pods if self._pods_watched else None
-        found = (self.nodes, pods, self.namespaces, *self.storage, *self.dra, self.budgets)
+        found = (self.nodes, pods, *self.kinds.values(), *self.storage, *self.dra)
         return tuple(r for r in found if r is not None)
 
     @property
@@ -211,15 +210,16 @@ class KubeSource:
 
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 
-    def _namespace_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = _node_name(obj)  # cluster-scoped, named like a node
-        if name is None:
-            self._count_rejected("namespace", 1)
+    def _kind_event(self, watched: WatchedKind[Any], kind: str, obj: dict[str, Any]) -> None:
+        key = watched.key_of(obj)
+        if key is None:
+            self._count_rejected(watched.kind, 1)
             return
+        store = self.state.kind_stores[watched.resource]
         if kind == "DELETED":
-            self.state.namespaces.delete(name)
+            store.delete(key)
         else:
-            self.state.namespaces.upsert(obj)
+            store.upsert(obj)
 
     def _prepare_node(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         return slim_node(raw) if self.slim_nodes else raw
@@ -235,16 +235,6 @@ class KubeSource:
         self.state.replace_pods(items)
         self._count_rejected("pod", self.state.rejected_objects - before)
         log.info("cluster state: %d pods", self.state.pod_count())
-
-    def _budget_event(self, kind: str, obj: dict[str, Any]) -> None:
-        key = _pod_key(obj)  # namespaced, keyed like a pod
-        if key is None:
-            self._count_rejected("poddisruptionbudget", 1)
-            return
-        if kind == "DELETED":
-            self.state.budgets.delete(key)
-        else:
-            self.state.budgets.upsert(obj)
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = _node_name(obj)

@@ -13,7 +13,7 @@ from typing import Any
 
 from extender import metrics
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import (
+from extender.cluster.volume_store import (
     ATTACHMENTS,
     CAPACITIES,
     CLAIMS,

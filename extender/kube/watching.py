@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -327,7 +327,7 @@ class Reflector:
             data = without_managed_fields(data)
         return kube_client.decode_reply(data, f"GET {self.path}", status)
 
-    def _pages(self, done: list[str]) -> Iterator[dict[str, Any]]:
+    def _pages(self, done: list[str]) -> Generator[dict[str, Any], None, None]:
         """The list's items, page by page. The next page is asked for as soon as a page
         arrives, on a helper thread, so the API server prepares it (and the reply travels)
         while this page's items are handed over, instead of the two taking turns. At most
@@ -354,7 +354,7 @@ class Reflector:
             # A list cut short (stop, a failed page) does not wait for the page in flight.
             fetcher.shutdown(wait=False, cancel_futures=True)
 
-    def _streamed(self, done: list[str]) -> Iterator[dict[str, Any]]:
+    def _streamed(self, done: list[str]) -> Generator[dict[str, Any], None, None]:
         """The list's items from one unpaginated reply, decoded one by one as it arrives
         (extender/kube/liststream.py): `page_size` 0."""
         response = kube_client.open_request(self.api_client, "GET", self.path, query=self._selectors(),
@@ -512,7 +512,7 @@ class _Stopped(Exception):
 def _abort(response: urllib3.BaseHTTPResponse) -> None:
     """Wake a thread blocked reading this response: shut the socket down, then close it."""
     try:
-        response.shutdown()  # type: ignore[attr-defined]
+        response.shutdown()
     except Exception:  # already released or closed: nothing is blocked on it
         pass
     try:

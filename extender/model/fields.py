@@ -46,6 +46,18 @@ def as_string_map(raw: Any, where: str) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else as_str(v, f"{where}.{k}") for k, v in raw.items()}
 
 
+def metadata_of(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's metadata for a log line or a key, whatever it holds ({} when it is not an object)."""
+    return part_of(raw, "metadata")
+
+
+def part_of(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """An object's `name` part (spec, status, metadata) when it is an object, else {}: for code
+    that reads a few fields leniently, where a view would refuse the whole object."""
+    part = raw.get(name)
+    return part if isinstance(part, Mapping) else {}
+
+
 def object_name(meta: Mapping[str, Any]) -> str:
     name = meta.get("name")
     if not isinstance(name, str) or not name:

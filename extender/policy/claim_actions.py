@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
-from extender.policy.dra import EXTENDED_ANNOTATION
+from extender.policy.dra_view import EXTENDED_ANNOTATION
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 CONFLICT_RETRIES = 5

@@ -32,8 +32,8 @@ from extender.model.devices import EMPTY_USE, NodeDeviceUse, Shares
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
-from extender.model.usage import EMPTY_USAGE, UsageTable
-from extender.policy.dra import EMPTY_DRA, DraView
+from extender.model.usage_samples import EMPTY_USAGE, UsageTable
+from extender.policy.dra_view import EMPTY_DRA, DraView
 from extender.policy.storage import EMPTY_STORAGE, StorageView
 
 
@@ -83,6 +83,10 @@ class ClusterView(Protocol):
 
     def disruption_budgets(self) -> Sequence[DisruptionBudget]: ...
 
+    def kind_objects(self, resource: str) -> Mapping[str, Any]:
+        """The objects of a keyed kind (cluster/kinds.py) by key, as its parser made them; empty
+        for a kind not declared. The reader a plugin of a newly watched kind needs."""
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """`compute()` cached while node labels and taints do not change."""
 
@@ -95,7 +99,7 @@ class ClusterView(Protocol):
         """Placed pods with a `persistentVolumeClaim` volume of that claim."""
 
     def dra(self) -> DraView:
-        """DeviceClasses, ResourceSlices, ResourceClaims and allocations in flight (see policy/dra.py)."""
+        """DeviceClasses, ResourceSlices, ResourceClaims and allocations in flight (see policy/dra_view.py)."""
 
     def device_use(self, node: str) -> NodeDeviceUse:
         """What the pods on `node` hold of its shared devices (bound ones, and claims in flight)."""
@@ -157,6 +161,9 @@ class _EmptyCluster:
 
     def disruption_budgets(self) -> Sequence[DisruptionBudget]:
         return ()
+
+    def kind_objects(self, resource: str) -> Mapping[str, Any]:
+        return {}
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         return compute()

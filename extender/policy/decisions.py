@@ -1,17 +1,55 @@
 """A Decision records everything the engine concluded for one pod (kube-scheduler's Diagnosis).
 
-One formatter turns it into the "0/N nodes are available: ..." summary, so the
-webhook's logs, the standalone scheduler's Events and `explain` say the same thing.
+One formatter, `FitError`, turns it into the "0/N nodes are available: ..." summary, so the
+webhook's logs, the standalone scheduler's Events, preemption's message and `explain` say the
+same thing; simulate's HTML report reads the FitError's parts, not its text.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.status import Code, Status
+
+
+@dataclass(frozen=True, slots=True)
+class FitError:
+    """kube-scheduler's FitError: how many of the nodes are available, and why the others are
+    not, each reason with the number of nodes that gave it (`counted`, sorted as strings, as
+    Go sorts them); or a PreFilter refusal, said once (`prefilter`)."""
+
+    available: int
+    total: int
+    counted: tuple[str, ...] = ()
+    prefilter: str = ""
+
+    @classmethod
+    def of(cls, statuses: Iterable[Status], available: int, total: int,
+           extra: Iterable[tuple[str, int]] = ()) -> FitError:
+        """The FitError of the refusals `statuses` (one per node), plus `extra` (reason, nodes)."""
+        counts: Counter[str] = Counter()
+        for status in statuses:
+            counts.update(status.reasons)
+        for reason, nodes in extra:
+            counts[reason] += nodes
+        return cls(available, total, tuple(sorted(f"{count} {reason}" for reason, count in counts.items())))
+
+    @property
+    def headline(self) -> str:
+        return f"{self.available}/{self.total} nodes are available"
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The parts after the headline: the counted reasons, or the PreFilter refusal."""
+        return (self.prefilter,) if self.prefilter else self.counted
+
+    def __str__(self) -> str:
+        reasons = self.reasons
+        return f"{self.headline}: {', '.join(reasons)}." if reasons else f"{self.headline}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +109,16 @@ class Decision:
         """Scored nodes, best first (stable: equal totals keep input order)."""
         return sorted(zip(self.scored, self.totals, strict=True), key=lambda pair: -pair[1])
 
-    def summary(self) -> str:
-        """kube-scheduler's FitError text: reasons counted, sorted as strings, as Go sorts them;
-        a PreFilter refusal said once ("0/3 nodes are available: persistentvolumeclaim "x" not found.")."""
+    def fit_error(self) -> FitError:
+        """kube-scheduler's FitError of this decision: the refused nodes' reasons counted (the
+        nodes a PreFilterResult left out under its status), or the PreFilter refusal."""
         available = len(self.feasible)
         if self.prefilter is not None:
-            return f"{available}/{self.total} nodes are available: {self.prefilter.reason}."
-        counts: Counter[str] = Counter()
-        for status in self.failed.values():
-            counts.update(status.reasons)
-        if self.absent is not None and (absent := self.absent_count()):
-            for reason in self.absent.reasons:
-                counts[reason] += absent
-        parts = sorted(f"{count} {reason}" for reason, count in counts.items())
-        text = f"{available}/{self.total} nodes are available"
-        return f"{text}: {', '.join(parts)}." if parts else f"{text}."
+            return FitError(available, self.total, prefilter=self.prefilter.reason)
+        absent = self.absent_count()
+        extra = [(reason, absent) for reason in self.absent.reasons] if self.absent is not None and absent else []
+        return FitError.of(self.failed.values(), available, self.total, extra)
+
+    def summary(self) -> str:
+        """The FitError's text ("0/3 nodes are available: 3 Insufficient cpu.")."""
+        return str(self.fit_error())

@@ -20,19 +20,23 @@ from extender.errors import ExtenderError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
+from extender.policy import enqueue
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.decisions import Decision
+from extender.policy.enqueue import EventHint
 from extender.policy.names import NODE_UNUSABLE
 from extender.policy.plugins import (
     ExtensionPoints,
     FilterResult,
     NodeCheck,
     NodeScore,
+    bare,
     extension_points,
     memo_key,
     only_nodes,
     own_normalize,
     passes_clear_nodes,
+    updatable,
     updated_check,
 )
 from extender.policy.reservations import Reservation, release_all
@@ -45,6 +49,10 @@ SCORE_MEMO_KEYS = 64
 # shapes seen once it keeps in mind: a shape's verdicts are remembered from its second pod.
 VERDICT_MEMO_KEYS = 32
 SHAPES_SEEN = 1024
+
+# The events after which the engine's own refusal of an unreadable node (NODE_UNUSABLE) may
+# change: a node added, or one that became readable.
+UNREADABLE_EVENTS = (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_READABLE))
 
 # Per node name, the NodeInfo judged or scored first, then what was remembered of it:
 # (info, index of the first refusing check, its Status or None) or (info, a row of scores).
@@ -104,6 +112,15 @@ class Policy:
         assumed to read them, so a third-party plugin is never starved of pods."""
         return any(points.needs_pods for points in (*self.filter_points, *(p for p, _ in self.scorer_points)))
 
+    def registered_events(self) -> dict[str, tuple[EventHint, ...] | None]:
+        """The events each refusal's author registered for, by the name a refusal carries: every
+        filter's (None: it did not say, so any event may change its answer), and the engine's
+        own for an unreadable node. The standalone queue's hints are built from this."""
+        found: dict[str, tuple[EventHint, ...] | None] = {NODE_UNUSABLE: UNREADABLE_EVENTS}
+        for points in self.filter_points:
+            found[points.name] = points.events
+        return found
+
 
 _REFUSALS = (Code.UNSCHEDULABLE, Code.UNRESOLVABLE)
 
@@ -158,7 +175,10 @@ class FilterCycle:
     def __init__(self, pod: PodView, checks: list[tuple[str, NodeCheck]], refuse_all: Status | None,
                  nominations: Mapping[str, Sequence[PodRecord]], memo: Memo | None = None) -> None:
         self.pod = pod
+        # As the plugins gave them (a Check's marks read once per pod), and the bare functions
+        # the per-node loops call (no wrapper's call per node).
         self.checks = checks
+        self._bare = [(name, bare(check)) for name, check in checks]
         self.refuse_all = refuse_all
         self.nominations = nominations
         self.memo = memo
@@ -174,11 +194,11 @@ class FilterCycle:
         self._remembered: list[tuple[str, NodeCheck]] = []
         self._others: list[tuple[int, str, NodeCheck]] = []
         if memo is not None:
-            for name, check in checks:
+            for (name, check), (_, call) in zip(checks, self._bare, strict=True):
                 if memo_key(check) is None:
-                    self._others.append((len(self._remembered), name, check))
+                    self._others.append((len(self._remembered), name, call))
                 else:
-                    self._remembered.append((name, check))
+                    self._remembered.append((name, call))
 
     @property
     def passes_clear_nodes(self) -> bool:
@@ -194,7 +214,7 @@ class FilterCycle:
         """Whether a check counts pods on other nodes (an UpdatableCheck): only then does a
         change of pods need `updated`; preemption's dry runs skip writing the changes otherwise."""
         if self._updatable is None:
-            self._updatable = any(getattr(check, "updated", None) is not None for _, check in self.checks)
+            self._updatable = any(updatable(check) for _, check in self.checks)
         return self._updatable
 
     def updated(self, changes: Sequence[PodChange]) -> FilterCycle:
@@ -212,7 +232,7 @@ class FilterCycle:
             return self.refuse_all
         if info.node.error:
             return _unreadable(info)
-        return _first_refusal(self.checks, info)[1]
+        return _first_refusal(self._bare, info)[1]
 
     def status(self, info: NodeInfo) -> Status | None:
         """The refusal of `info`, counting the pods nominated to it with a priority >= the pod's."""
@@ -248,7 +268,7 @@ class FilterCycle:
                 else:
                     failed[info.name] = status
             return decision
-        checks = self.checks
+        checks = self._bare
         name = ""
         try:
             for info in nodes:
@@ -550,6 +570,7 @@ class Engine:
         """Each function's raw scores over `nodes`: those with a `memo_key` in one remembered
         pass (Engine._remembered), the others node by node."""
         keys = [memo_key(fn) for _, fn in fns]
+        fns = [(name, bare(fn)) for name, fn in fns]
         columns: list[list[float]] = [
             _scored(name, fn, nodes) if key is None else [] for (name, fn), key in zip(fns, keys, strict=True)]
         remembered = [i for i, key in enumerate(keys) if key is not None]

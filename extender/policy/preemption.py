@@ -23,7 +23,6 @@ simulate carry the decision out. The choices are kube-scheduler v1.36's:
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ from extender.model.budgets import DisruptionBudget
 from extender.model.nodes import NodeInfo
 from extender.model.records import PodRecord
 from extender.policy.cluster_view import ClusterView, PodChange
-from extender.policy.decisions import Decision
+from extender.policy.decisions import Decision, FitError
 from extender.policy.engine import FilterCycle
 from extender.policy.status import Code, Status
 
@@ -61,6 +60,7 @@ class Outcome:
     message: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     statuses: dict[str, Status] = field(default_factory=dict)  # why each other node is no candidate
+    fit_error: FitError | None = None  # the `message`'s parts, when it is one
 
 
 def importance(pod: PodRecord) -> tuple[int, str]:
@@ -165,13 +165,10 @@ def pick(candidates: Sequence[Candidate]) -> Candidate:
     return remaining[0]
 
 
-def summary(statuses: dict[str, Status], total: int) -> str:
-    """The "0/N nodes are available: ..." of the nodes preemption could not use."""
-    counts: Counter[str] = Counter()
-    for status in statuses.values():
-        counts.update(status.reasons)
-    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
-    return f"0/{total} nodes are available: {', '.join(parts)}." if parts else f"0/{total} nodes are available."
+def _no_candidate(statuses: dict[str, Status], total: int) -> Outcome:
+    """No node can be freed: the FitError of the nodes preemption could not use."""
+    fit_error = FitError.of(statuses.values(), 0, total)
+    return Outcome(None, str(fit_error), statuses=statuses, fit_error=fit_error)
 
 
 def preempt(cycle: FilterCycle, decision: Decision, nodes: Sequence[NodeInfo], cluster: ClusterView,
@@ -195,7 +192,7 @@ def preempt(cycle: FilterCycle, decision: Decision, nodes: Sequence[NodeInfo], c
         else:
             statuses[info.name] = Status(Code.UNRESOLVABLE, (NOT_HELPFUL,))
     if not potential:
-        return Outcome(None, summary(statuses, len(nodes)), statuses=statuses)
+        return _no_candidate(statuses, len(nodes))
     wanted = len(potential) if exhaustive else candidates_to_find(len(potential))
     offset = rng.randrange(len(potential))
     fine: list[Candidate] = []
@@ -211,5 +208,5 @@ def preempt(cycle: FilterCycle, decision: Decision, nodes: Sequence[NodeInfo], c
             break
     found = fine + violating
     if not found:
-        return Outcome(None, summary(statuses, len(nodes)), statuses=statuses)
+        return _no_candidate(statuses, len(nodes))
     return Outcome(pick(found), "", found, statuses)

@@ -6,7 +6,7 @@ cache* on top of two of them: once a pod is reserved on a node, the PV chosen fo
 claim is taken (its `claimRef` set) and a claim to provision carries the node chosen
 for it, in memory, before any API write, so the next pod sees them. `ClusterView.storage()`
 gives plugins the same thing through this interface, implemented by the cluster
-state's volume store (`extender.cluster.volumes`); `EMPTY_STORAGE` holds nothing.
+state's volume store (`extender.cluster.volume_store`); `EMPTY_STORAGE` holds nothing.
 
 An assumed object replaces the stored one only while the stored one keeps the
 resourceVersion it was assumed from: as soon as the watch delivers a newer version

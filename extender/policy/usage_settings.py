@@ -187,5 +187,4 @@ def usage_settings(settings: Mapping[str, Any]) -> UsageSettings:
 
 def uses_usage(policy: Any) -> bool:
     """Whether any of the policy's plugins reads node usage (declares `needs_usage = True`)."""
-    plugins = [*policy.filters, *(entry.plugin for entry in policy.scorers)]
-    return any(getattr(plugin, "needs_usage", False) for plugin in plugins)
+    return any(points.needs_usage for points in (*policy.filter_points, *(p for p, _ in policy.scorer_points)))

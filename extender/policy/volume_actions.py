@@ -1,7 +1,7 @@
 """The bind-time work VolumeBinding's Reserve describes (kube-scheduler's PreBind for volumes).
 
 Plain data, carried out in order by the binder of each mode through
-`extender.cluster.prebinding` (handlers in `extender.kube.volume_binding`):
+`extender.cluster.prebinding` (handlers in `extender.kube.volume_prebind`):
 
 0. `CheckVolumes`: the claims that were already bound must still be, to volumes the node
    can reach (nothing is written; kube-scheduler skips this, but a claim deleted or a

@@ -2,7 +2,7 @@
 measure how much of a cluster's GPUs a policy puts to work (docs/replay.md).
 
 traces.py reads the openb CSVs or a snapshot and a pod list; arrivals.py makes a seed's arrival
-order (shuffled, tuned to a multiple of the GPUs) and node names; runner.py runs one policy and
+order, shuffled and tuned to a multiple of the GPUs, and its node names; runner.py runs one policy and
 seed; curves.py bins the events into the published curve; report.py writes the table, the JSON
 lines and the files under --out.
 """

@@ -18,7 +18,7 @@ import threading
 
 from extender.model.pods import PodView
 from extender.policy.builtin.dynamic_resources import pre_enqueue
-from extender.policy.dra import DraView
+from extender.policy.dra_view import DraView
 
 
 class ClaimGate:

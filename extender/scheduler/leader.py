@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +34,7 @@ from urllib.parse import quote
 from extender import metrics
 from extender.errors import ClusterError, ConflictError, NotFoundError
 from extender.kube import client as kube_client
+from extender.model.fields import metadata_of, part_of
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ class LeaderElector:
         except ClusterError as exc:
             log.warning("leader election: cannot read lease %s/%s: %s", self.namespace, self.name, exc)
             return False
-        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        spec = part_of(lease, "spec")
         holder = str(spec.get("holderIdentity") or "")
         self._observe(lease, spec)
         duration = spec.get("leaseDurationSeconds")
@@ -219,7 +220,7 @@ class LeaderElector:
         new_spec["leaseDurationSeconds"] = max(1, round(self.lease_duration))
         new_spec["renewTime"] = _micro_time(now)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": lease.get("metadata") or {}, "spec": new_spec}
+                "metadata": dict(metadata_of(lease)), "spec": new_spec}
         return self._write("PUT", lease_path(self.namespace, self.name), body)
 
     def _create(self, now: datetime) -> bool:
@@ -247,15 +248,15 @@ class LeaderElector:
         except ClusterError as exc:
             log.warning("leader election: cannot write lease %s/%s: %s", self.namespace, self.name, exc)
             return False
-        spec = reply.get("spec") if isinstance(reply.get("spec"), dict) else {}
+        spec = part_of(reply, "spec")
         self._observe(reply, spec)
         # Count from when we sent it: the renewal is only known to be in place from then on.
         self._last_renew = started
         return True
 
-    def _observe(self, lease: dict[str, Any], spec: dict[str, Any]) -> None:
+    def _observe(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
         """Remember when the record last changed, on our clock (client-go's observedTime)."""
-        meta = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+        meta = metadata_of(lease)
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"),
                   spec.get("leaseDurationSeconds"), spec.get("leaseTransitions"))
         if record != self._observed:
@@ -272,13 +273,13 @@ class LeaderElector:
         except ClusterError as exc:
             log.warning("leader election: cannot release lease %s/%s: %s", self.namespace, self.name, exc)
             return False
-        spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+        spec = part_of(lease, "spec")
         if spec.get("holderIdentity") != self.identity:
             return False
         now = _micro_time()
         new_spec = dict(spec, holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": lease.get("metadata") or {}, "spec": new_spec}
+                "metadata": dict(metadata_of(lease)), "spec": new_spec}
         try:
             kube_client.request_json(self.api_client, "PUT", lease_path(self.namespace, self.name), body=body,
                                      timeout=self._timeout)

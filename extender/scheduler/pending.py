@@ -22,6 +22,7 @@ from typing import Any
 
 from extender.errors import InvalidObject
 from extender.kube.watching import Reflector
+from extender.model.fields import part_of
 from extender.model.pods import PodView
 from extender.scheduler.queueing import SchedulingQueue
 
@@ -112,7 +113,7 @@ class PendingPods:
             # A queued pod keeps its object (PodView.raw) until it is bound, days for a gated
             # one: not its managedFields, which nothing here reads (about 4 KB a pod).
             meta.pop("managedFields", None)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        spec = part_of(obj, "spec")
         if meta.get("deletionTimestamp") or spec.get("nodeName"):
             self.queue.delete(key)
             return None

@@ -58,7 +58,7 @@ def backoff_seconds(attempts: int, initial: float = INITIAL_BACKOFF, maximum: fl
     """kube-scheduler's calculateBackoffDuration: initial, doubled per extra attempt, capped."""
     if attempts <= 1:
         return min(initial, maximum)
-    return min(initial * (2 ** min(attempts - 1, 30)), maximum)
+    return min(initial * float(2 ** min(attempts - 1, 30)), maximum)
 
 
 def scheduling_signature(pod: PodView) -> Any:

@@ -177,8 +177,13 @@ class Reporter:
         if self._pool is None:
             return
         done = threading.Event()
-        threading.Thread(target=lambda: (self._pool.shutdown(wait=True), done.set()),  # type: ignore[union-attr]
-                         name="report-drain", daemon=True).start()
+        pool = self._pool
+
+        def drain() -> None:
+            pool.shutdown(wait=True)
+            done.set()
+
+        threading.Thread(target=drain, name="report-drain", daemon=True).start()
         if not done.wait(timeout):
             log.warning("reporting did not drain within %.1f s; %d calls left", timeout or 0, self._backlog)
 

@@ -126,7 +126,8 @@ class _SimulatedGroup:
 
     def unfit(self, member: PodView, result: CycleResult, *, preempting: bool) -> Taken | None:
         if not preempting:
-            self.unplaced.append(Unplaced(member.key, result.decision.summary(), member.priority, self._group))
+            fit_error = result.decision.fit_error()
+            self.unplaced.append(Unplaced(member.key, str(fit_error), member.priority, self._group, fit_error))
             return None
         # Tried again first: an earlier member's preemption may have made room already.
         retried = self._placer.take(member, group=self._group)

@@ -22,6 +22,7 @@ from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ClusterError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy.decisions import FitError
 from extender.policy.engine import Engine, PluginError
 from extender.policy.preemption import preempt
 from extender.policy.status import Status
@@ -44,6 +45,10 @@ class Unplaced:
     reason: str  # the "0/N nodes are available: ..." summary, or why it was not attempted
     priority: int = 0
     group: str = ""  # the pod group (namespace/name) it belongs to; "" for a pod of no group
+    # The FitErrors `reason` begins with: the pod's, then preemption's (after "preemption: "),
+    # for the report to show by part without parsing the text back.
+    fit_error: FitError | None = None
+    preemption: FitError | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +122,9 @@ class Placer:
                           state.disruption_budgets(), rng=self.rng)
         candidate = outcome.candidate
         if candidate is None:
-            return Unplaced(view.key, f"{decision.summary()} preemption: {outcome.message}", view.priority, group)
+            fit_error = decision.fit_error()
+            return Unplaced(view.key, f"{fit_error} preemption: {outcome.message}", view.priority, group,
+                            fit_error, outcome.fit_error)
         state.nominator.nominate(view, candidate.node)
         for victim in candidate.victims:
             state.delete_pod(victim.key)
@@ -130,8 +137,9 @@ class Placer:
         victims = tuple(v.key for v in candidate.victims)
         if retried.node is None:
             state.nominator.clear(view.key)
-            return Unplaced(view.key, f"{retried.decision.summary()} (after preempting {', '.join(victims)})",
-                            view.priority, group)
+            fit_error = retried.decision.fit_error()
+            return Unplaced(view.key, f"{fit_error} (after preempting {', '.join(victims)})", view.priority, group,
+                            fit_error)
         return self._reserve(view, retried, victims, group)
 
     def _reserve(self, view: PodView, result: CycleResult, victims: tuple[str, ...], group: str) -> Taken | Unplaced:

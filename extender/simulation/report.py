@@ -10,7 +10,6 @@ runs sit side by side, followed by the pods they place differently.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from html import escape
 from pathlib import Path
 
 from extender.model.quantities import format_units
+from extender.policy.decisions import FitError
 from extender.simulation.simulating import (
     Comparison,
     NodeUsage,
@@ -240,27 +240,27 @@ def _placements(result: SimulationResult, colours: dict[str, str], accent: str) 
             + "".join(rows) + "</table>")
 
 
-_SUMMARY = re.compile(r"(?P<head>\d+/\d+ nodes are available): (?P<reasons>.*?)(?:\.(?= |$)|$)")
+def _fit_error_html(fit_error: FitError, lead: str = "") -> str:
+    head = f"{lead} {fit_error.headline}" if lead else fit_error.headline
+    return (f'<div class="headline">{escape(head)}</div>'
+            + "".join(f'<span class="reason">{escape(r)}</span>' for r in fit_error.reasons))
 
 
 def _reason_html(unplaced: Unplaced) -> str:
-    """kube-scheduler's summary as a headline and one tag per reason, for each part of it:
-    "0/6 nodes are available: 3 Insufficient cpu, 1 .... preemption: 0/6 nodes are
-    available: 6 Preemption is not helpful for scheduling." gives two headlines."""
+    """kube-scheduler's FitError as a headline and one tag per reason, read from the pod's
+    FitError and preemption's ("0/6 nodes are available: 3 Insufficient cpu, 1 .... preemption:
+    0/6 nodes are available: 6 Preemption is not helpful for scheduling." gives two headlines);
+    what follows them (why preemption did not run, the victims) as one more tag."""
     text = unplaced.reason
-    parts = []
-    position = 0
-    for match in _SUMMARY.finditer(text):
-        lead = text[position:match.start()].strip()
-        head = f"{lead} {match['head']}" if lead else match["head"]
-        # Each reason starts with its count: a comma inside a reason does not split it.
-        reasons = [r.strip() for r in re.split(r", (?=\d+ )", match["reasons"]) if r.strip()]
-        parts.append(f'<div class="headline">{escape(head)}</div>'
-                     + "".join(f'<span class="reason">{escape(r)}</span>' for r in reasons))
-        position = match.end()
-    rest = text[position:].strip()
-    if rest or not parts:
-        parts.append(f'<span class="reason">{escape(rest or text)}</span>')
+    if unplaced.fit_error is None:
+        return f'<span class="reason">{escape(text)}</span>'
+    parts = [_fit_error_html(unplaced.fit_error)]
+    rest = text.removeprefix(str(unplaced.fit_error)).strip()
+    if unplaced.preemption is not None:
+        parts.append(_fit_error_html(unplaced.preemption, "preemption:"))
+        rest = rest.removeprefix(f"preemption: {unplaced.preemption}").strip()
+    if rest:
+        parts.append(f'<span class="reason">{escape(rest)}</span>')
     return "".join(parts)
 
 

@@ -29,11 +29,12 @@ from typing import Any
 
 import yaml
 
-from extender.cluster.dra import describe_device_use, device_use
+from extender.cluster.dra_store import describe_device_use, device_use
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import Snapshot, load_into
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject
+from extender.model.fields import metadata_of
 from extender.model.nodes import NodeInfo
 from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.model.quantities import format_units
@@ -143,7 +144,7 @@ def _queue(raws: Iterable[Mapping[str, Any]]) -> tuple[list[PodView], list[Unpla
         try:
             view = PodView.from_dict(raw)
         except InvalidObject as exc:
-            meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+            meta = metadata_of(raw)
             key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or f'#{index}'}"
             broken.append(Unplaced(key, f"invalid pod: {exc}"))
             continue
@@ -158,9 +159,9 @@ def _check_extra(snapshot: Snapshot, extra: Sequence[Mapping[str, Any]]) -> None
     for pod in snapshot.pods:
         meta = pod.get("metadata") or {}
         seen.add(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
-    for index, pod in enumerate(extra):
+    for index, raw in enumerate(extra):
         try:
-            key = PodView.from_dict(pod).key
+            key = PodView.from_dict(raw).key
         except InvalidObject as exc:
             raise ExtenderError(f"extra pod #{index}: {exc}") from None
         if key in seen:

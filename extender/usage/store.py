@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from extender.model.records import PodRecord
-from extender.model.usage import STDEV_OBSERVED, STDEV_WINDOW, UsageSample, UsageTable
+from extender.model.usage_samples import STDEV_OBSERVED, STDEV_WINDOW, UsageSample, UsageTable
 from extender.policy.usage_settings import UsageSettings
 from extender.usage.readings import Capacity, Reading
 

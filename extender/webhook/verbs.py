@@ -1,7 +1,7 @@
 """The four extender verbs as plain functions: parsed body in, reply dict out.
 
-No Flask here, so the verbs are tested and benchmarked without HTTP; `app.py`
-only decodes, times and encodes around them.
+No Flask here, so the verbs are tested and benchmarked without HTTP; `verb_routes.py`
+only decodes, times and encodes around them (in front of Flask, which app.py builds).
 """
 
 from __future__ import annotations

@@ -58,5 +58,5 @@ def test_the_reflector_applies_an_event_only_once_the_request_is_answered() -> N
 def test_every_watch_of_the_cluster_state_yields_to_its_verbs() -> None:
     state = ClusterState()
     source = KubeSource(state, api_client_for("http://127.0.0.1:1"))
-    reflectors = [source.nodes, source.pods, source.namespaces, *source.storage]
+    reflectors = [source.nodes, source.pods, *source.kinds.values(), *source.storage]
     assert reflectors and all(reflector.yield_to is state.serving for reflector in reflectors)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from extender.cluster.memory_binder import MemoryBinder
-from extender.cluster.volume_actions import VolumeBindingError
-from extender.cluster.volumes import CLAIMS, VOLUMES
+from extender.cluster.volume_handlers import VolumeBindingError
+from extender.cluster.volume_store import CLAIMS, VOLUMES
 from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 from tests.policy.storage_cluster import cluster, nodes
 from tests.storage_objects import FAST, claim, local_class, persistent_volume, storage_class

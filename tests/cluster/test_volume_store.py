@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import (
+from extender.cluster.volume_store import (
     ATTACHMENTS,
     CAPACITIES,
     CLAIMS,

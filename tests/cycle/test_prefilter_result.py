@@ -9,7 +9,7 @@ from typing import Any
 
 from extender.cycle.pod import schedule_one
 from extender.model.pods import PodView
-from extender.policy.builtin.affinity import named_nodes
+from extender.policy.builtin.node_affinity import named_nodes
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from tests.policy.builders import cluster_state, node_dict, placed

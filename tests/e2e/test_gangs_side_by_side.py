@@ -21,7 +21,7 @@ import pytest
 from extender.cluster.state import ClusterState
 from extender.kube.client import build_api_client
 from extender.model import podgroups as pg
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.e2e.controlplane import ControlPlane, scheduler_configuration
 from tests.fakeapi.envtest import find_assets
 from tests.scheduler.conftest import FAST_WATCH, standalone_profile

@@ -21,7 +21,7 @@ import yaml
 
 from extender.cluster.state import ClusterState
 from extender.kube.client import build_api_client
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.e2e import podgroups
 from tests.e2e.conftest import NO_BINARIES
 from tests.e2e.controlplane import ControlPlane, scheduler_configuration

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from extender.cli.explain import explain
+from extender.cli.explain_command import explain
 from extender.cli.simulate import simulate
 from tests.explain.conftest import EXTRA, LEAST, MOST, SMALL
 from tests.helpers import SNAPSHOT

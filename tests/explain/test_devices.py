@@ -14,7 +14,7 @@ import random
 
 from click.testing import CliRunner
 
-from extender.cli.explain import explain
+from extender.cli.explain_command import explain
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import load_into, read_snapshot
 from extender.cluster.state import ClusterState

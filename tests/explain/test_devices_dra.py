@@ -12,7 +12,7 @@ import json
 
 from click.testing import CliRunner
 
-from extender.cli.explain import explain
+from extender.cli.explain_command import explain
 from extender.cli.simulate import simulate as simulate_command
 from extender.cluster.snapshot import read_snapshot
 from extender.policy.loading import load_policy_file

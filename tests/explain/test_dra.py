@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from extender.cli.explain import explain
+from extender.cli.explain_command import explain
 from extender.cluster.snapshot import Snapshot, read_snapshot
 from extender.policy.defaults import default_policy
 from extender.simulation.simulating import render_result, simulate

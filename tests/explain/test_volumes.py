@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from extender.cli.explain import explain
+from extender.cli.explain_command import explain
 from extender.cli.simulate import simulate as simulate_command
 from extender.cluster.snapshot import read_snapshot
 from extender.policy.defaults import default_policy

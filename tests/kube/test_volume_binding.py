@@ -9,8 +9,8 @@ import pytest
 
 from extender.cluster import prebinding
 from extender.errors import ConflictError, NotFoundError
-from extender.kube import volume_binding
-from extender.kube.volume_binding import VolumeBindingError
+from extender.kube import volume_prebind
+from extender.kube.volume_prebind import VolumeBindingError
 from extender.model.volumes import ClaimRef
 from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode
 from tests.fakeapi.patches import MERGE_PATCH
@@ -42,14 +42,14 @@ def setup(kube: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_bind_volume_writes_the_claim_ref_once(kube, api_client):
     volume, data = setup(kube)
     action = BindVolume("pv", volume["metadata"]["resourceVersion"], ref(data))
-    volume_binding.bind_volume(api_client, action)
+    volume_prebind.bind_volume(api_client, action)
     written = get_volume(kube, "pv")
     assert written["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
                                            "namespace": "default", "name": "data",
                                            "uid": data["metadata"]["uid"],
                                            "resourceVersion": data["metadata"]["resourceVersion"]}
     assert written["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
-    volume_binding.bind_volume(api_client, action)  # again (a retry): nothing to write
+    volume_prebind.bind_volume(api_client, action)  # again (a retry): nothing to write
     assert get_volume(kube, "pv")["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
 
 
@@ -58,37 +58,37 @@ def test_bind_volume_refuses_a_volume_that_changed_or_was_taken(kube, api_client
     stale = volume["metadata"]["resourceVersion"]
     kube.call("PATCH", "/api/v1/persistentvolumes/pv", {"metadata": {"labels": {"x": "y"}}}, content_type=MERGE_PATCH)
     with pytest.raises(VolumeBindingError, match="changed since it was chosen for claim default/data"):
-        volume_binding.bind_volume(api_client, BindVolume("pv", stale, ref(data)))
+        volume_prebind.bind_volume(api_client, BindVolume("pv", stale, ref(data)))
     rival = create_storage(kube, claim("rival"))[0]
     bind(kube, "rival", "pv")
     fresh = get_volume(kube, "pv")["metadata"]["resourceVersion"]
     with pytest.raises(VolumeBindingError, match="already bound to claim default/rival"):
-        volume_binding.bind_volume(api_client, BindVolume("pv", fresh, ref(data)))
+        volume_prebind.bind_volume(api_client, BindVolume("pv", fresh, ref(data)))
     assert get_volume(kube, "pv")["spec"]["claimRef"]["uid"] == rival["metadata"]["uid"]
     with pytest.raises(VolumeBindingError, match="persistentvolume gone, chosen for claim default/data, no longer"):
-        volume_binding.bind_volume(api_client, BindVolume("gone", "1", ref(data)))
+        volume_prebind.bind_volume(api_client, BindVolume("gone", "1", ref(data)))
 
 
 def test_select_node_annotates_the_claim_unless_it_changed(kube, api_client):
     _, data = setup(kube)
-    volume_binding.select_node(api_client, SelectNode(ref(data), "node-1"))
+    volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1"))
     annotated = get_claim(kube, "data")
     assert annotated["metadata"]["annotations"][SELECTED_NODE] == "node-1"
-    volume_binding.select_node(api_client, SelectNode(ref(data), "node-1"))  # idempotent
+    volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1"))  # idempotent
     with pytest.raises(VolumeBindingError, match="changed since node node-2 was chosen"):
-        volume_binding.select_node(api_client, SelectNode(ref(data), "node-2"))  # stale version
+        volume_prebind.select_node(api_client, SelectNode(ref(data), "node-2"))  # stale version
     with pytest.raises(VolumeBindingError, match="was recreated"):
-        volume_binding.select_node(api_client, SelectNode(ClaimRef("default", "data", "other-uid", "1"), "n"))
+        volume_prebind.select_node(api_client, SelectNode(ClaimRef("default", "data", "other-uid", "1"), "n"))
 
 
 def test_select_node_checks_the_class_still_provisions_there(kube, api_client):
     kube.create_node("node-1", labels={"zone": "a"})
     data = create_storage(kube, storage_class(FAST, topologies=[{"zone": ["b"]}]), claim("data", cls=FAST))[1]
     with pytest.raises(VolumeBindingError, match="storageclass fast no longer provisions volumes for node node-1"):
-        volume_binding.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
+        volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
     kube.call("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{FAST}")
     with pytest.raises(VolumeBindingError, match="storageclass fast of default/data no longer exists"):
-        volume_binding.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
+        volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1", FAST))
     assert SELECTED_NODE not in (get_claim(kube, "data")["metadata"].get("annotations") or {})
 
 
@@ -101,12 +101,12 @@ def await_action(pod: dict[str, Any], node: str, *, bindings=(), provisions=(), 
 def test_await_returns_once_the_claims_are_bound(kube, api_client):
     volume, data = setup(kube)
     pod = kube.create_pod("db")
-    volume_binding.bind_volume(api_client, BindVolume("pv", volume["metadata"]["resourceVersion"], ref(data)))
+    volume_prebind.bind_volume(api_client, BindVolume("pv", volume["metadata"]["resourceVersion"], ref(data)))
     action = await_action(pod, "node-1", bindings=[("pv", ref(data))])
-    assert not volume_binding.bindings_done(api_client, action)
+    assert not volume_prebind.bindings_done(api_client, action)
     threading.Timer(0.3, bind, (kube, "data", "pv")).start()
-    volume_binding.await_volumes(api_client, action)  # raises if the binding is not seen within 5 s
-    assert volume_binding.bindings_done(api_client, action)
+    volume_prebind.await_volumes(api_client, action)  # raises if the binding is not seen within 5 s
+    assert volume_prebind.bindings_done(api_client, action)
 
 
 @pytest.mark.parametrize("fault", ["claim-ref-reset", "wrong-node", "pod-gone", "pod-recreated", "pod-bound"])
@@ -120,7 +120,7 @@ def test_await_fails_as_soon_as_the_binding_cannot_happen(kube, api_client, faul
     if fault == "claim-ref-reset":
         match = "ClaimRef got reset for pv 'pv'"
     elif fault == "wrong-node":
-        volume_binding.bind_volume(api_client, BindVolume("pv", volume["metadata"]["resourceVersion"], ref(data)))
+        volume_prebind.bind_volume(api_client, BindVolume("pv", volume["metadata"]["resourceVersion"], ref(data)))
         match = "pv 'pv' node affinity doesn't match node 'node-2'"
     elif fault == "pod-gone":
         kube.delete_pod("db", grace_period_seconds=0)
@@ -135,34 +135,34 @@ def test_await_fails_as_soon_as_the_binding_cannot_happen(kube, api_client, faul
         kube.bind_pod("db", "node-1", uid=pod["metadata"]["uid"])
         expected, match = ConflictError, "already assigned to node node-1"
     with pytest.raises(expected, match=match):
-        volume_binding.await_volumes(api_client, action)
+        volume_prebind.await_volumes(api_client, action)
 
 
 def test_await_notices_a_provisioner_giving_up(kube, api_client):
     kube.create_node("node-1")
     data = create_storage(kube, storage_class(FAST), claim("data", cls=FAST))[1]
     pod = kube.create_pod("db")
-    volume_binding.select_node(api_client, SelectNode(ref(data), "node-1"))
+    volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1"))
     action = await_action(pod, "node-1", provisions=[ref(data)])
-    assert not volume_binding.bindings_done(api_client, action)
+    assert not volume_prebind.bindings_done(api_client, action)
     # A provisioner that fails removes the annotation to hand the claim back to the scheduler.
     kube.call("PATCH", "/api/v1/namespaces/default/persistentvolumeclaims/data",
               {"metadata": {"annotations": {SELECTED_NODE: None}}}, content_type=MERGE_PATCH)
     with pytest.raises(VolumeBindingError, match="provisioning failed for PVC 'data'"):
-        volume_binding.await_volumes(api_client, action)
+        volume_prebind.await_volumes(api_client, action)
 
 
 def test_await_is_bounded_and_ends_when_the_binder_stops(kube, api_client):
     _, data = setup(kube)
     pod = kube.create_pod("db")
-    volume_binding.select_node(api_client, SelectNode(ref(data), "node-1"))
+    volume_prebind.select_node(api_client, SelectNode(ref(data), "node-1"))
     with pytest.raises(VolumeBindingError, match="timed out after 0.3s waiting for claim"):
-        volume_binding.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=0.3))
+        volume_prebind.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=0.3))
     stopping = threading.Event()
     threading.Timer(0.2, stopping.set).start()
     # Without the stop it would wait the full 60 s and fail with "timed out" instead.
     with prebinding.stoppable(stopping), pytest.raises(VolumeBindingError, match="shutting down"):
-        volume_binding.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=60))
+        volume_prebind.await_volumes(api_client, await_action(pod, "node-1", provisions=[ref(data)], timeout=60))
 
 
 @pytest.mark.parametrize("change", ["none", "claim-deleted", "claim-deleting", "volume-deleted", "node-gone"])
@@ -171,7 +171,7 @@ def test_check_volumes_verifies_claims_bound_at_decision_time(kube, api_client, 
     bind(kube, "data", "pv")
     action = CheckVolumes("node-1", (("pv", ref(get_claim(kube, "data"))),))
     if change == "none":
-        volume_binding.check_volumes(api_client, action)
+        volume_prebind.check_volumes(api_client, action)
         return
     if change == "claim-deleted":
         delete_storage(kube)
@@ -190,4 +190,4 @@ def test_check_volumes_verifies_claims_bound_at_decision_time(kube, api_client, 
         kube.call("DELETE", "/api/v1/nodes/node-1")
         match = "node node-1 no longer exists"
     with pytest.raises(VolumeBindingError, match=match):
-        volume_binding.check_volumes(api_client, action)
+        volume_prebind.check_volumes(api_client, action)

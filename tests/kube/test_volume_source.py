@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import STORAGE_CHANGED
+from extender.cluster.volume_store import STORAGE_CHANGED
 from tests.fakeapi.fixtures import fake_only
 from tests.fakeapi.patches import MERGE_PATCH
 from tests.helpers import wait_for

@@ -7,7 +7,7 @@ from typing import Any
 
 from extender.cluster.snapshot import Snapshot, load_into
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import KIND_NAMES
+from extender.cluster.volume_store import KIND_NAMES
 from extender.model.pods import PodView
 from extender.policy.decisions import Decision
 from extender.policy.defaults import default_policy

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from extender.checks.configs import check_policy
-from extender.cluster import dra
+from extender.cluster import dra_store
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
@@ -116,10 +116,10 @@ def state() -> ClusterState:
     state.replace_nodes([node("n1"), node("n2")])
     state.replace_pods([])
     state.namespaces.replace([])
-    state.dra_store.replace(dra.CLASSES, [{"metadata": {"name": "shared-gpu"}, "spec": {"selectors": [
+    state.dra_store.replace(dra_store.CLASSES, [{"metadata": {"name": "shared-gpu"}, "spec": {"selectors": [
         {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}])
-    state.dra_store.replace(dra.SLICES, [resource_slice("n2", gpu("g0"), gpu("g1"))])
-    state.dra_store.replace(dra.CLAIMS, [])
+    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", gpu("g0"), gpu("g1"))])
+    state.dra_store.replace(dra_store.CLAIMS, [])
     return state
 
 
@@ -142,7 +142,7 @@ def test_the_gpus_are_the_class_devices_that_allow_shares(state: ClusterState) -
     failed = refusals(state, shares_pod("p", 4096, 30))
     assert set(failed) == {"n1"}
     assert failed["n1"].reasons == (REASON_NO_DEVICES,) and failed["n1"].code == Code.UNRESOLVABLE
-    state.dra_store.upsert(dra.SLICES, resource_slice("n1", gpu("x", multiple=False), gpu("y", cores="150")))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n1", gpu("x", multiple=False), gpu("y", cores="150")))
     detail = refusals(state, shares_pod("p", 4096, 30))["n1"].detail
     assert "gpu.example.com/n1/x does not allow multiple allocations" in detail
     assert "gpu.example.com/n1/y cores capacity 150 is not a percentage from 1 to 100" in detail
@@ -171,7 +171,7 @@ def test_a_share_is_recorded_as_a_claim_with_the_policys_amounts(state: ClusterS
 
 def test_a_dra_claim_first_leaves_its_capacity_to_nobody(state: ClusterState) -> None:
     for name in ("a", "b"):
-        state.dra_store.upsert(dra.CLAIMS, dra_claim(name, "12Gi", "10"))
+        state.dra_store.upsert(dra_store.CLAIMS, dra_claim(name, "12Gi", "10"))
         place(state, claim_pod(f"pod-{name}", name))
     failed = refusals(state, shares_pod("p", 8192))
     assert failed["n2"].reasons == (REASON_MEMORY,) and failed["n2"].code == Code.UNSCHEDULABLE
@@ -183,12 +183,12 @@ def test_shares_first_leave_their_capacity_to_no_dra_claim(state: ClusterState) 
     """In flight (Reserve) and then stored (PreBind): a standard claim asking the rest is refused."""
     reserved = ENGINE.reserve(shares_pod("p", 12288, 60, count=2), state.node_info("n2"), state)
     assert not isinstance(reserved, Status)
-    state.dra_store.upsert(dra.CLAIMS, dra_claim("late", "8Gi"))
+    state.dra_store.upsert(dra_store.CLAIMS, dra_claim("late", "8Gi"))
     assert refusals(state, claim_pod("q", "late"))["n2"].reason == "cannot allocate all claims"
     MemoryBinder(state).prebind(all_actions(reserved))
     assert state.dra_store.pending_allocation("extended-resources/uid-p") is None
     assert refusals(state, claim_pod("q", "late"))["n2"].reason == "cannot allocate all claims"
-    state.dra_store.upsert(dra.CLAIMS, dra_claim("fits", "4Gi", "40"))
+    state.dra_store.upsert(dra_store.CLAIMS, dra_claim("fits", "4Gi", "40"))
     assert "n2" not in refusals(state, claim_pod("r", "fits"))
 
 
@@ -209,7 +209,7 @@ def test_cores_and_memory_shortages_are_told_apart(state: ClusterState) -> None:
 
 def test_a_share_outside_the_policy_makes_the_device_unusable(state: ClusterState) -> None:
     odd = {"validValues": ["4Gi", "8Gi"], "default": "4Gi"}
-    state.dra_store.upsert(dra.SLICES, resource_slice("n2", gpu("g0", memory="8Gi", policy=odd)))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n2", gpu("g0", memory="8Gi", policy=odd)))
     failed = refusals(state, shares_pod("p", 12288))["n2"]
     assert failed.reasons == (REASON_POLICY,) and failed.code == Code.UNRESOLVABLE
     assert "GPU-g0: 12Gi of memory is outside its request policy (valid values 4Gi, 8Gi)" in failed.detail
@@ -218,14 +218,14 @@ def test_a_share_outside_the_policy_makes_the_device_unusable(state: ClusterStat
 
 
 def test_taints_are_unhealthy_gpus_and_the_product_name_is_the_type(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.SLICES, resource_slice("n2", gpu("g0", tainted=True)))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n2", gpu("g0", tainted=True)))
     assert refusals(state, shares_pod("p", 1024))["n2"].reasons == (REASON_UNHEALTHY,)
     avoid = shares_pod("q", 1024, annotations={"extender.example/gpu-type-avoid": "a100"})
     assert refusals(state, avoid)["n2"].reasons == (REASON_TYPE,)
 
 
 def test_a_device_without_cores_takes_memory_shares_only(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.SLICES, resource_slice("n2", gpu("g0", cores=None)))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n2", gpu("g0", cores=None)))
     failed = refusals(state, shares_pod("p", 1024, 10))["n2"]
     assert failed.reasons == (REASON_POLICY,) and "publishes no cores capacity" in failed.detail
     place(state, shares_pod("q", 1024))
@@ -237,8 +237,8 @@ def test_a_device_without_cores_takes_memory_shares_only(state: ClusterState) ->
 def test_a_pod_needing_a_second_extended_claim_is_refused(state: ClusterState) -> None:
     cls = {"metadata": {"name": "fpga"}, "spec": {"extendedResourceName": "example.com/fpga", "selectors": [
         {"cel": {"expression": 'device.driver == "fpga.example.com"'}}]}}
-    state.dra_store.upsert(dra.CLASSES, cls)
-    state.dra_store.upsert(dra.SLICES, {"metadata": {"name": "n2-fpga"}, "spec": {
+    state.dra_store.upsert(dra_store.CLASSES, cls)
+    state.dra_store.upsert(dra_store.SLICES, {"metadata": {"name": "n2-fpga"}, "spec": {
         "driver": "fpga.example.com", "nodeName": "n2", "pool": {"name": "n2", "generation": 1, "resourceSliceCount": 1},
         "devices": [{"name": "f0"}]}})
     state.upsert_node(node("n1", **{"example.com/fpga": "1"}))
@@ -262,7 +262,7 @@ def test_a_stale_claim_is_deleted_at_post_filter(state: ClusterState) -> None:
 
 
 def test_a_missing_class_or_dra_off_refuses_every_node(state: ClusterState) -> None:
-    state.dra_store.delete(dra.CLASSES, "shared-gpu")
+    state.dra_store.delete(dra_store.CLASSES, "shared-gpu")
     assert {s.reason for s in refusals(state, shares_pod("p", 1024)).values()} == {
         "device class shared-gpu does not exist"}
     state.dra_store.disable("off")
@@ -271,8 +271,8 @@ def test_a_missing_class_or_dra_off_refuses_every_node(state: ClusterState) -> N
 
 
 def test_allocation_scores_from_the_same_inventory_and_use(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.SLICES, resource_slice("n1", gpu("h0")))
-    state.dra_store.upsert(dra.CLAIMS, dra_claim("busy", "8Gi", "50"))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n1", gpu("h0")))
+    state.dra_store.upsert(dra_store.CLAIMS, dra_claim("busy", "8Gi", "50"))
     place(state, claim_pod("holder", "busy"), "n1")
     score = DeviceAllocation(device_class="shared-gpu").prescore(shares_pod("p", 4096, 25), state, [])
     assert score is not None

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from extender.cluster import dra
+from extender.cluster import dra_store
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.dra.objects import DeviceID
@@ -70,9 +70,9 @@ def state() -> ClusterState:
     state.replace_nodes([node("n1"), node("n2")])
     state.replace_pods([])
     state.namespaces.replace([])
-    state.dra_store.replace(dra.CLASSES, [device_class()])
-    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0", "gpu-1")])
-    state.dra_store.replace(dra.CLAIMS, [claim("one"), claim("two", count=2), claim("other")])
+    state.dra_store.replace(dra_store.CLASSES, [device_class()])
+    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", "gpu-0", "gpu-1")])
+    state.dra_store.replace(dra_store.CLAIMS, [claim("one"), claim("two", count=2), claim("other")])
     return state
 
 
@@ -146,10 +146,10 @@ def test_a_shared_claim_pins_its_next_pod_to_its_node_and_is_only_reserved(state
 def test_a_claim_reserved_256_times_is_in_use(state: ClusterState) -> None:
     allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-0"}]}}
     full = [{"resource": "pods", "name": f"x{i}", "uid": f"x{i}"} for i in range(256)]
-    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation, reservedFor=full))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("one", allocation=allocation, reservedFor=full))
     assert reason(state, pod("p", "one")) == "resourceclaim in use"
     # a pod already in the list is not refused
-    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation,
+    state.dra_store.upsert(dra_store.CLAIMS, claim("one", allocation=allocation,
                                              reservedFor=[*full[:255], {"resource": "pods", "name": "p", "uid": "uid-p"}]))
     assert set(refusals(state, pod("p", "one"))) == set()
 
@@ -165,16 +165,16 @@ def test_a_claim_that_is_not_there_yet_keeps_the_pod_waiting(state: ClusterState
 
 
 def test_a_template_claim_owned_by_the_pod_is_used(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.CLAIMS, claim("p-t-abc", owner="p"))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("p-t-abc", owner="p"))
     assert set(refusals(state, pod("p", template="tpl", generated={"t": "p-t-abc"}))) == {"n1"}
 
 
 def test_a_claim_being_deleted_or_naming_a_missing_class_waits(state: ClusterState) -> None:
     deleting = claim("one")
     deleting["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
-    state.dra_store.upsert(dra.CLAIMS, deleting)
+    state.dra_store.upsert(dra_store.CLAIMS, deleting)
     assert reason(state, pod("p", "one")) == 'resourceclaim "one" is being deleted'
-    state.dra_store.upsert(dra.CLAIMS, claim("nvme", device_class_name="nvme"))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("nvme", device_class_name="nvme"))
     assert reason(state, pod("p", "nvme")) == "request gpu: device class nvme does not exist"
 
 
@@ -192,21 +192,21 @@ def test_dra_off_keeps_claim_pods_waiting_and_others_untouched(state: ClusterSta
 
 
 def test_a_cel_runtime_error_fails_the_attempt_not_the_node(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.CLAIMS, claim("bad", selector='device.attributes["gpu.example.com"].missing == "x"'))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("bad", selector='device.attributes["gpu.example.com"].missing == "x"'))
     with pytest.raises(PluginError, match="CEL runtime error"):
         refusals(state, pod("p", "bad"))
 
 
 def test_a_request_selector_picks_the_model(state: ClusterState) -> None:
-    state.dra_store.upsert(dra.SLICES, resource_slice("n1", "h-0", model="h100"))
-    state.dra_store.upsert(dra.CLAIMS, claim("h100", selector='device.attributes["gpu.example.com"].model == "h100"'))
+    state.dra_store.upsert(dra_store.SLICES, resource_slice("n1", "h-0", model="h100"))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("h100", selector='device.attributes["gpu.example.com"].model == "h100"'))
     assert set(refusals(state, pod("p", "h100"))) == {"n2"}
 
 
 def test_prebind_refuses_a_claim_allocated_elsewhere_meanwhile(state: ClusterState) -> None:
     reserved = ENGINE.reserve(pod("p", "one"), state.node_info("n2"), state)
     allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-1"}]}}
-    state.dra_store.upsert(dra.CLAIMS, claim("one", allocation=allocation))  # another scheduler won
+    state.dra_store.upsert(dra_store.CLAIMS, claim("one", allocation=allocation))  # another scheduler won
     with pytest.raises(ClusterError, match="got allocated elsewhere in the meantime"):
         MemoryBinder(state).prebind(all_actions(reserved))
     release_all(reserved)
@@ -218,14 +218,14 @@ def test_first_available_scores_the_earlier_choice_higher() -> None:
     state.replace_nodes([node("n1"), node("n2")])
     state.replace_pods([])
     state.namespaces.replace([])
-    state.dra_store.replace(dra.CLASSES, [device_class()])
-    state.dra_store.replace(dra.SLICES, [resource_slice("n1", "a", model="h100"), resource_slice("n2", "b")])
+    state.dra_store.replace(dra_store.CLASSES, [device_class()])
+    state.dra_store.replace(dra_store.SLICES, [resource_slice("n1", "a", model="h100"), resource_slice("n2", "b")])
     prioritized = {"metadata": {"name": "fa", "namespace": "default", "uid": "uid-fa", "resourceVersion": "1"},
                    "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
                        {"name": "big", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,
                         "selectors": [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "h100"'}}]},
                        {"name": "any", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]}}}
-    state.dra_store.replace(dra.CLAIMS, [prioritized])
+    state.dra_store.replace(dra_store.CLAIMS, [prioritized])
     decision = ENGINE.decide(pod("p", "fa"), state.all_node_infos(), state)
     scores = dict(zip([n.name for n in decision.scored], decision.raw_scores["DynamicResources"], strict=True))
     assert scores["n1"] > scores["n2"]
@@ -251,7 +251,7 @@ def extended(state: ClusterState) -> ClusterState:
     advertises 4 of them the classic way (a device plugin)."""
     gpu = device_class()
     gpu["spec"]["extendedResourceName"] = "example.com/gpu"
-    state.dra_store.upsert(dra.CLASSES, gpu)
+    state.dra_store.upsert(dra_store.CLASSES, gpu)
     plugin_node = node("n1")
     plugin_node["status"]["allocatable"]["example.com/gpu"] = "4"
     state.upsert_node(plugin_node)
@@ -312,13 +312,13 @@ def test_a_shared_device_takes_claims_until_its_capacity_is_used(state: ClusterS
                                                                     "resourceSliceCount": 1},
                        "devices": [{"name": "big", "allowMultipleAllocations": True,
                                     "capacity": {"memory": {"value": "8Gi"}}}]}}
-    state.dra_store.upsert(dra.SLICES, shared)
+    state.dra_store.upsert(dra_store.SLICES, shared)
     for name in ("m-0", "m-1", "m-2"):
         raw = claim(name)
         raw["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "4Gi"}}
         raw["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
             {"cel": {"expression": "device.allowMultipleAllocations"}}]
-        state.dra_store.upsert(dra.CLAIMS, raw)
+        state.dra_store.upsert(dra_store.CLAIMS, raw)
     for name in ("m-0", "m-1"):
         assert set(refusals(state, pod(f"pod-{name}", name))) == {"n2"}
         place(state, pod(f"pod-{name}", name), "n1")
@@ -336,9 +336,9 @@ def test_least_allocated_scores_a_class_served_resource_by_the_nodes_devices(sta
     requested; a node advertising it is scored on its allocatable as before."""
     gpu = device_class()
     gpu["spec"]["extendedResourceName"] = "example.com/gpu"
-    state.dra_store.upsert(dra.CLASSES, gpu)
+    state.dra_store.upsert(dra_store.CLASSES, gpu)
     state.upsert_node(node("n3"))
-    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0", "gpu-1"),
+    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", "gpu-0", "gpu-1"),
                                          resource_slice("n3", "gpu-0", "gpu-1", "gpu-2", "gpu-3")])
     plugin_node = node("n1")
     plugin_node["status"]["allocatable"]["example.com/gpu"] = "8"
@@ -356,7 +356,7 @@ def test_least_allocated_scores_a_class_served_resource_by_the_nodes_devices(sta
     held = claim("held", count=2)
     held["status"] = {"allocation": {"devices": {"results": [
         {"request": "gpu", "driver": DRIVER, "pool": "n3", "device": f"gpu-{i}"} for i in range(2)]}}}
-    state.dra_store.upsert(dra.CLAIMS, held)
+    state.dra_store.upsert(dra_store.CLAIMS, held)
     assert scores(LeastAllocated(resources)) == [87, 50, (4 - 3) * 100 // 4]
     without_class = gpu_pod("q", 1, "example.com/fpga")
     assert LeastAllocated(resources).prescore(without_class, state, infos)(infos[2]) == 0  # nothing to score
@@ -372,9 +372,9 @@ def test_a_taint_added_while_a_claim_holds_the_device_keeps_the_allocation(state
     assert held is not None and [r.device for r in held.allocation.results] == ["gpu-0"]
     tainted = resource_slice("n2", "gpu-0", "gpu-1")
     tainted["spec"]["devices"][0]["taints"] = [{"key": "gpu.example.com/ecc", "value": "fatal", "effect": "NoExecute"}]
-    state.dra_store.replace(dra.SLICES, [tainted])
+    state.dra_store.replace(dra_store.SLICES, [tainted])
     assert set(refusals(state, pod("second", "one"))) == {"n1"}  # the claim's node still takes its pods
-    state.dra_store.delete(dra.CLAIMS, "default/one")  # its pods are gone: gpu-0 is free, and tainted
+    state.dra_store.delete(dra_store.CLAIMS, "default/one")  # its pods are gone: gpu-0 is free, and tainted
     failed = refusals(state, pod("third", "two"))
     assert set(failed) == {"n1", "n2"}
     assert "gpu-0 has taint gpu.example.com/ecc=fatal:NoExecute" in failed["n2"].detail
@@ -389,17 +389,17 @@ def test_device_taint_rules_taint_the_devices_they_select_until_deleted(state: C
     rule = {"metadata": {"name": "drain-gpu-0"}, "spec": {
         "deviceSelector": {"driver": DRIVER, "pool": "n2", "device": "gpu-0"},
         "taint": {"key": "maintenance", "value": "planned", "effect": "NoSchedule"}}}
-    state.dra_store.replace(dra.TAINT_RULES, [rule])
+    state.dra_store.replace(dra_store.TAINT_RULES, [rule])
     place(state, pod("first", "one"), "n2")
     first = state.dra_store.claim("default", "one")
     assert first is not None and [r.device for r in first.allocation.results] == ["gpu-1"]
     failed = refusals(state, pod("second", "other"))
     assert set(failed) == {"n1", "n2"}
     assert "gpu-0 has taint maintenance=planned:NoSchedule" in failed["n2"].detail
-    state.dra_store.delete(dra.TAINT_RULES, "drain-gpu-0")
+    state.dra_store.delete(dra_store.TAINT_RULES, "drain-gpu-0")
     assert set(refusals(state, pod("second", "other"))) == {"n1"}
     everything = {"metadata": {"name": "all"}, "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}}
-    state.dra_store.upsert(dra.TAINT_RULES, everything)
+    state.dra_store.upsert(dra_store.TAINT_RULES, everything)
     assert set(refusals(state, pod("second", "other"))) == {"n1", "n2"}
 
 
@@ -409,13 +409,13 @@ def test_a_pool_every_node_reaches_is_one_object_until_its_slices_change(state: 
     shared = {"metadata": {"name": "fabric"}, "spec": {
         "driver": DRIVER, "allNodes": True, "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
         "devices": [{"name": "nic-0"}]}}
-    state.dra_store.replace(dra.SLICES, [resource_slice("n2", "gpu-0"), shared])
+    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", "gpu-0"), shared])
     store = state.dra_store
     n1 = {p.name: p for p in store.pools_for("n1", {"kubernetes.io/hostname": "n1"})}
     n2 = {p.name: p for p in store.pools_for("n2", {"kubernetes.io/hostname": "n2"})}
     assert set(n1) == {"fabric"} and set(n2) == {"fabric", "n2"}
     assert n1["fabric"] is n2["fabric"]
-    store.upsert(dra.SLICES, {**shared, "spec": {**shared["spec"], "devices": [{"name": "nic-0"}, {"name": "nic-1"}]}})
+    store.upsert(dra_store.SLICES, {**shared, "spec": {**shared["spec"], "devices": [{"name": "nic-0"}, {"name": "nic-1"}]}})
     again = {p.name: p for p in store.pools_for("n1", {"kubernetes.io/hostname": "n1"})}
     assert again["fabric"] is not n1["fabric"]
     assert [d.name for _, d, _ in again["fabric"].devices] == ["nic-0", "nic-1"]

@@ -13,6 +13,7 @@ from extender.policy.builtin import (
 )
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, PluginError, Policy, WeightedScorer
+from extender.policy.plugins import Check
 from extender.policy.status import Code, Status
 
 from .builders import make_node, make_pod, taint
@@ -342,8 +343,7 @@ def test_a_check_without_memo_key_runs_on_every_node_every_pod():
                 fits.append(info.name)
                 return check(info)
 
-            counted.memo_key = check.memo_key
-            return counted
+            return Check(counted, memo_key=check.memo_key)
 
     engine = Engine(Policy(filters=(CountingFit(), Counting())))
     nodes = [make_node("a"), make_node("b")]

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from extender.errors import PolicyError
-from extender.policy.engine import Engine
+from extender.policy import enqueue
+from extender.policy.engine import Engine, Policy
 from extender.policy.loading import load_policy
+from extender.scheduler.hints import QueueingHints
 
 from .builders import make_node, make_pod
 
@@ -108,3 +110,17 @@ def test_the_example_plugins_implement_the_documented_protocols(example_registry
     assert isinstance(fewest, ScorePlugin) and isinstance(fewest, NormalizeScores)
     points = extension_points(fewest)
     assert (points.score, points.normalize_scores, points.prescore) == (fewest.score, fewest.normalize_scores, None)
+
+
+def test_the_example_filter_registers_its_events_for_the_queue(example_registry) -> None:
+    """docs/plugins.md's third-party plugin declares its own events: the standalone queue retries
+    the pods it refused after a pod deletion (its hint: a capped namespace), not a node relabel."""
+    limit = example_registry.build_filter("MaxPodsPerNode", {"max": 2, "namespaces": ["batch"]})
+    hints = QueueingHints.of([Policy(filters=(limit,))])
+    refused = frozenset({"MaxPodsPerNode"})
+    batch, other = make_pod("w", namespace="batch"), make_pod("w", namespace="web")
+    deleted = hints.wakes(enqueue.PODS, enqueue.DELETE, None)
+    assert deleted is not None and deleted(batch, refused) and not deleted(other, refused)
+    assert hints.wakes(enqueue.NODES, enqueue.ADD, None) is None  # it says yes: every pod moves
+    relabelled = hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, None)
+    assert relabelled is not None and not relabelled(batch, refused)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from extender.errors import PolicyError
-from extender.model.usage import STDEV_WINDOW, UsageSample, UsageTable
+from extender.model.usage_samples import STDEV_WINDOW, UsageSample, UsageTable
 from extender.policy.builtin.load_aware import (
     CPU_OVER,
     MEMORY_OVER,

@@ -26,7 +26,7 @@ from extender.model.quantities import to_units
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.helpers import FAST_WATCH
 from tests.reliability.figures import FIGURES
 

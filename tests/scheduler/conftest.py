@@ -13,7 +13,7 @@ from extender.kube.binder import KubeBinder
 from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine
 from extender.scheduler.profiles import Profile
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.helpers import FAST_WATCH
 
 SCHEDULER_NAME = "extender-scheduler"

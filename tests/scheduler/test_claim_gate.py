@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.cluster import dra
+from extender.cluster import dra_store
 from extender.cluster.state import ClusterState
 from extender.model.pods import PodView
 from extender.scheduler.claim_gate import ClaimGate
@@ -24,7 +24,7 @@ def claim(name: str) -> dict[str, Any]:
 
 def setup() -> tuple[ClusterState, ClaimGate, SchedulingQueue]:
     state = ClusterState()
-    state.dra_store.replace(dra.CLAIMS, [])
+    state.dra_store.replace(dra_store.CLAIMS, [])
     gate = ClaimGate(state.dra_store)
     return state, gate, SchedulingQueue(claims_ready=gate.admits, publish_metrics=False)
 
@@ -34,9 +34,9 @@ def test_a_pod_waits_untried_for_its_claim_and_the_claim_lets_it_in() -> None:
     queue.add(pod("p", resourceClaims=[{"name": "g", "resourceClaimName": "gpu"}]), "ours")
     queue.add(pod("plain"), "ours")
     assert queue.where("default/p") == GATED and queue.where("default/plain") == "active"
-    state.dra_store.upsert(dra.CLAIMS, claim("other"))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("other"))
     assert queue.ungate(gate.waiting_on("default/other")) == 0
-    state.dra_store.upsert(dra.CLAIMS, claim("gpu"))
+    state.dra_store.upsert(dra_store.CLAIMS, claim("gpu"))
     assert queue.ungate(gate.waiting_on("default/gpu")) == 1
     assert queue.where("default/p") == "active"
     assert gate.waiting_on("default/gpu") == []  # nothing left behind
@@ -47,7 +47,7 @@ def test_a_template_pod_is_let_in_by_its_own_status_update() -> None:
     spec = {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "tpl"}]}
     queue.add(pod("t", **spec), "ours")
     assert queue.where("default/t") == GATED
-    state.dra_store.upsert(dra.CLAIMS, {**claim("t-g-1"), "metadata": {
+    state.dra_store.upsert(dra_store.CLAIMS, {**claim("t-g-1"), "metadata": {
         "name": "t-g-1", "namespace": "default", "uid": "c1",
         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "t", "uid": "uid-t", "controller": True}]}})
     updated = PodView.from_dict({"metadata": {"name": "t", "namespace": "default", "uid": "uid-t"},
@@ -61,5 +61,5 @@ def test_a_full_list_of_claims_asks_for_every_pod_held() -> None:
     state, gate, queue = setup()
     for name in ("a", "b"):
         queue.add(pod(name, resourceClaims=[{"name": "g", "resourceClaimName": name}]), "ours")
-    state.dra_store.replace(dra.CLAIMS, [claim("a"), claim("b")])
+    state.dra_store.replace(dra_store.CLAIMS, [claim("a"), claim("b")])
     assert queue.ungate(gate.waiting_on("")) == 2

@@ -11,7 +11,7 @@ from extender.kube import keepalive
 from extender.kube.client import build_api_client
 from extender.scheduler.preemptor import PREEMPT_WORKERS
 from extender.scheduler.reporting import REPORT_WORKERS
-from extender.scheduler.scheduler import connections_needed
+from extender.scheduler.standalone import connections_needed
 from tests.scheduler.conftest import SCHEDULER_NAME
 
 pytestmark = pytest.mark.apiserver

@@ -15,7 +15,7 @@ from extender.model.pods import PodView
 from extender.scheduler import queueing
 from extender.scheduler.gangs import GangScheduling, Placed
 from extender.scheduler.queueing import SchedulingQueue
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.scheduler.conftest import SCHEDULER_NAME, standalone_profile
 
 KEY = pg.GroupKey(pg.API_V1ALPHA2, "default", "pg1")

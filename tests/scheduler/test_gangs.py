@@ -22,7 +22,7 @@ from extender.cluster.state import ClusterState
 from extender.kube.client import build_api_client
 from extender.model import podgroups as pg
 from extender.scheduler import queueing
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.fakeapi.client import KubeTestClient
 from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
 from tests.fakeapi.fixtures import ApiServerHandle, running_fake, start_envtest_handle

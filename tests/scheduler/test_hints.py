@@ -1,6 +1,7 @@
-"""Queueing hints for a placed pod's deletion and arrival (scheduler/hints.py), plugin by plugin, after
-kube-scheduler v1.36's QueueingHintFns; and the queue moving only the pods they wake, also
-for a deletion that happened while the pod was in flight."""
+"""Queueing hints for a placed pod's deletion and arrival, a storage object's change and a node's
+update, plugin by plugin, after kube-scheduler v1.36's QueueingHintFns, as the built-ins register
+them (`events_to_register`) and scheduler/hints.py gathers them; and the queue moving only the
+pods they wake, also for a deletion that happened while the pod was in flight."""
 
 from __future__ import annotations
 
@@ -8,23 +9,44 @@ from typing import Any
 
 import pytest
 
-from extender.cluster import listeners
+from extender.cluster import dra_store, listeners, volume_store
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import CLAIMS, VOLUMES
+from extender.cluster.volume_store import CLAIMS, VOLUMES
+from extender.model.nodes import NodeView
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
-from extender.policy import names
-from extender.scheduler.hints import (
-    after_node_updated,
-    after_pod_deleted,
-    after_pod_placed,
-    after_storage_changed,
-)
-from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from extender.policy import enqueue, names
+from extender.policy.builtin import FILTERS, OPT_IN_FILTERS
+from extender.policy.engine import Policy
+from extender.scheduler.hints import QueueingHints
+from extender.scheduler.queueing import BACKOFF, UNSCHEDULABLE, SchedulingQueue, Wakes
 from tests.helpers import Clock
 from tests.policy.builders import placed, pod_affinity, spread, term
 
 PROFILE = "extender-scheduler"
+# Every built-in filter, with its default args: what each registered is all the queue knows.
+BUILT_INS = QueueingHints.of([Policy(filters=tuple(plugin() for plugin in (*FILTERS, *OPT_IN_FILTERS)))])
+
+
+def _hinted(wakes: Wakes | None) -> Wakes:
+    assert wakes is not None, "some built-in says no to this event"
+    return wakes
+
+
+def after_pod_deleted(deleted: Any) -> Wakes:
+    return _hinted(BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, deleted))
+
+
+def after_pod_placed(added: Any) -> Wakes:
+    return _hinted(BUILT_INS.wakes(enqueue.PODS, enqueue.ADD, added, unrefused=False))
+
+
+def after_storage_changed(resource: str, key: str) -> Wakes:
+    return _hinted(BUILT_INS.wakes(resource, enqueue.UPDATE, key))
+
+
+def after_node_updated(changed: frozenset[str]) -> Wakes:
+    return _hinted(BUILT_INS.wakes(enqueue.NODES, changed, None))
 
 
 def _ports(*ports: int) -> dict[str, Any]:
@@ -169,17 +191,20 @@ def test_a_storage_change_wakes_the_pods_volume_plugins_refused_and_a_claim_only
 
 
 def test_a_node_update_wakes_the_pods_refused_by_a_plugin_that_reads_what_changed() -> None:
-    labels = after_node_updated(frozenset({"labels"}))
-    assert labels is not None
+    labels = after_node_updated(frozenset({enqueue.UPDATE_NODE_LABEL}))
     pod = _waiting()
     assert labels(pod, frozenset({names.NODE_AFFINITY}))
     assert not labels(pod, frozenset({names.RESOURCE_FIT, names.TAINT_TOLERATION, names.NODE_PORTS}))
     assert labels(pod, frozenset({names.DYNAMIC_RESOURCES}))  # reads every part
     assert labels(pod, frozenset({"SomeonesOwnPlugin"})) and labels(pod, frozenset())
-    grown = after_node_updated(frozenset({"allocatable", "declared_features"}))
-    assert grown is not None and grown(pod, frozenset({names.RESOURCE_FIT}))
+    grown = after_node_updated(frozenset({enqueue.UPDATE_NODE_ALLOCATABLE, enqueue.UPDATE_NODE_DECLARED_FEATURE}))
+    assert grown(pod, frozenset({names.RESOURCE_FIT}))
     assert grown(pod, frozenset({names.NODE_DECLARED_FEATURES}))
-    assert after_node_updated(frozenset({"inventory"})) is None  # no readers listed: every pod
+    devices = after_node_updated(frozenset({enqueue.UPDATE_NODE_DEVICES}))  # only DeviceFit reads the inventory
+    assert devices(pod, frozenset({names.DEVICE_FIT})) and devices(pod, frozenset({"SomeonesOwnPlugin"}))
+    assert not devices(pod, frozenset({names.RESOURCE_FIT}))
+    readable = after_node_updated(frozenset({enqueue.UPDATE_NODE_READABLE}))  # the engine's own refusal
+    assert readable(pod, frozenset({names.NODE_UNUSABLE})) and not readable(pod, frozenset({names.NODE_AFFINITY}))
 
 
 def test_in_flight_events_are_kept_only_while_an_attempt_older_than_them_runs() -> None:
@@ -200,3 +225,63 @@ def test_in_flight_events_are_kept_only_while_an_attempt_older_than_them_runs() 
     following.rejected_by = frozenset({names.NODE_PORTS})
     queue.requeue_unschedulable(following)
     assert queue.where("default/next") == BACKOFF  # the event after its pop still counts
+
+
+class _ZonedFilter:
+    """A third-party filter as docs/plugins.md shows one: it registers node label updates only,
+    with a hint that reads the node."""
+
+    name = "Zoned"
+
+    def filter(self, pod: PodView, node: Any) -> str:
+        return "not in zone a"
+
+    def events_to_register(self) -> tuple[enqueue.EventHint, ...]:
+        return (enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, hint=lambda pod, node: node.labels.get("zone") == "a"),)
+
+
+class _SilentFilter:
+    """A filter that registers nothing: every event may change its answer."""
+
+    name = "Silent"
+
+    def filter(self, pod: PodView, node: Any) -> str:
+        return "no"
+
+
+def test_a_plugin_of_a_policys_own_is_asked_for_the_events_it_registered_and_a_silent_one_for_every_event() -> None:
+    hints = QueueingHints.of([Policy(filters=(_ZonedFilter(), _SilentFilter()))])
+    pod, zoned, silent = _waiting(), frozenset({"Zoned"}), frozenset({"Silent"})
+    relabelled = _hinted(hints.wakes(enqueue.NODES, frozenset({enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT}),
+                                     _node({"zone": "a"})))
+    assert relabelled(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, _node({"zone": "b"})))(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.NODES, enqueue.UPDATE_NODE_TAINT, _node({"zone": "a"})))(pod, zoned)
+    assert not _hinted(hints.wakes(enqueue.PODS, enqueue.DELETE, _deleted()))(pod, zoned)
+    for resource, action in ((enqueue.PODS, enqueue.DELETE), (enqueue.NODES, enqueue.UPDATE_NODE_DEVICES),
+                             (enqueue.RESOURCE_CLAIMS, enqueue.UPDATE), (enqueue.NAMESPACES, enqueue.UPDATE)):
+        assert _hinted(hints.wakes(resource, action, None))(pod, silent)
+        assert _hinted(hints.wakes(resource, action, None))(pod, zoned | silent)
+    assert hints.wakes(enqueue.PODS, enqueue.DELETE, None, unrefused=True) is not None  # Zoned says no
+    only_silent = QueueingHints.of([Policy(filters=(_SilentFilter(),))])
+    assert only_silent.wakes(enqueue.NODES, enqueue.ADD, None) is None  # all yes: every pod, unasked
+    assert only_silent.wakes(enqueue.NODES, enqueue.ADD, None, unrefused=False) is not None
+    assert only_silent.wakes(enqueue.PODS, enqueue.DELETE, None) is not None  # an unreadable node: no
+
+
+def _node(labels: dict[str, str]) -> NodeView:
+    return NodeView.from_dict({"metadata": {"name": "n1", "labels": labels}, "status": {}})
+
+
+def test_every_built_in_filter_registers_a_node_added_so_it_moves_every_pod_unasked() -> None:
+    """A node added is a yes from each built-in (and the engine's unreadable-node refusal): the
+    queue moves every waiting pod without a hint per pod, as before hints (EventHandlingNodeAdd)."""
+    assert BUILT_INS.wakes(enqueue.NODES, enqueue.ADD, None) is None
+    assert BUILT_INS.wakes(enqueue.PODS, enqueue.DELETE, None) is not None
+
+
+def test_the_stores_name_their_kinds_as_the_registrations_do() -> None:
+    """The scheduler hands the storage and DRA stores' resource names to the hints as they are:
+    a store that named a kind otherwise would leave the pods its plugins refused unwoken."""
+    assert set(volume_store.KINDS) <= set(enqueue.STORAGE)
+    assert set(dra_store.RESOURCES) == set(enqueue.DRA)

@@ -11,11 +11,11 @@ from typing import Any
 
 from extender.cluster.state import ClusterState
 from extender.scheduler.queueing import ACTIVE, UNSCHEDULABLE, SchedulingQueue
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.helpers import Clock
 from tests.policy.builders import node_dict
 from tests.scheduler.conftest import standalone_profile
-from tests.scheduler.test_queueing import PROFILE, pod
+from tests.scheduler.test_queueing import PROFILE, refused
 
 
 def _node(features: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -34,12 +34,7 @@ def _waiting() -> tuple[SchedulingQueue, ClusterState]:
     scheduler = Scheduler(None, [standalone_profile(PROFILE)], state=state, queue=queue, binder=object())
     state.listeners.add(scheduler._on_cluster_event)  # what start() does, without the threads
     state.upsert_node(_node())
-    for name, plugin in (("needs-feature", "NodeDeclaredFeatures"), ("too-big", "ResourceFit")):
-        queue.add(pod(name), PROFILE)
-        entry = queue.pop(timeout=0)
-        assert entry is not None
-        entry.rejected_by = frozenset({plugin})
-        queue.requeue_unschedulable(entry)
+    refused(queue, {"needs-feature": "NodeDeclaredFeatures", "too-big": "ResourceFit"})
     clock.now += 60
     return queue, state
 

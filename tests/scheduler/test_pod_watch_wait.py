@@ -16,7 +16,7 @@ from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.model.pods import PodView
 from extender.scheduler.queueing import QueuedPod, SchedulingQueue
-from extender.scheduler.scheduler import Scheduler
+from extender.scheduler.standalone import Scheduler
 from tests.scheduler.conftest import SCHEDULER_NAME, standalone_profile
 
 RAW = {"metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},

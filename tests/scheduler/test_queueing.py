@@ -53,6 +53,16 @@ def popped(queue: SchedulingQueue, name: str) -> QueuedPod:
     return entry
 
 
+def refused(queue: SchedulingQueue, refusals: dict[str, str]) -> None:
+    """Each pod named added, popped and refused by its plugin: unschedulable, waiting for an event."""
+    for name, plugin in refusals.items():
+        queue.add(pod(name), PROFILE)
+        entry = queue.pop(timeout=0)
+        assert entry is not None
+        entry.rejected_by = frozenset({plugin})
+        queue.requeue_unschedulable(entry)
+
+
 def names(queue: SchedulingQueue) -> list[str]:
     popped = []
     while (entry := queue.pop(timeout=0)) is not None:

@@ -8,8 +8,10 @@ from html import escape
 from html.parser import HTMLParser
 
 from extender.cluster.snapshot import Snapshot, read_snapshot
+from extender.policy.decisions import FitError
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy_file
+from extender.policy.status import unschedulable
 from extender.simulation.report import render_report, write_report
 from extender.simulation.simulating import compare, simulate
 from tests.explain.conftest import FIXTURES, LEAST, MOST
@@ -140,10 +142,13 @@ def test_a_reason_with_commas_of_its_own_stays_one_tag() -> None:
     from extender.simulation.report import _reason_html
     from extender.simulation.simulating import Unplaced
 
-    html = _reason_html(Unplaced("p", "0/3 nodes are available: 2 node(s) had untolerated taint {a: b, c: d}, "
-                                      "1 Insufficient cpu."))
-    assert re.findall(r'class="reason">([^<]*)<', html) == ["2 node(s) had untolerated taint {a: b, c: d}",
-                                                            "1 Insufficient cpu"]
+
+    tainted, small = unschedulable("node(s) had untolerated taint {a: b, c: d}"), unschedulable("Insufficient cpu")
+    fit_error = FitError.of([tainted, tainted, small], 0, 3)
+    assert str(fit_error) == "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {a: b, c: d}."
+    html = _reason_html(Unplaced("p", str(fit_error), fit_error=fit_error))
+    assert re.findall(r'class="reason">([^<]*)<', html) == ["1 Insufficient cpu",
+                                                            "2 node(s) had untolerated taint {a: b, c: d}"]
 
 
 def test_load_aware_policies_show_the_measured_usage() -> None:

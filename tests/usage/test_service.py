@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from extender.cluster.state import ClusterState
-from extender.model.usage import EMPTY_USAGE
+from extender.model.usage_samples import EMPTY_USAGE
 from extender.policy.defaults import default_policy
 from extender.policy.loading import load_policy
 from extender.policy.reloading import FixedPolicy, PolicyHolder

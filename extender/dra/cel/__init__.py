@@ -35,7 +35,7 @@ absorbing && and ||, ?:, `in`, field and index selection, has(), all/exists/exis
 map/filter, cel.bind), the standard functions (size, contains, startsWith, endsWith,
 matches, int/uint/double/string/bool/bytes/dyn conversions), Kubernetes' string extension
 (charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim,
-join, reverse), regex (find, findAll), Kubernetes lists (isSorted, sum, min, max, indexOf,
+join, reverse), regular expressions (find, findAll), Kubernetes lists (isSorted, sum, min, max, indexOf,
 lastIndexOf), ext.Sets (sets.contains/equivalent/intersects), quantity and semver.
 
 Known differences from cel-go: the type checker is partial (undeclared identifiers and

@@ -1,26 +1,30 @@
 """The built-in filters and scorers, registered by name (see `extender.policy.names`).
 
 One module per plugin family: readiness (NodeReady), gates (SchedulingGates), fit
-(ResourceFit), taints, affinity (node affinity), interpod (InterPodAffinity), spread
-(PodTopologySpread), ports (NodePorts), labels (NodeLabels, LabelPreference),
-allocation (Least/Most/BalancedAllocation), unsupported (UnsupportedConstraints), load
-(NodeLoad, TargetLoadPacking, LoadVariationRiskBalancing: measured usage), the volume
+(ResourceFit), taints, node_affinity (NodeAffinity, PreferredNodeAffinity), interpod
+(InterPodAffinity), spread (PodTopologySpread), ports (NodePorts), labels (NodeLabels,
+LabelPreference), allocation (Least/Most/BalancedAllocation), unsupported
+(UnsupportedConstraints), load_aware (NodeLoad, TargetLoadPacking,
+LoadVariationRiskBalancing: measured usage), the volume
 plugins: volume_restrictions, volume_limits (NodeVolumeLimits), volume_binding, volume_zone,
 and volume_scoring (the opt-in VolumeBinding scorer), devices (DeviceFit,
 DeviceAllocation: shared GPUs), gpu_share (the FGD paper's GPU-sharing policies, docs/replay.md),
 dynamic_resources (DynamicResources: DRA claims), and
 node_features (NodeDeclaredFeatures: node.status.declaredFeatures).
 InterPodAffinity, PodTopologySpread and DynamicResources are a filter and a scorer under one name, as in
-kube-scheduler. Each plugin is a frozen dataclass built
-by `from_args`, which validates the policy file's `args`; equal args give equal
-plugins, which is how a policy file is compared with the built-in defaults.
+kube-scheduler. Each plugin is a frozen dataclass built by its from_args, which validates the
+policy file's args; equal args give equal plugins, which is how a policy file is compared with
+the built-in defaults. Each filter registers the cluster events that may change its answer
+next to its filter (its events_to_register: policy/enqueue.py).
+Shared by several: base (the prefilter/prescore base classes, the volume plugins' storage
+events), arguments (the args loader), volume_matching (VolumeBinding's volume search),
+dra_devices and dra_extended (DeviceFit's DRA shares, DRA extended resources).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from extender.policy.builtin.affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from extender.policy.builtin.devices import DeviceAllocation, DeviceFit
 from extender.policy.builtin.dynamic_resources import DynamicResources, DynamicResourcesScore
@@ -34,6 +38,7 @@ from extender.policy.builtin.load_aware import (
     NodeLoad,
     TargetLoadPacking,
 )
+from extender.policy.builtin.node_affinity import NodeAffinity, PreferredNodeAffinity
 from extender.policy.builtin.node_features import NodeDeclaredFeatures
 from extender.policy.builtin.ports import NodePorts
 from extender.policy.builtin.readiness import NodeReady

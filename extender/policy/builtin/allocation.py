@@ -32,8 +32,8 @@ from extender.policy.builtin.base import PrescoredScorer, identity
 from extender.policy.builtin.dra_extended import device_totals
 from extender.policy.builtin.fit import is_dra_extended_resource
 from extender.policy.cluster_view import ClusterView
-from extender.policy.dra import DraView
-from extender.policy.plugins import NodeScore, NormalizeScores
+from extender.policy.dra_view import DraView
+from extender.policy.plugins import NodeScore, NormalizeScores, Score
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 NONZERO_RESOURCES = frozenset({"cpu", "memory"})
@@ -114,8 +114,7 @@ class _AllocationScorer(PrescoredScorer, NormalizeScores):
                 weights += more_weights
             return total // weights if weights else 0
 
-        score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
-        return score
+        return Score(score, memo_key=terms)  # all it reads of the pod (Engine._remembered)
 
     def _with_devices(self, nonzero: tuple[tuple[str, int, int], ...], actual: tuple[tuple[str, int, int], ...],
                       dra: DraView, backed: Mapping[str, DeviceClass]) -> NodeScore:
@@ -194,8 +193,7 @@ class BalancedAllocation(PrescoredScorer, NormalizeScores):
         pairs = tuple((name, amount) for name, _, amount, _ in terms)
         if len(pairs) == 2:
             pair = _balanced_pair(*pairs[0], *pairs[1])
-            pair.memo_key = pairs  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
-            return pair
+            return Score(pair, memo_key=pairs)  # all it reads of the pod (Engine._remembered)
 
         def score(info: NodeInfo) -> float:
             allocatable = info.node.allocatable
@@ -215,8 +213,7 @@ class BalancedAllocation(PrescoredScorer, NormalizeScores):
                 std = 0.0
             return int((1 - std) * 100)
 
-        score.memo_key = pairs  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
-        return score
+        return Score(score, memo_key=pairs)  # all it reads of the pod (Engine._remembered)
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         return identity(list(scores))

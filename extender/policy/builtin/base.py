@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy import enqueue
 from extender.policy.builtin import arguments
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.plugins import (
@@ -73,3 +74,17 @@ def default_normalize_int(scores: list[float] | tuple[float, ...], *, reverse: b
     if reverse:
         return [100 - (100 * int(s) // int(top)) for s in scores]
     return [100 * int(s) // int(top) for s in scores]
+
+
+def _uses_claim(pod: PodView, key: str) -> bool:
+    """The volume plugins' claim hints (isSchedulableAfterPersistentVolumeClaimChange): a changed
+    claim may help only the pods that use it; a change without a key, every pod."""
+    if not key:
+        return True
+    namespace, _, claim = key.partition("/")
+    return pod.namespace == namespace and any(c.name == claim for c in pod.volumes.claims)
+
+
+# What the volume plugins register: any storage object's change, a claim's only for its users.
+STORAGE_EVENTS = (enqueue.on(enqueue.PERSISTENT_VOLUME_CLAIMS, hint=_uses_claim),
+                  *enqueue.on_each([r for r in enqueue.STORAGE if r != enqueue.PERSISTENT_VOLUME_CLAIMS]))

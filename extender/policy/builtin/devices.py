@@ -58,11 +58,13 @@ from extender.model.devices import (
 from extender.model.gpushare import PodShape
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments, dra_devices, gpu_choice
 from extender.policy.builtin.device_requests import pod_device_request
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
+    Check,
     FilterPlugin,
     FilterResult,
     NodeCheck,
@@ -72,6 +74,7 @@ from extender.policy.plugins import (
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
+    Score,
     ScorePlugin,
 )
 from extender.policy.reservations import Reservation
@@ -126,10 +129,6 @@ class _DeviceCheck:
         self.cluster = cluster
         self.strategy = strategy
         self.changes = tuple(changes)
-        # All it reads of the pod (FilterCycle.run): the node's device use is part of its NodeInfo's
-        # identity (the state builds a node's NodeInfo again when its use changes). Preemption's
-        # updated checks read changes of their own: no memo.
-        self.memo_key = None if self.changes else (names.DEVICE_FIT, request)
 
     def use(self, node: str) -> Mapping[str, Use]:
         totals = self.cluster.device_use(node).totals
@@ -165,6 +164,13 @@ class _DeviceCheck:
         return _DeviceCheck(self.request, self.cluster, self.strategy, (*self.changes, *changes))
 
 
+_EVENTS = (enqueue.NODE_ADDED,
+           enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT, enqueue.UPDATE_NODE_UNSCHEDULABLE,
+                     enqueue.UPDATE_NODE_ALLOCATABLE, enqueue.UPDATE_NODE_DEVICES),
+           enqueue.on(enqueue.PODS, enqueue.DELETE),
+           *enqueue.on_each(enqueue.DRA))
+
+
 @dataclass(frozen=True)
 class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     """Args: `strategy: binpack|spread` (default binpack): which devices of the node a pod gets;
@@ -177,6 +183,11 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     # The `fgd` and `random` choices (gpu_choice.py); None for binpack and spread.
     chooser: gpu_choice.Chooser | None = field(default=None, compare=False, repr=False)
     args_key: str = ""
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """DynamicResources' events (with a deviceClass its shares are DRA allocations), a node's
+        device inventory changed, and a placed pod deleted (its shares freed)."""
+        return _EVENTS
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
@@ -197,7 +208,10 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
             return request
         if self.device_class:
             return dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
-        return _DeviceCheck(request, cluster, self.strategy)
+        # All it reads of the pod (FilterCycle.run): the node's device use is part of its NodeInfo's
+        # identity (the state builds a node's NodeInfo again when its use changes). Preemption's
+        # updated checks (UpdatableCheck, through the Check) read changes of their own: no memo.
+        return Check(_DeviceCheck(request, cluster, self.strategy), memo_key=(names.DEVICE_FIT, request))
 
     def prime(self, shapes: Sequence[PodShape]) -> None:
         """The `fgd` choice's target workload, pinned (gpu_choice.WorkloadPrimed); others ignore it."""
@@ -390,8 +404,7 @@ class DeviceAllocation(PreScorePlugin, ScorePlugin, NormalizeScores):
             return _packing(inventory.devices, cluster.device_use(info.name).totals, request, self.strategy)
 
         # All it reads of the pod (Engine._remembered); the node's device use goes with its NodeInfo.
-        score.memo_key = (self.name, self.strategy, request)  # type: ignore[attr-defined]
-        return score
+        return Score(score, memo_key=(self.name, self.strategy, request))
 
     def _dra_scores(self, request: DeviceRequest, cluster: ClusterView) -> NodeScore | None:
         dra = cluster.dra()

@@ -67,7 +67,7 @@ from extender.model.pods import PodView
 from extender.policy import names
 from extender.policy.builtin import dra_extended
 from extender.policy.claim_actions import CreateExtendedClaim, DeleteClaim, DeleteExtendedClaim
-from extender.policy.dra import DraView, extended_key
+from extender.policy.dra_view import DraView, extended_key
 from extender.policy.status import Code, Status
 
 MIB = 1 << 20

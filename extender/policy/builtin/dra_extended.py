@@ -37,7 +37,7 @@ from extender.errors import QuantityError
 from extender.model.pods import PodView
 from extender.model.quantities import to_units
 from extender.policy.builtin.fit import is_dra_extended_resource
-from extender.policy.dra import EXTENDED_ANNOTATION, DraView
+from extender.policy.dra_view import EXTENDED_ANNOTATION, DraView
 
 STALE = "cannot schedule extended resource claim"
 IN_MEMORY_NAME = "<extended-resources>"  # specialClaimInMemName: the claim is named when it is created

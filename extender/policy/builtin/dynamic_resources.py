@@ -55,7 +55,7 @@ from extender.dra.binding_conditions import DEFAULT_TIMEOUT, readiness, unusable
 from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments, dra_extended
 from extender.policy.claim_actions import (
     AwaitBindingConditions,
@@ -66,7 +66,8 @@ from extender.policy.claim_actions import (
     DeleteExtendedClaim,
 )
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
-from extender.policy.dra import DraView, extended_key
+from extender.policy.dra_view import DraView, extended_key
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
@@ -312,6 +313,12 @@ _ARGS = arguments.schema({
 _SCORE_ARGS = arguments.schema({})
 
 
+_EVENTS = (enqueue.NODE_ADDED,
+           enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT, enqueue.UPDATE_NODE_UNSCHEDULABLE,
+                     enqueue.UPDATE_NODE_ALLOCATABLE),
+           *enqueue.on_each(enqueue.DRA))
+
+
 @dataclass(frozen=True)
 class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     """kube-scheduler's DynamicResources plugin: PreFilter, Filter, Reserve, PreBind and PostFilter.
@@ -321,6 +328,11 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterP
 
     name: ClassVar[str] = NAME
     binding_timeout: float = DEFAULT_TIMEOUT
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or changed in what the allocator reads of it, and any change of a device
+        class, slice, claim or taint rule."""
+        return _EVENTS
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> DynamicResources:

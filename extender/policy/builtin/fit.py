@@ -16,7 +16,7 @@ any device-plugin resource.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -24,11 +24,12 @@ from typing import Any, ClassVar
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.quantities import format_units
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck
 from extender.policy.status import Code, Status
 
 REASON_TOO_MANY_PODS = "Too many pods"
@@ -60,6 +61,11 @@ class ResourceFit(PrefilteredFilter):
     name: ClassVar[str] = names.RESOURCE_FIT
     ignored_resources: frozenset[str] = frozenset()
     ignored_resource_groups: frozenset[str] = frozenset()
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or grown, a placed pod deleted or scaled down: each may free room."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_ALLOCATABLE),
+                enqueue.on(enqueue.PODS, enqueue.DELETE, enqueue.UPDATE_POD_SCALE_DOWN))
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> ResourceFit:
@@ -95,8 +101,7 @@ class ResourceFit(PrefilteredFilter):
                     return _absent(wanted, info, absent) or _refusal(wanted, info)
             return None
 
-        check.memo_key = wanted  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
-        return check
+        return Check(check, memo_key=wanted)  # all it reads of the pod (FilterCycle.run)
 
 
 def is_dra_extended_resource(name: str) -> bool:
@@ -119,8 +124,7 @@ def _delegating_check(wanted: tuple[tuple[str, int], ...], delegable: frozenset[
                 return _refusal(kept, info)
         return None
 
-    check.memo_key = (wanted, delegable)  # type: ignore[attr-defined]  # a mark on the function (plugins.memo_key)
-    return check
+    return Check(check, memo_key=(wanted, delegable))  # all it reads of the pod (FilterCycle.run)
 
 
 _INSUFFICIENT: dict[str, str] = {}

@@ -8,14 +8,16 @@ runs once per pod and costs nothing per node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Code, Status
 
@@ -28,6 +30,10 @@ class SchedulingGates(TakesNoArgs, PreFilterPlugin, FilterPlugin):
 
     name: ClassVar[str] = NAME
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added (the gates themselves are lifted by the pod's own update)."""
+        return (enqueue.NODE_ADDED,)
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> Status | None:
         if not pod.scheduling_gates:

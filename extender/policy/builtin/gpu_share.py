@@ -32,7 +32,7 @@ from extender.policy.builtin.gpu_choice import (
     seeded,
 )
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
-from extender.policy.plugins import NodeScore, NormalizeScores, PreScorePlugin, ScorePlugin
+from extender.policy.plugins import NodeScore, NormalizeScores, PreScorePlugin, Score, ScorePlugin
 
 # The paper's normalisers: a node of 128 cores and 8 GPUs (its largest).
 _CPU_SCALE = 128_000
@@ -62,8 +62,7 @@ def _scorer(name: str, shape: PodShape, cluster: ClusterView, rule: Callable[[Gp
         state = node_state(info, cluster)
         return cache.get((shape, state, version), lambda: rule(state))  # type: ignore[no-any-return]
 
-    score.memo_key = (name, shape, version)  # type: ignore[attr-defined]  # all it reads of the pod
-    return score
+    return Score(score, memo_key=(name, shape, version))  # all it reads of the pod
 
 
 @dataclass(frozen=True)
@@ -174,8 +173,7 @@ class GpuClustering(_GpuScorer):
             tags = _nodes_tags(info)
             return cache.get((tag, state, tags), lambda: _clustering(tag, state, tags))  # type: ignore[no-any-return]
 
-        score.memo_key = (self.name, shape)  # type: ignore[attr-defined]
-        return score
+        return Score(score, memo_key=(self.name, shape))  # all it reads of the pod
 
 
 def _clustering(tag: str, state: GpuNode, tags: frozenset[str]) -> int:
@@ -243,8 +241,7 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
         def score(info: NodeInfo) -> float:
             return frag.best(shape, node_state(info, cluster))[0]
 
-        score.memo_key = (self.name, shape, version)  # type: ignore[attr-defined]
-        return score
+        return Score(score, memo_key=(self.name, shape, version))  # all it reads of the pod
 
     def score(self, pod: PodView, node: NodeInfo) -> float:
         fn = self.prescore(pod, EMPTY_CLUSTER, [node])

@@ -32,10 +32,12 @@ from extender.model.affinity import AffinityTerm, Counts, WeightedTerm, count_on
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.records import PodRecord
-from extender.policy import names
+from extender.model.selectors import NOTHING
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import TakesNoArgs
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 
@@ -232,11 +234,45 @@ def _incoming_counts(required: tuple[AffinityTerm, ...], anti: tuple[AffinityTer
     return affinity, anti_counts
 
 
+def _all_match(terms: tuple[AffinityTerm, ...], namespace: str, labels: Mapping[str, str]) -> bool:
+    """podMatchesAllAffinityTerms; a namespace selector (whose labels the hint does not read)
+    counts as a match, so the answer errs towards a retry."""
+    return bool(terms) and all(
+        term.namespace_selector is not NOTHING and term.selector.matches(labels)
+        or term.matches(namespace, labels) for term in terms)
+
+
+def _repelled(pod: PodView, deleted: PodRecord) -> bool:
+    """isSchedulableAfterPodChange for a deletion: the deleted pod matched the pod's required
+    anti-affinity, or the pod matched the deleted pod's."""
+    mine = pod.affinity.required_anti if pod.affinity is not None else ()
+    if _all_match(mine, deleted.namespace, deleted.labels):
+        return True
+    theirs = deleted.affinity.required_anti if deleted.affinity is not None else ()
+    return _all_match(theirs, pod.namespace, pod.labels)
+
+
+def _attracts(pod: PodView, added: PodRecord) -> bool:
+    """isSchedulableAfterPodChange for an added pod: it matches every term of the pod's required
+    affinity (one pod must satisfy them all)."""
+    return pod.affinity is not None and _all_match(pod.affinity.required, added.namespace, added.labels)
+
+
+_EVENTS = (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL),
+           enqueue.on(enqueue.PODS, enqueue.ADD, hint=_attracts), enqueue.on(enqueue.PODS, enqueue.DELETE, hint=_repelled),
+           enqueue.on(enqueue.PODS, enqueue.UPDATE_POD_LABEL), enqueue.on(enqueue.NAMESPACES))
+
+
 @dataclass(frozen=True)
 class InterPodAffinity(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """Filter. No args."""
 
     name: ClassVar[str] = names.INTER_POD_AFFINITY
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or relabelled, a namespace changed (namespace selectors), a placed pod
+        relabelled, placed where it satisfies the pod's affinity, or deleted where it repelled."""
+        return _EVENTS
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> AffinityCheck | None:
         terms = pod.affinity

@@ -26,11 +26,12 @@ from typing import Any, ClassVar
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.selectors import LabelSelector, parse_label_selector
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck, NodeScore
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck, NodeScore
 from extender.policy.status import Code, Status
 
 
@@ -135,6 +136,10 @@ class NodeLabels(PrefilteredFilter):
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     rules: tuple[LabelRule, ...] = ()
 
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, or one whose labels changed."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL))
+
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeLabels:
         rules = arguments.load(_RULES, args)["rules"]
@@ -153,8 +158,7 @@ class NodeLabels(PrefilteredFilter):
                     return label_check.status
             return None
 
-        check.memo_key = applied  # type: ignore[attr-defined]  # the rules that apply to the pod (FilterCycle.run)
-        return check
+        return Check(check, memo_key=applied)  # the rules that apply to the pod (FilterCycle.run)
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,12 @@ from extender.errors import QuantityError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.quantities import to_units
-from extender.model.usage import UsageSample
-from extender.policy import names
+from extender.model.usage_samples import UsageSample
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import identity
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
@@ -60,6 +61,7 @@ from extender.policy.plugins import (
     NormalizeScores,
     PreFilterPlugin,
     PreScorePlugin,
+    Score,
     ScorePlugin,
 )
 from extender.policy.status import Code, Status
@@ -113,6 +115,10 @@ class NodeLoad(PreFilterPlugin, FilterPlugin):
     needs_usage: ClassVar[bool] = True
     cpu: float | None = None
     memory: float | None = None
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or grown, a placed pod deleted: each may bring usage under the threshold."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_ALLOCATABLE), enqueue.on(enqueue.PODS, enqueue.DELETE))
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeLoad:
@@ -274,9 +280,8 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, NormalizeScores):
             predicted = 100 * (sample.cpu + pod_cpu + sample.recent_cpu) / capacity if capacity > 0 else 0.0
             return target_load_score(predicted, target)
 
-        # A mark on the function, read by explain (explain/usage_lines.py).
-        score.explain = partial(_packing_parts, samples, now, pod_cpu, target)  # type: ignore[attr-defined]
-        return score
+        # Its parts, for explain (explain/usage_lines.py).
+        return Score(score, explain=partial(_packing_parts, samples, now, pod_cpu, target))
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
         return self.prescore(pod, cluster, [node])(node)
@@ -393,10 +398,8 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin, NormalizeScores):
                 return go_round(cpu if cpu < memory else memory)
             return go_round(cpu if cpu is not None else memory if memory is not None else 0.0)
 
-        # A mark on the function, read by explain (explain/usage_lines.py).
-        score.explain = partial(_risk_parts, samples, now, cpu_request, memory_request,  # type: ignore[attr-defined]
-                                margin, sensitivity)
-        return score
+        # Its parts, for explain (explain/usage_lines.py).
+        return Score(score, explain=partial(_risk_parts, samples, now, cpu_request, memory_request, margin, sensitivity))
 
     def score(self, pod: PodView, node: NodeInfo, cluster: ClusterView = EMPTY_CLUSTER) -> float:
         return self.prescore(pod, cluster, [node])(node)

@@ -21,16 +21,17 @@ here, with its inference, for the two schedulers to agree.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin.base import PrefilteredFilter, TakesNoArgs
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck
 from extender.policy.status import Code, Status
 
 NAME = names.NODE_DECLARED_FEATURES
@@ -117,6 +118,11 @@ class NodeDeclaredFeatures(TakesNoArgs, PrefilteredFilter):
     name: ClassVar[str] = NAME
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
 
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, or one whose declared features changed (only this plugin registers
+        UpdateNodeDeclaredFeature)."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_DECLARED_FEATURE))
+
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         spec = pod.raw.get("spec")
         required = required_features(spec if isinstance(spec, Mapping) else {})
@@ -131,5 +137,4 @@ class NodeDeclaredFeatures(TakesNoArgs, PrefilteredFilter):
                 return None
             return bare if not declared else _refusal(_missing(ordered, declared))
 
-        check.memo_key = required  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
-        return check
+        return Check(check, memo_key=required)  # all it reads of the pod (FilterCycle.run)

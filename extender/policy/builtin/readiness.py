@@ -12,17 +12,18 @@ does not make a node Ready.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck
 from extender.policy.status import Code, Status
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -73,6 +74,11 @@ class NodeReady(PrefilteredFilter):
     pressure_conditions: tuple[str, ...] = ()
     _refusals: tuple[tuple[str, str, Status], ...] = field(init=False, repr=False, compare=False)
 
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, or one whose taints, spec.unschedulable or conditions changed."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_TAINT, enqueue.UPDATE_NODE_UNSCHEDULABLE,
+                                                 enqueue.UPDATE_NODE_CONDITION))
+
     def __post_init__(self) -> None:
         refusals = []
         for condition in self.pressure_conditions:
@@ -109,6 +115,4 @@ class NodeReady(PrefilteredFilter):
                     return status
             return None
 
-        check.passes_clear_nodes = True  # type: ignore[attr-defined]  # see FilterCycle.passes_clear_nodes
-        check.memo_key = (cordon_ok, tuple(c for c, _ in refusals))  # type: ignore[attr-defined]  # plugins.memo_key
-        return check
+        return Check(check, memo_key=(cordon_ok, tuple(c for c, _ in refusals)), passes_clear_nodes=True)

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
+from extender.model.records import PodRecord
 from extender.model.selectors import LabelSelector
 from extender.model.spread import (
     DO_NOT_SCHEDULE,
@@ -46,10 +47,11 @@ from extender.model.spread import (
     SpreadConstraint,
 )
 from extender.model.wellknown import HOSTNAME
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.taints import untolerated_taint
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.policy.status import Code, Status
 
@@ -242,9 +244,28 @@ class _SpreadPlugin:
         return cls(*arguments.load(_ARGS, args))
 
 
+def _counted(pod: PodView, other: PodRecord) -> bool:
+    """PodTopologySpread.isSchedulableAfterPodChange: a pod of the same namespace that a hard
+    constraint's selector counts. Without hard constraints of its own the pod was refused by
+    defaults this hint does not rebuild: yes."""
+    if other.namespace != pod.namespace:
+        return False
+    hard = [c for c in pod.spread if c.when_unsatisfiable == DO_NOT_SCHEDULE]
+    return not hard or any(c.selector.matches(other.labels) for c in hard)
+
+
+_EVENTS = (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL, enqueue.UPDATE_NODE_TAINT),
+           enqueue.on(enqueue.PODS, enqueue.ADD, enqueue.DELETE, hint=_counted), enqueue.on(enqueue.PODS, enqueue.UPDATE_POD_LABEL))
+
+
 @dataclass(frozen=True)
 class PodTopologySpread(_SpreadPlugin, PreFilterPlugin, FilterPlugin):
     """Filter for `DoNotSchedule` constraints. Args: `defaultingType`, `defaultConstraints`."""
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, relabelled or tainted, a placed pod relabelled, and a pod placed or
+        deleted that a hard constraint counts."""
+        return _EVENTS
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> SpreadCheck | None:
         rules = _rules(pod, DO_NOT_SCHEDULE, self.defaults)

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from extender.model.nodes import NodeInfo, Taint
 from extender.model.pods import PodView, Toleration
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin.base import (
     PrefilteredFilter,
     PrescoredScorer,
@@ -25,7 +25,8 @@ from extender.policy.builtin.base import (
     default_normalize_int,
 )
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck, NodeScore, NormalizeScores, Score
 from extender.policy.status import Code, Status
 
 REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -57,6 +58,10 @@ class TaintToleration(TakesNoArgs, PrefilteredFilter):
     name: ClassVar[str] = names.TAINT_TOLERATION
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
 
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, or one whose taints changed."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_TAINT))
+
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         tolerations = tuple(t for t in pod.tolerations if t.effect in ("", *_FILTER_EFFECTS))
         if any(not t.key and t.operator == "Exists" and not t.effect for t in tolerations):
@@ -78,8 +83,7 @@ class TaintToleration(TakesNoArgs, PrefilteredFilter):
                     return _untolerated(key, value, effect)
             return None
 
-        check.memo_key = tolerations  # type: ignore[attr-defined]  # all it reads of the pod (FilterCycle.run)
-        return check
+        return Check(check, memo_key=tolerations)  # all it reads of the pod (FilterCycle.run)
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,7 @@ class TaintPreferNoSchedule(TakesNoArgs, PrescoredScorer, NormalizeScores):
                     count += 1
             return count
 
-        score.memo_key = tolerations  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
-        return score
+        return Score(score, memo_key=tolerations)  # all it reads of the pod (Engine._remembered)
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         """Fewer intolerable taints is better: kube-scheduler's reversed DefaultNormalizeScore."""

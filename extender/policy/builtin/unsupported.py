@@ -10,15 +10,16 @@ list instead. The check reads the pod once; it costs nothing per node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.cluster_view import ClusterView
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, PreFilterPlugin
 from extender.policy.status import Status
 
@@ -46,6 +47,10 @@ class UnsupportedConstraints(PreFilterPlugin, FilterPlugin):
     name: ClassVar[str] = NAME
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     checks: tuple[str, ...] = CHECKS
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added: the pod's own update is what may lift the refusal."""
+        return (enqueue.NODE_ADDED,)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> UnsupportedConstraints:

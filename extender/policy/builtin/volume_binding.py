@@ -41,11 +41,13 @@ from extender.model.nodes import NodeInfo, NodeView
 from extender.model.pods import PodView
 from extender.model.quantities import format_units
 from extender.model.volumes import Claim, StorageCapacity, StorageClass, Volume
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
+from extender.policy.builtin.base import STORAGE_EVENTS
 from extender.policy.builtin.volume_matching import VolumeCandidates
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
 from extender.policy.engine import PluginError
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import (
     FilterPlugin,
     FilterResult,
@@ -410,6 +412,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     name: ClassVar[str] = NAME
     bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or relabelled (volume affinities), any storage object changed (a claim:
+        for its users)."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL), *STORAGE_EVENTS)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> VolumeBinding:

@@ -22,12 +22,13 @@ VolumeLimitScaling gate) is not done, as in kube-scheduler's default.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.model.records import PodRecord
 from extender.model.volumes import (
     IN_TREE_PROVISIONERS,
     NO_VOLUMES,
@@ -36,9 +37,10 @@ from extender.model.volumes import (
     CSIVolume,
     PodVolumes,
 )
-from extender.policy import names
-from extender.policy.builtin.base import TakesNoArgs
+from extender.policy import enqueue, names
+from extender.policy.builtin.base import STORAGE_EVENTS, TakesNoArgs
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 from extender.policy.storage import StorageView
@@ -105,11 +107,26 @@ def _limit_refusal(csi_node: CSINode, counts: Mapping[str, int], new: Mapping[st
     return None
 
 
+def _freed_attachment(pod: PodView, deleted: PodRecord) -> bool:
+    """NodeVolumeLimits (CSILimits).isSchedulableAfterPodDeleted: it attached a volume."""
+    volumes = deleted.volumes
+    return bool(volumes.claims or volumes.inline_csi)
+
+
+_EVENTS = (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_ALLOCATABLE),
+           enqueue.on(enqueue.PODS, enqueue.DELETE, hint=_freed_attachment), *STORAGE_EVENTS)
+
+
 @dataclass(frozen=True)
 class NodeVolumeLimits(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or grown, a placed pod deleted that attached a volume, any storage object
+        changed (a claim: for its users)."""
+        return _EVENTS
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | None:
         volumes = pod.volumes

@@ -24,11 +24,13 @@ from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.model.records import PodRecord
 from extender.model.volumes import NO_VOLUMES, READ_WRITE_ONCE_POD, InlineDisk
-from extender.policy import names
-from extender.policy.builtin.base import TakesNoArgs
+from extender.policy import enqueue, names
+from extender.policy.builtin.base import STORAGE_EVENTS, TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, FilterResult, PreFilterPlugin
 from extender.policy.status import Code, Status
 
@@ -82,11 +84,31 @@ class RestrictionsCheck:
         return RestrictionsCheck(self.namespace, self.disks, self.exclusive, conflicts, self.users)
 
 
+def _shared_volume(pod: PodView, deleted: PodRecord) -> bool:
+    """VolumeRestrictions.isSchedulableAfterPodDeleted: of the same namespace, and it mounted one
+    of the pod's disks or used one of its claims (ReadWriteOncePod)."""
+    if deleted.namespace != pod.namespace or not deleted.volumes:
+        return False
+    theirs = deleted.volumes
+    if any(mine.conflicts(other) for mine in pod.volumes.disks for other in theirs.disks):
+        return True
+    claims = set(pod.volumes.direct_claims)
+    return bool(claims) and any(name in claims for name in theirs.direct_claims)
+
+
+_EVENTS = (enqueue.NODE_ADDED, enqueue.on(enqueue.PODS, enqueue.DELETE, hint=_shared_volume), *STORAGE_EVENTS)
+
+
 @dataclass(frozen=True)
 class VolumeRestrictions(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, a placed pod deleted that shared a disk or claim with the pod, any
+        storage object changed (a claim: for its users)."""
+        return _EVENTS
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> RestrictionsCheck | Status | None:
         volumes = pod.volumes

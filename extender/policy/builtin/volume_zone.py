@@ -12,17 +12,18 @@ every node with the lister's NotFound text. Refusals are UnschedulableAndUnresol
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.model.wellknown import BETA_REGION, BETA_ZONE, REGION, ZONE
-from extender.policy import names
-from extender.policy.builtin.base import TakesNoArgs
+from extender.policy import enqueue, names
+from extender.policy.builtin.base import STORAGE_EVENTS, TakesNoArgs
 from extender.policy.builtin.volume_binding import claim_not_found
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
+from extender.policy.enqueue import EventHint
 from extender.policy.plugins import FilterPlugin, FilterResult, NodeCheck, PreFilterPlugin
 from extender.policy.status import Code, Status
 
@@ -95,6 +96,11 @@ class VolumeZone(TakesNoArgs, PreFilterPlugin, FilterPlugin):
     """No args."""
 
     name: ClassVar[str] = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added or relabelled (its zone), any storage object changed (a claim: for its
+        users)."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL), *STORAGE_EVENTS)
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
         if not pod.volumes.claims:

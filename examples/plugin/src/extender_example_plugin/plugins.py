@@ -17,6 +17,7 @@ from typing import Any
 from extender.errors import PolicyError
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
+from extender.policy import enqueue
 from extender.policy.status import Status, unschedulable
 
 REASON_TOO_MANY = "node(s) had reached the policy's pod limit"
@@ -55,6 +56,15 @@ class MaxPodsPerNode:
             # The reason is a fixed phrase (nodes are counted by identical reasons); numbers go in detail.
             return unschedulable(REASON_TOO_MANY, detail=f"{node.pod_count} pods, limit {self.limit}")
         return None
+
+    def events_to_register(self) -> Sequence[enqueue.EventHint]:
+        """The standalone queue retries a pod this filter refused only after these (a plugin
+        without this method is retried after every cluster event): a node added, or a placed
+        pod deleted (one slot freed) of a namespace the cap applies to."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.PODS, enqueue.DELETE, hint=self._frees_a_slot))
+
+    def _frees_a_slot(self, pod: PodView, deleted: Any) -> bool:
+        return self.namespaces is None or pod.namespace in self.namespaces
 
 
 class FewestPods:

@@ -18,7 +18,7 @@ Against the API server (kube-scheduler's bindAPIUpdate and checkBindings):
   was reset, a provisioner gave up (it removes the selected-node annotation), or a
   volume cannot be reached from the node; at most the action's timeout. The wait ends
   early when the binder is stopping (`prebinding.wait`). The checks shared with the in-memory handlers are in
-`extender.cluster.volume_actions`.
+`extender.cluster.volume_handlers`.
 
 Failures raise `VolumeBindingError`, a plain ClusterError: the bind pool then releases
 the reservations, reports FailedScheduling with the message and retries the pod after
@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 from extender import metrics
 from extender.cluster import prebinding
-from extender.cluster.volume_actions import (
+from extender.cluster.volume_handlers import (
     VolumeBindingError,
     names_claim,
     provisions_on,

@@ -20,6 +20,7 @@ from extender.cluster.snapshot import Snapshot, load_into, read_snapshot
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError, InvalidObject, NotFoundError, PolicyError
 from extender.explain.explanation import Explanation, explain_pod, render_table, to_json
+from extender.model.fields import metadata_of
 from extender.model.podgroups import GroupKey, parse_pod_group
 from extender.model.pods import PodView
 from extender.policy.defaults import default_policy
@@ -137,7 +138,7 @@ def _group_notes(pod: PodView, cluster: Snapshot, api_client: Any) -> list[str]:
 def _snapshot_group(cluster: Snapshot, key: GroupKey) -> dict[str, Any] | None:
     """The snapshot's object for `key` (its API, namespace and name), if it has one."""
     for raw in cluster.pod_groups:
-        meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        meta = metadata_of(raw)
         if (raw.get("apiVersion"), meta.get("namespace"), meta.get("name")) == \
                 (key.api, key.namespace, key.name):
             return raw

@@ -4,7 +4,7 @@ kube-scheduler's DynamicResources plugin reads these through its DRA manager
 (pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go): listers for classes
 and slices, the claims' assume cache, and the in-flight allocations that Reserve made and
 PreBind has not written yet. `ClusterView.dra()` gives plugins the same through this
-interface, implemented by the cluster state's DRA store (`extender.cluster.dra`);
+interface, implemented by the cluster state's DRA store (`extender.cluster.dra_store`);
 `EMPTY_DRA` holds nothing and serves DRA.
 """
 

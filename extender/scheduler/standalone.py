@@ -7,9 +7,9 @@ replica, so a follower that becomes leader starts with a warm cache and a full q
 only the loop and the binds are gated on leadership.
 
 Cluster events that may make waiting pods fit (a node added or changed, a pod deleted
-or finished, a claim, volume, storage class or CSI object added or changed) move the
-unschedulable pods back into play; node heartbeats that change nothing scheduling reads
-do not.
+or finished, a claim, volume, storage class or CSI object added or changed) move back into
+play the unschedulable pods that a plugin which refused them registered for (its queueing
+hints: scheduler/hints.py); node heartbeats that change nothing scheduling reads do not.
 
 Shutdown (SIGTERM) is graceful: stop taking pods, finish the binds in flight, stop
 the watches, then release the lease so a follower takes over at once.
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from extender import metrics
-from extender.cluster import listeners
-from extender.cluster.dra import CLAIMS, DRA_CHANGED
+from extender.cluster import kinds, listeners
+from extender.cluster.dra_store import CLAIMS, DRA_CHANGED
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import STORAGE_CHANGED
+from extender.cluster.volume_store import STORAGE_CHANGED
 from extender.cycle import steps
 from extender.cycle.pod import CycleResult, schedule_one
 from extender.errors import ExtenderError
@@ -38,14 +38,14 @@ from extender.kube.source import KubeSource
 from extender.kube.volume_source import STORAGE_PATHS
 from extender.model.devices import node_inventory, raw_annotations
 from extender.model.nodes import NodeInfo, NodeView
-from extender.policy import names
+from extender.policy import enqueue
 from extender.policy.engine import Engine
 from extender.policy.reservations import Reservation
 from extender.policy.status import Status
-from extender.scheduler import hints
 from extender.scheduler.bind_pool import BindPool
 from extender.scheduler.claim_gate import ClaimGate
 from extender.scheduler.gangs import GangScheduling
+from extender.scheduler.hints import QueueingHints
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods
 from extender.scheduler.preemptor import PREEMPT_WORKERS, Preemptor
@@ -57,16 +57,11 @@ from extender.usage.service import UsageService
 log = logging.getLogger(__name__)
 
 _IDLE_WAIT = 0.2
-# Long-lived streams besides the pending-pod watches (one per profile): nodes, pods,
-# namespaces, PodDisruptionBudgets and the storage kinds; plus the lease, the usage source,
+# Long-lived streams besides the pending-pod watches (one per profile): nodes, pods, the
+# keyed kinds (cluster/kinds.py) and the storage kinds; plus the lease, the usage source,
 # the volume waits (each polls once a second, so only a few at once) and a margin.
-_WATCHES = 4 + len(STORAGE_PATHS)
+_WATCHES = 2 + len(kinds.watched_in(kinds.STANDALONE)) + len(STORAGE_PATHS)
 _OTHER_CONNECTIONS = 12
-_INTER_POD = frozenset({names.INTER_POD_AFFINITY, names.POD_TOPOLOGY_SPREAD})
-_NAMESPACE_AWARE = frozenset({names.INTER_POD_AFFINITY})
-_RESOURCE_FIT = frozenset({names.RESOURCE_FIT})
-# DeviceFit too: with a deviceClass its shares are DRA allocations (a claim freed makes room).
-_DRA_PLUGINS = frozenset({names.DYNAMIC_RESOURCES, names.DEVICE_FIT})
 _POD_EVENTS = frozenset({listeners.POD_ADDED, listeners.POD_UPDATED, listeners.POD_DELETED})
 
 
@@ -89,10 +84,13 @@ def connections_needed(parallel_binds: int, profiles: int) -> int:
 
 def _node_signature(view: NodeView) -> dict[str, Any]:
     """What a node update must change to be worth retrying unschedulable pods (not heartbeats):
-    what every filter may read, by part, named as scheduler/hints.py names them."""
-    return {"labels": view.labels, "taints": view.taints, "unschedulable": view.unschedulable,
-            "conditions": view.conditions, "allocatable": view.allocatable, "error": view.error,
-            "inventory": node_inventory(raw_annotations(view.raw)), "declared_features": view.declared_features}
+    what every filter may read, by part, each under the node update event it makes
+    (policy/enqueue.py: the plugins register for these)."""
+    return {enqueue.UPDATE_NODE_LABEL: view.labels, enqueue.UPDATE_NODE_TAINT: view.taints,
+            enqueue.UPDATE_NODE_UNSCHEDULABLE: view.unschedulable, enqueue.UPDATE_NODE_CONDITION: view.conditions,
+            enqueue.UPDATE_NODE_ALLOCATABLE: view.allocatable, enqueue.UPDATE_NODE_READABLE: view.error,
+            enqueue.UPDATE_NODE_DEVICES: node_inventory(raw_annotations(view.raw)),
+            enqueue.UPDATE_NODE_DECLARED_FEATURE: view.declared_features}
 
 
 class Scheduler:
@@ -127,7 +125,7 @@ class Scheduler:
         self.state.nominator.tracking = preemption
         options = dict(watch_options or {})
         if source is None and api_client is not None:
-            source = KubeSource(self.state, api_client, watch_budgets=True, dra_kinds=dra_source.ALL, **options)
+            source = KubeSource(self.state, api_client, mode=kinds.STANDALONE, dra_kinds=dra_source.ALL, **options)
         self.source = source
         if binder is None:
             binder = KubeBinder(api_client, self.state)
@@ -165,6 +163,8 @@ class Scheduler:
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._node_signatures: dict[str, dict[str, Any]] = {}
+        self._hints_of: tuple[Any, ...] = ()
+        self._hints_for = QueueingHints({})
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -402,48 +402,62 @@ class Scheduler:
     # ---- cluster events ------------------------------------------------------------------------
 
     def _on_cluster_event(self, event: str, obj: Any) -> None:
-        """Runs on the watch threads: move unschedulable pods when the cluster got roomier."""
+        """Runs on the watch threads: move the unschedulable pods that a plugin which refused them
+        says the change may help (scheduler/hints.py, from the plugins' own registrations)."""
         if event in _POD_EVENTS and obj.group is not None:
             self.gangs.pod_event(event, obj)
         if event == listeners.NODE_ADDED:
             self._node_signatures[obj.name] = _node_signature(obj)
-            self.queue.move_all(event)
+            self._move(event, enqueue.NODES, enqueue.ADD, obj)
         elif event == listeners.NODE_UPDATED:
             signature = _node_signature(obj)
             before = self._node_signatures.get(obj.name)
             if before != signature:
                 self._node_signatures[obj.name] = signature
-                wakes = None if before is None else hints.after_node_updated(
-                    frozenset(part for part, value in signature.items() if before[part] != value))
-                self.queue.move_all(event, wakes=wakes)
+                changed = enqueue.ADD if before is None else frozenset(
+                    part for part, value in signature.items() if before[part] != value)
+                self._move(event, enqueue.NODES, changed, obj)
         elif event == listeners.NODE_DELETED:
             self._node_signatures.pop(obj.name, None)
         elif event == listeners.POD_DELETED or (
                 event == listeners.POD_UPDATED and obj.phase in ("Succeeded", "Failed")):
             if obj.node_name:  # a finished pod frees its node as a deleted one does
-                self.queue.move_all(event, wakes=hints.after_pod_deleted(obj))
+                self._move(event, enqueue.PODS, enqueue.DELETE, obj)
         elif event == listeners.POD_PLACED and obj.counts:
             # A placed pod can satisfy a waiting pod's affinity or even out a spread.
-            self.queue.move_all(event, wakes=hints.after_pod_placed(obj))
+            self._move(event, enqueue.PODS, enqueue.ADD, obj, unrefused=False)
         elif event == listeners.POD_RELABELED:
-            self.queue.move_all(event, rejected_by=_INTER_POD)
+            self._move(event, enqueue.PODS, enqueue.UPDATE_POD_LABEL, obj, unrefused=False)
         elif event == listeners.POD_SCALED_DOWN:
-            self.queue.move_all(event, rejected_by=_RESOURCE_FIT)
-        elif event == listeners.NAMESPACE_CHANGED:
-            self.queue.move_all(event, rejected_by=_NAMESPACE_AWARE)
+            self._move(event, enqueue.PODS, enqueue.UPDATE_POD_SCALE_DOWN, obj, unrefused=False)
+        elif event == listeners.KIND_CHANGED:
+            resource, key = obj
+            watched = kinds.BY_RESOURCE.get(resource)
+            if watched is not None and watched.event is not None:  # the resource its filters registered for
+                self._move(event, watched.event, enqueue.UPDATE, key, unrefused=False)
         elif event == STORAGE_CHANGED:
-            self.queue.move_all(event, wakes=hints.after_storage_changed(*obj))
+            resource, key = obj
+            self._move(event, resource, enqueue.UPDATE, key)
         elif event == DRA_CHANGED:
-            self._dra_event(*obj)
+            resource, key = obj
+            if resource == CLAIMS:  # the pods held for that claim are let in (PreEnqueue)
+                self.queue.ungate(self.claim_gate.waiting_on(key))
+            self._move(event, resource, enqueue.UPDATE, key, unrefused=False)
 
-    def _dra_event(self, resource: str, key: str) -> None:
-        """A class, slice or claim changed: the pods held for that claim are let in (PreEnqueue),
-        and the pods DynamicResources (or DeviceFit, whose shares may be DRA allocations) refused
-        may fit now (kube-scheduler's queueing hints for these kinds wake only the pods the plugin
-        rejected)."""
-        if resource == CLAIMS:
-            self.queue.ungate(self.claim_gate.waiting_on(key))
-        self.queue.move_all(DRA_CHANGED, rejected_by=_DRA_PLUGINS)
+    def _move(self, event: str, resource: str, action: str | frozenset[str], obj: Any, *,
+              unrefused: bool = True) -> None:
+        """Move the waiting pods the refusing plugins' hints wake (`unrefused`: and those no
+        plugin refused, refused for want of any node)."""
+        self.queue.move_all(event, wakes=self._hints().wakes(resource, action, obj, unrefused=unrefused))
+
+    def _hints(self) -> QueueingHints:
+        """The queueing hints of the profiles' current policies (rebuilt after a policy reload)."""
+        policies = tuple(profile.engine.policy for profile in self.profiles.values())
+        known = self._hints_of
+        if len(known) != len(policies) or any(a is not b for a, b in zip(known, policies, strict=True)):
+            self._hints_for = QueueingHints.of(policies)
+            self._hints_of = policies
+        return self._hints_for
 
     def _is_placed(self, key: str) -> bool:
         """Bound or being bound. A gang member is assumed by every group cycle that tries it and

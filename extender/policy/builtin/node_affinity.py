@@ -17,11 +17,12 @@ from typing import Any, ClassVar, cast
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView, PreferredTerm
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
-from extender.policy import names
+from extender.policy import enqueue, names
 from extender.policy.builtin import arguments
 from extender.policy.builtin.base import PrefilteredFilter, PrescoredScorer, default_normalize_int
 from extender.policy.cluster_view import ClusterView
-from extender.policy.plugins import NodeCheck, NodeScore, NormalizeScores
+from extender.policy.enqueue import EventHint
+from extender.policy.plugins import Check, NodeCheck, NodeScore, NormalizeScores, Score
 from extender.policy.status import Code, Status
 
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -89,6 +90,10 @@ class NodeAffinity(PrefilteredFilter):
     needs_pods: ClassVar[bool] = False  # reads the node alone (engine.Policy.needs_pods)
     added_terms: tuple[NodeSelectorTerm, ...] | None = None
 
+    def events_to_register(self) -> Sequence[EventHint]:
+        """A node added, or one whose labels changed."""
+        return (enqueue.NODE_ADDED, enqueue.on(enqueue.NODES, enqueue.UPDATE_NODE_LABEL))
+
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> NodeAffinity:
         return cls(arguments.load(_REQUIRED_ARGS, args)["addedAffinity"][REQUIRED])
@@ -115,10 +120,7 @@ class NodeAffinity(PrefilteredFilter):
                 return _POD_MISMATCH
             return None
 
-        check.memo_key = (selector, required)  # type: ignore[attr-defined]  # all it reads of the pod
-        if named is not None:
-            check.only_nodes = named  # type: ignore[attr-defined]  # a mark on the function (plugins.only_nodes)
-        return check
+        return Check(check, memo_key=(selector, required), only_nodes=named)  # all it reads of the pod
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,7 @@ class PreferredNodeAffinity(PrescoredScorer, NormalizeScores):
                     total += weight
             return total
 
-        score.memo_key = terms  # type: ignore[attr-defined]  # all it reads of the pod (Engine._remembered)
-        return score
+        return Score(score, memo_key=terms)  # all it reads of the pod (Engine._remembered)
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         return default_normalize_int(list(scores))

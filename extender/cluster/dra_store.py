@@ -44,7 +44,7 @@ from extender.dra.objects import (
     with_taint_rules,
 )
 from extender.errors import InvalidObject
-from extender.policy.dra import extended_claim_owner, extended_key
+from extender.policy.dra_view import extended_claim_owner, extended_key
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class AllocatorStats:
 
 
 class DraStore:
-    """Implements `extender.policy.dra.DraView` over watched (or snapshot) DRA objects."""
+    """Implements `extender.policy.dra_view.DraView` over watched (or snapshot) DRA objects."""
 
     def __init__(self, notify: Notify | None = None) -> None:
         self._notify = notify or (lambda event, obj: None)
@@ -358,9 +358,10 @@ class DraStore:
 
     def _parsed(self, resource: str, raws: Iterable[Mapping[str, Any]], previous: ResourceClaim | None = None
                 ) -> list[Any]:
-        parse: Callable[[Mapping[str, Any]], Any] = {
+        parsers: dict[str, Callable[[Mapping[str, Any]], Any]] = {
             CLASSES: DeviceClass.parse, SLICES: ResourceSlice.parse, TAINT_RULES: DeviceTaintRule.parse,
-            CLAIMS: partial(ResourceClaim.parse, previous=previous)}[resource]
+            CLAIMS: partial(ResourceClaim.parse, previous=previous)}
+        parse = parsers[resource]
         parsed = []
         for raw in raws:
             try:

@@ -14,7 +14,7 @@ from functools import partial
 
 from extender.cluster import prebinding
 from extender.cluster.state import ClusterState
-from extender.cluster.volumes import CLAIMS, VOLUMES
+from extender.cluster.volume_store import CLAIMS, VOLUMES
 from extender.errors import ClusterError
 from extender.model.volumes import Claim, ClaimRef, StorageClass, Volume
 from extender.policy.volume_actions import AwaitVolumes, BindVolume, CheckVolumes, SelectNode

@@ -64,7 +64,7 @@ class StorageKind:
     wakes_on_delete: bool = False  # a deletion may make a waiting pod schedulable
 
     def key(self, obj: Any) -> str:
-        return f"{obj.namespace}/{obj.name}" if self.namespaced else obj.name  # type: ignore[no-any-return]
+        return f"{obj.namespace}/{obj.name}" if self.namespaced else str(obj.name)
 
     def raw_key(self, raw: Mapping[str, Any]) -> str | None:
         """The key of an unparsed object (a deletion event), None without a name."""
