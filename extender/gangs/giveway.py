@@ -32,7 +32,7 @@ largest member against every node) is certain; a remainder that best-fit cannot 
 some packing could is rare, and costs that gang one backoff, never a partial bind: whatever
 is decided, a gang binds only when its whole quorum is held.
 
-Pure: no clock, no API; `extender/webhook/gangs.py` feeds it the ledgers and the cluster state.
+Pure: no clock, no API; `extender/webhook/gang_holds.py` feeds it the ledgers and the cluster state.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from extender.policy.reservations import Reservation
 from extender.policy.status import Status
 from extender.scheduler.bind_pool import BindPool
 from extender.scheduler.claim_gate import ClaimGate
-from extender.scheduler.gangs import GangScheduling
+from extender.scheduler.gang_scheduling import GangScheduling
 from extender.scheduler.hints import QueueingHints
 from extender.scheduler.leader import LeaderElector
 from extender.scheduler.pending import PendingPods

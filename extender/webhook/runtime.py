@@ -31,7 +31,7 @@ from extender.policy.reloading import FixedPolicy, PolicyHolder
 from extender.settings import Settings, default_snapshot
 from extender.startup import auto_fallback_reason, make_policy_holder
 from extender.usage.service import UsageService
-from extender.webhook.gangs import WebhookGangs
+from extender.webhook.gang_holds import WebhookGangs
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

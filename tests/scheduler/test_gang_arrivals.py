@@ -20,7 +20,7 @@ from extender.model import podgroups as pg
 from extender.model.pods import PodView
 from extender.model.records import record_from_dict
 from extender.scheduler import queueing
-from extender.scheduler.gangs import GangScheduling
+from extender.scheduler.gang_scheduling import GangScheduling
 from extender.scheduler.queueing import SchedulingQueue
 from extender.scheduler.standalone import Scheduler
 from tests.scheduler.conftest import SCHEDULER_NAME, standalone_profile

@@ -13,7 +13,7 @@ from extender.gangs.coordinator import Decision
 from extender.model import podgroups as pg
 from extender.model.pods import PodView
 from extender.scheduler import queueing
-from extender.scheduler.gangs import GangScheduling, Placed
+from extender.scheduler.gang_scheduling import GangScheduling, Placed
 from extender.scheduler.queueing import SchedulingQueue
 from extender.scheduler.standalone import Scheduler
 from tests.scheduler.conftest import SCHEDULER_NAME, standalone_profile

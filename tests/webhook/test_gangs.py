@@ -25,7 +25,7 @@ from extender.kube.gangledger import GangLeases
 from extender.model import podgroups as pg
 from extender.settings import Settings
 from extender.webhook import create_app
-from extender.webhook.gangs import WAKE_ANNOTATION
+from extender.webhook.gang_holds import WAKE_ANNOTATION
 from extender.webhook.runtime import Runtime, build_runtime
 from tests.fakeapi.fixtures import ApiServerHandle
 from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)

@@ -72,7 +72,7 @@ _ON_ITS_WAY = frozenset({None, ACTIVE})
 
 
 class PodCycles(Protocol):
-    """What the group cycle needs of the standalone scheduler (scheduler.py `Scheduler`): its
+    """What the group cycle needs of the standalone scheduler (standalone.py `Scheduler`): its
     queue, state, reporter and bind pool, and its pod-by-pod steps, each of which reports and
     requeues on failure exactly as a pod of no group is."""
 
