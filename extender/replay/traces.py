@@ -111,6 +111,17 @@ def _integer(path: Path, line: int, row: Mapping[str, str], column: str, *, mini
     return value
 
 
+def _unique_name(path: Path, line: int, row: Mapping[str, str], column: str, seen: dict[str, int]) -> str:
+    """The row's name, refused when empty or already on an earlier line."""
+    name = (row.get(column) or "").strip()
+    if not name:
+        raise TraceError(f"{path}:{line}: {column}: empty name")
+    if name in seen:
+        raise TraceError(f"{path}:{line}: {column}: {name!r} is already on line {seen[name]}")
+    seen[name] = line
+    return name
+
+
 def openb_node(name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str) -> dict[str, Any]:
     """A Node object of the shared-GPU model (see the module docstring)."""
     annotations = {}
@@ -134,12 +145,7 @@ def read_openb_nodes(path: str | Path) -> tuple[dict[str, Any], ...]:
     nodes = []
     seen: dict[str, int] = {}
     for line, row in _rows(where, NODE_COLUMNS):
-        name = (row.get("sn") or "").strip()
-        if not name:
-            raise TraceError(f"{where}:{line}: sn: empty node name")
-        if name in seen:
-            raise TraceError(f"{where}:{line}: sn: {name!r} is already on line {seen[name]}")
-        seen[name] = line
+        name = _unique_name(where, line, row, "sn", seen)
         cpu = _integer(where, line, row, "cpu_milli", minimum=1)
         memory = _integer(where, line, row, "memory_mib", minimum=1)
         gpus = _integer(where, line, row, "gpu", maximum=256)
@@ -177,12 +183,7 @@ def read_openb_pods(path: str | Path, models: frozenset[str]) -> tuple[TracePod,
     pods = []
     seen: dict[str, int] = {}
     for line, row in _rows(where, POD_COLUMNS):
-        name = (row.get("name") or "").strip()
-        if not name:
-            raise TraceError(f"{where}:{line}: name: empty pod name")
-        if name in seen:
-            raise TraceError(f"{where}:{line}: name: {name!r} is already on line {seen[name]}")
-        seen[name] = line
+        name = _unique_name(where, line, row, "name", seen)
         cpu = _integer(where, line, row, "cpu_milli")
         memory = _integer(where, line, row, "memory_mib")
         num_gpu = _integer(where, line, row, "num_gpu", maximum=256)
