@@ -148,7 +148,7 @@ def node_cluster() -> Iterator[Any]:
 @pytest.fixture
 def node(node_cluster: Any, logs: list[Callable[[], tuple[str, str]]]) -> Any:
     """The session's node cluster, with its daemons' logs shown when the test fails."""
-    for name in ("kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-apiserver"):
+    for name in ("kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
         logs.append(lambda name=name: (name, node_cluster.logs().get(name, "")))
     return node_cluster
 

@@ -289,6 +289,7 @@ class ControlPlane:
     #: through the ``kubernetes`` Service with projected ServiceAccount tokens.
     serving_hosts: Sequence[str] = ()
     service_account_admission: bool = False
+    kubelet_client: bool = False
     plane: EnvtestControlPlane | None = None
     schedulers: list[KubeScheduler] = field(default_factory=list)
     controller_managers: list[KubeControllerManager] = field(default_factory=list)
@@ -306,6 +307,7 @@ class ControlPlane:
         self.plane = EnvtestControlPlane(
             assets, extra_apiserver_args=self.apiserver_args, workdir=workdir,
             extra_serving_hosts=self.serving_hosts, service_account_admission=self.service_account_admission,
+            kubelet_client=self.kubelet_client,
         )
         self.plane._owns_workdir = True  # removed on stop, as a workdir it created itself
         self.plane.start()

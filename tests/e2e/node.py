@@ -66,12 +66,15 @@ PACKAGES = {
 }
 CNI_BIN_DIR = Path("/usr/lib/cni")  # containernetworking-plugins
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
-#: kube-controller-manager's controllers for a node (real-node.md, "settings" 6): Service
-#: endpoints, the kube-root-ca.crt ConfigMap of projected tokens, default ServiceAccounts,
-#: ReplicaSets and Deployments for the chart, and the node lifecycle (NotReady taints).
+#: kube-controller-manager's controllers for a node (real-node.md, "settings" 6), by their
+#: canonical names (its /healthz lists them so): Service endpoints, the kube-root-ca.crt
+#: ConfigMap of projected tokens, default ServiceAccounts, Deployments and ReplicaSets for the
+#: chart, the node lifecycle (NotReady taints), and the garbage collector and namespace
+#: controller so that `helm uninstall` and deleted namespaces leave nothing behind.
 NODE_CONTROLLERS = (
-    "endpointslice", "root-ca-cert-publisher", "serviceaccount", "deployment", "replicaset",
-    "nodelifecycle", "garbage-collector",
+    "endpointslice-controller", "root-ca-certificate-publisher-controller", "serviceaccount-controller",
+    "deployment-controller", "replicaset-controller", "node-lifecycle-controller",
+    "garbage-collector-controller", "namespace-controller",
 )
 SERVICE_RANGE = "10.0.0.0/24"  # envtest's --service-cluster-ip-range
 DNS_SERVICE_IP = "10.0.0.10"
@@ -131,6 +134,7 @@ def node_control_plane(ip: str) -> ControlPlane:
         serving_hosts=[ip, kubernetes_service, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                        f"kubernetes.default.svc.{CLUSTER_DOMAIN}"],
         service_account_admission=True,
+        kubelet_client=True,
     )
 
 
@@ -341,8 +345,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         plane = self.control_plane.plane
         assert plane is not None
         # Its own client: the server answers from its own thread.
+        # Bound to the node's address, the kube-dns endpoint: a socket on 0.0.0.0 would answer
+        # a pod from the bridge's address, which conntrack does not match to the DNAT'd query.
         self.dns = ClusterDNS(KubeTestClient(plane.url, token=plane.token, verify=str(plane.ca_file)),
-                              domain=CLUSTER_DOMAIN).start()
+                              domain=CLUSTER_DOMAIN, host=self.ip).start()
         kube.call("POST", "/api/v1/namespaces/kube-system/services", {
             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
             "spec": {"clusterIP": DNS_SERVICE_IP, "ports": [

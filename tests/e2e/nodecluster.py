@@ -1,7 +1,8 @@
 """A small cluster that runs pods: the e2e control plane, kube-controller-manager and one node.
 
 :class:`NodeCluster` starts, in order: etcd and kube-apiserver (tests.e2e.node's flags),
-kube-controller-manager with the controllers a node needs, then the node (containerd,
+kube-controller-manager with the controllers a node needs, the cluster's kube-scheduler
+(``default-scheduler``, for the pods that name no scheduler), then the node (containerd,
 kubelet, kube-proxy, cluster DNS) with the pause and kube-scheduler images imported, and
 stops all of it, cleaning the host, when the ``with`` block ends, a failed start included.
 :meth:`NodeCluster.kubectl` and :meth:`NodeCluster.helm` run those tools against it as its
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.e2e import images
-from tests.e2e.controlplane import ControlPlane, KubeControllerManager
+from tests.e2e.controlplane import ControlPlane, KubeControllerManager, KubeScheduler
 from tests.e2e.images import Archive
 from tests.e2e.node import NODE_CONTROLLERS, NODE_MONITOR_GRACE, Node, node_control_plane, node_ip
 
@@ -35,6 +36,7 @@ class NodeCluster:
     extra_images: Sequence[Archive] = ()
     plane: ControlPlane | None = None
     controller_manager: KubeControllerManager | None = None
+    scheduler: KubeScheduler | None = None
     node: Node | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -55,6 +57,8 @@ class NodeCluster:
                             "--node-startup-grace-period=30s", "--concurrent-deployment-syncs=2"],
             )  # fmt: skip
             self.timings["kube-controller-manager"] = time.monotonic() - mark
+            # The cluster's own scheduler (default-scheduler), as system:kube-scheduler.
+            self.scheduler = plane.start_kube_scheduler(name="kube-scheduler")
             self.node = Node(plane, images=[*archives, *self.extra_images]).start()
             self.timings["node Ready"] = self.node.ready_seconds
             self.timings["image import"] = self.node.import_seconds
@@ -92,6 +96,8 @@ class NodeCluster:
         out = dict(self.node.logs()) if self.node is not None else {}
         if self.controller_manager is not None:
             out["kube-controller-manager"] = self.controller_manager.log()
+        if self.scheduler is not None:
+            out["kube-scheduler"] = self.scheduler.log()
         if self.plane is not None and self.plane.plane is not None and self.plane.plane.workdir is not None:
             path = self.plane.plane.workdir / "kube-apiserver.log"
             out["kube-apiserver"] = path.read_text(errors="replace") if path.exists() else ""

@@ -207,6 +207,9 @@ class EnvtestControlPlane:
     #: server through the ``kubernetes`` Service (10.0.0.1) or the node's address.
     extra_serving_hosts: Sequence[str] = ()
     service_account_admission: bool = False
+    #: Give kube-apiserver a client certificate (system:masters) for kubelets' HTTPS
+    #: endpoints: ``kubectl logs`` and ``exec`` on a node's pods.
+    kubelet_client: bool = False
     start_timeout: float = field(
         default_factory=lambda: parse_duration(
             os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"), 60.0
@@ -297,6 +300,11 @@ class EnvtestControlPlane:
         ]
         etcd = self._spawn(self._etcd_args, "etcd.log")
         self._wait_http(f"{self.etcd_url}/health", etcd, "etcd")
+        kubelet_args: list[str] = []
+        if self.kubelet_client:
+            cert, key = self._ca.client("kube-apiserver-kubelet-client", ["system:masters"]).write(
+                cert_dir / "kubelet-client.crt", cert_dir / "kubelet-client.key")
+            kubelet_args = [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
         sa_key, sa_pub = generate_service_account_key(cert_dir)
         token_file = write_token_file(self.workdir / "tokens.csv", self.token)
         self._apiserver_args = [
@@ -311,7 +319,7 @@ class EnvtestControlPlane:
                 authorization_mode=self.authorization_mode,
                 client_ca=self.ca_file,
                 service_account_admission=self.service_account_admission,
-                extra=self.extra_apiserver_args,
+                extra=[*kubelet_args, *self.extra_apiserver_args],
             ),
         ]
         self._start_apiserver()
