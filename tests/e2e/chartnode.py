@@ -148,8 +148,10 @@ def wait_started(cluster: NodeCluster, name: str, namespace: str = APPS, timeout
 
 
 def lease_holder(cluster: NodeCluster, name: str = STANDALONE) -> str:
+    """The pod holding the Lease: its holderIdentity is ``<hostname>_<uuid>`` (as
+    kube-scheduler's), and a pod's hostname is its name."""
     lease = cluster.client.get_lease(name, NAMESPACE) or {}
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+    return str((lease.get("spec") or {}).get("holderIdentity") or "").split("_", 1)[0]
 
 
 def event_messages(cluster: NodeCluster, name: str, namespace: str = APPS) -> list[str]:

@@ -76,7 +76,6 @@ def test_metrics_through_the_service(cluster: Any) -> None:
     text = chart.scrape(chart.service_ip(cluster))
     assert chart.metric(text, "extender_cache_synced") == 1  # its watches listed this cluster
     assert chart.metric(text, "extender_cache_objects", kind="node") == 1
-    assert "extender_requests_total" in text
 
 
 def test_second_kube_scheduler_binds_through_the_webhook_service(cluster: Any) -> None:
@@ -98,21 +97,24 @@ def test_standalone_scheduler_leader_binds_and_fails_over(cluster: Any) -> None:
     chart.app_pod(cluster, "standalone-1", STANDALONE)
     assert chart.wait_started(cluster, "standalone-1")["spec"]["nodeName"] == cluster.node.name
 
-    # Kill the leader's pod: the other replica takes the lease and binds the next pod.
+    # Kill the leader's pod: another replica (the survivor, or the Deployment's replacement)
+    # takes the lease and binds the next pod.
     cluster.client.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}")
-    (other,) = pods - {leader}
-    cluster.wait_for(lambda: chart.lease_holder(cluster) == other, timeout=40,
-                     message=f"{other} taking the lease from {leader}")
+    new_leader = cluster.wait_for(lambda: (h := chart.lease_holder(cluster)) not in ("", leader) and h, timeout=40,
+                                  message=f"another replica taking the lease from {leader}")
+    assert new_leader in {p["metadata"]["name"] for p in chart.component_pods(cluster, STANDALONE)}
     chart.app_pod(cluster, "standalone-2", STANDALONE)
     assert chart.wait_started(cluster, "standalone-2")["spec"]["nodeName"] == cluster.node.name
-    chart.wait_rolled_out(cluster)  # the Deployment's replacement replica, a follower
+    chart.wait_rolled_out(cluster)
 
 
 def test_helm_test_posts_the_wire_fixture_to_filter(cluster: Any) -> None:
-    result = cluster.helm("test", chart.RELEASE, "-n", NAMESPACE, "--logs", "--timeout", "120s", check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    filters = chart.webhook_metric(cluster, "extender_requests_total", verb="filter")
+    result = cluster.helm("test", chart.RELEASE, "-n", NAMESPACE, "--timeout", "120s", check=False)
+    assert result.returncode == 0, result.stderr + result.stdout[-3000:]
     assert "Phase:          Succeeded" in result.stdout
-    assert "/filter 200" in result.stdout  # the pod's own log (--logs)
+    # The test pod (deleted once it passed) got a 200 from /filter: the webhook counted it.
+    assert chart.webhook_metric(cluster, "extender_requests_total", verb="filter") >= filters + 1
 
 
 def test_containers_run_locked_down(cluster: Any) -> None:
@@ -138,32 +140,33 @@ def test_containers_run_locked_down(cluster: Any) -> None:
     assert len(checked) == 6
 
 
-def can_i_list(cluster: Any, account: str) -> set[tuple[str, str, str]]:
-    """(verb, group, resource[/subresource]) the account may do in every namespace, from
-    ``kubectl auth can-i --list --as``, less what any authenticated user may do."""
-    def rules(user: str) -> set[tuple[str, str, str]]:
-        out = cluster.kubectl("auth", "can-i", "--list", "-n", "default", f"--as={user}",
-                              "--as-group=system:authenticated").stdout
-        found = set()
-        for line in out.splitlines()[1:]:
-            brackets = re.findall(r"\[[^\]]*\]", line)
-            resource = line.split()[0] if line.split() else ""
-            if len(brackets) < 3 or not resource or resource.startswith("["):
-                continue  # a non-resource URL
-            name, _, group = resource.partition(".")
-            for verb in brackets[-1].strip("[]").split():
-                found.add((verb, group, name))
-        return found
-
-    return rules(service_account_user(NAMESPACE, account)) - rules("system:e2e-nobody")
+def can_i_list(cluster: Any, user: str) -> set[tuple[str, str, str]]:
+    """(verb, group, resource[/subresource]) ``user`` may do in every namespace, from
+    ``kubectl auth can-i --list --as`` (as an authenticated user)."""
+    out = cluster.kubectl("auth", "can-i", "--list", "-n", "default", f"--as={user}",
+                          "--as-group=system:authenticated").stdout
+    found = set()
+    for line in out.splitlines()[1:]:
+        brackets = re.findall(r"\[[^\]]*\]", line)
+        resource = line.split()[0] if line.split() else ""
+        if len(brackets) < 3 or not resource or resource.startswith("["):
+            continue  # a non-resource URL
+        base, _, subresource = resource.partition("/")
+        name, _, group = base.partition(".")
+        name += f"/{subresource}" if subresource else ""
+        for verb in brackets[-1].strip("[]").split():
+            found.add((verb, group, name))
+    return found
 
 
 def test_service_accounts_can_do_what_extender_check_lists_and_no_more(cluster: Any) -> None:
+    # What every authenticated user may do (system:basic-user, discovery) is left out of both.
+    everyone = can_i_list(cluster, "system:e2e-nobody")
     for mode in ("webhook", "standalone"):
         account = SERVICE_ACCOUNTS[mode]
         want = {(p.verb, p.group, p.resource + (f"/{p.subresource}" if p.subresource else ""))
-                for p in required_permissions(mode) if not p.namespaced}  # fmt: skip
-        have = can_i_list(cluster, account)
+                for p in required_permissions(mode) if not p.namespaced} - everyone  # fmt: skip
+        have = can_i_list(cluster, service_account_user(NAMESPACE, account)) - everyone
         assert have - want == set(), f"{account} may do more than `extender check` lists: {sorted(have - want)}"
         assert want - have == set(), f"{account} lacks: {sorted(want - have)}"
 
@@ -178,8 +181,11 @@ def test_node_not_ready_gets_no_new_pods_until_kubelet_returns(cluster: Any) -> 
             timeout=60, message="the node lifecycle controller tainting the node unreachable")  # fmt: skip
         assert taints
         chart.app_pod(cluster, "while-not-ready", STANDALONE)
-        cluster.wait_for(lambda: any("unreachable" in m for m in chart.event_messages(cluster, "while-not-ready")),
-                         timeout=30, message="a FailedScheduling Event naming the taint")  # fmt: skip
+        messages = cluster.wait_for(
+            lambda: [m for m in chart.event_messages(cluster, "while-not-ready") if m.startswith("FailedScheduling")],
+            timeout=30, message="a FailedScheduling Event")  # fmt: skip
+        # The policy's NodeReady filter says it first; kube-scheduler would name the taint.
+        assert any("not ready" in m or "node.kubernetes.io/unreachable" in m for m in messages), messages
         assert not (cluster.pod(APPS, "while-not-ready") or {})["spec"].get("nodeName")
     finally:
         node.start_kubelet()
@@ -194,23 +200,29 @@ def test_webhook_down_and_ignorable(cluster: Any) -> None:
     Event saying why, until the webhook is back. ignorable: true: they are placed without it."""
     cluster.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK}", "--replicas=0")
     try:
-        cluster.wait_for(lambda: not chart.component_pods(cluster, WEBHOOK), timeout=60,
+        # Gone, not just terminating: kube-proxy still sends a Service's traffic to serving
+        # terminating endpoints when there are no ready ones (the preStop sleep keeps them so).
+        cluster.wait_for(lambda: not cluster.pods(NAMESPACE, f"app.kubernetes.io/name={WEBHOOK}"), timeout=90,
                          message="the webhook's pods gone")
         chart.app_pod(cluster, "webhook-down", KUBE_SCHEDULER)
         messages = cluster.wait_for(
             lambda: [m for m in chart.event_messages(cluster, "webhook-down") if m.startswith("FailedScheduling")],
             timeout=60, message="a FailedScheduling Event")  # fmt: skip
-        assert any("extender" in m.lower() for m in messages), messages
         assert not (cluster.pod(APPS, "webhook-down") or {})["spec"].get("nodeName")
+        assert any("extender" in m.lower() for m in messages), messages
+        print(f"\nwebhook down, ignorable false: {messages[0]}")
     finally:
         cluster.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK}", "--replicas=2")
+        chart.wait_rolled_out(cluster)
     assert chart.wait_started(cluster, "webhook-down", timeout=90)["spec"]["nodeName"] == cluster.node.name
     chart.wait_rolled_out(cluster)
 
     chart.upgrade(cluster, "--set", "kubeScheduler.extender.ignorable=true")
     try:
         cluster.kubectl("scale", "-n", NAMESPACE, f"deployment/{WEBHOOK}", "--replicas=0")
-        cluster.wait_for(lambda: not chart.component_pods(cluster, WEBHOOK), timeout=60,
+        # Gone, not just terminating: kube-proxy still sends a Service's traffic to serving
+        # terminating endpoints when there are no ready ones (the preStop sleep keeps them so).
+        cluster.wait_for(lambda: not cluster.pods(NAMESPACE, f"app.kubernetes.io/name={WEBHOOK}"), timeout=90,
                          message="the webhook's pods gone")
         chart.app_pod(cluster, "webhook-ignored", KUBE_SCHEDULER)
         assert chart.wait_started(cluster, "webhook-ignored", timeout=60)["spec"]["nodeName"] == cluster.node.name
