@@ -59,9 +59,14 @@ def scheduler_pod(cluster: Any) -> dict[str, Any]:
 
 
 def container_logs(cluster: Any, pod: str) -> str:
-    """The container's log: the last terminated run's if there is one, else the current."""
-    previous = cluster.kubectl("logs", "-n", NAMESPACE, pod, "--previous", check=False)
-    return previous.stdout if previous.returncode == 0 else cluster.kubectl("logs", "-n", NAMESPACE, pod).stdout
+    """The container's log, of its last terminated run and of the current one (kubelet's
+    files; the first run's may be all there is while it waits to restart)."""
+    def wanted() -> str:
+        runs = [cluster.kubectl("logs", "-n", NAMESPACE, pod, *flag, check=False).stdout
+                for flag in (["--previous"], [])]  # fmt: skip
+        return "\n".join(runs).strip()
+
+    return cluster.wait_for(wanted, timeout=20, message=f"the logs of {pod}")
 
 
 def terminated(pod: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -90,7 +90,13 @@ def test_second_kube_scheduler_binds_over_mutual_tls(cluster: Any, tmp_path: Pat
         chart.metric(before, "extender_bind_total", result="bound") + 1
 
 
-def test_helm_test_with_mutual_tls(cluster: Any) -> None:
-    result = cluster.helm("test", chart.RELEASE, "-n", NAMESPACE, "--logs", "--timeout", "120s", check=False)
+def test_helm_test_with_mutual_tls(cluster: Any, tmp_path: Path) -> None:
+    files = client_files(cluster, tmp_path / "client")
+    (webhook_pod,) = chart.component_pods(cluster, WEBHOOK)
+    metrics_url = f"https://{webhook_pod['status']['podIP']}:8888/metrics"
+    before = chart.metric(get(metrics_url, files, with_cert=True)[1], "extender_requests_total", verb="filter")
+    result = cluster.helm("test", chart.RELEASE, "-n", NAMESPACE, "--timeout", "120s", check=False)
     assert result.returncode == 0, result.stderr + result.stdout[-3000:]
-    assert "/filter 200" in result.stdout
+    # The test pod's POST /filter (with the callers' client certificate) reached the webhook.
+    after = chart.metric(get(metrics_url, files, with_cert=True)[1], "extender_requests_total", verb="filter")
+    assert after >= before + 1
