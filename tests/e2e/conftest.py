@@ -138,7 +138,12 @@ def node_cluster() -> Iterator[Any]:
     lacks = missing(Path(assets) if assets else None)
     if lacks:
         pytest.skip(NO_NODE.format(lacks="; ".join(lacks)))
-    cluster = NodeCluster().start()
+    from tests.e2e.node import NodeBusy
+
+    try:
+        cluster = NodeCluster().start()
+    except NodeBusy as exc:
+        pytest.skip(f"node: {exc}")
     try:
         yield cluster
     finally:

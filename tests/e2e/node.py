@@ -91,6 +91,34 @@ IMAGE_STORE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") /
 LOCK_FILE = STATE_DIR / "lock"
 
 
+class NodeBusy(RuntimeError):
+    """Another node runs on this machine (its run holds :data:`LOCK_FILE`)."""
+
+
+def take_lock(timeout: float) -> IO[str]:
+    """The machine's node lock (flock on :data:`LOCK_FILE`), waiting up to ``timeout`` seconds;
+    NodeBusy naming the holder's pid after that."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    lock = open(LOCK_FILE, "a+")  # noqa: SIM115 - held until the node stops
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock.seek(0)
+                holder = lock.read().strip() or "?"
+                lock.close()
+                raise NodeBusy(f"another node runs on this machine (pid {holder} holds {LOCK_FILE})") from None
+            time.sleep(0.5)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
 def node_ip() -> str:
     """This machine's global IPv4 address: the source address of its default route."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -194,6 +222,7 @@ class Node:
     name: str = "e2e-node"
     workdir: Path | None = None
     start_timeout: float = 90.0
+    lock_timeout: float = 120.0
     ip: str = ""
     bridge: str = ""
     pod_cidr: str = ""
@@ -227,8 +256,7 @@ class Node:
     def start(self) -> Node:
         started = time.monotonic()
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        self._lock = open(LOCK_FILE, "a")  # noqa: SIM115 - held until stop()
-        fcntl.flock(self._lock, fcntl.LOCK_EX)  # one node per machine at a time
+        self._lock = take_lock(self.lock_timeout)  # one node per machine at a time
         try:
             sweep_leftovers()
             self._prepare()
@@ -475,11 +503,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return pid
 
     # ----------------------------------------------------------------------------- stop
-    def drain(self, timeout: float = 60.0) -> None:
-        """Delete every pod bound to this node (grace 0) and wait until containerd runs no task,
-        so that kubelet tears their sandboxes and networks down itself (CNI DEL)."""
+    def drain(self, timeout: float = 30.0) -> None:
+        """Cordon the node (controllers' replacement pods then stay Pending), delete every pod
+        bound to it (grace 0) and wait until containerd runs no task, so that kubelet tears
+        their sandboxes and networks down itself (CNI DEL)."""
         kube = self.control_plane.client
         with contextlib.suppress(Exception):
+            kube.cordon_node(self.name)
             for pod in kube.call("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={self.name}").get("items", []):
                 meta = pod["metadata"]
                 with contextlib.suppress(Exception):
@@ -604,6 +634,13 @@ def _clean_iptables(network: str) -> None:
                 _run(tool, "-t", table, "-F", chain)
             for chain in owned:
                 _run(tool, "-t", table, "-X", chain)
+            # A CNI chain left empty and unreferenced (its rule removed by CNI DEL, the chain not):
+            # garbage whoever made it, and nothing else here uses CNI.
+            referenced = {_target(r) for r in rules}
+            for line in saved.splitlines():
+                chain = line[1:].split()[0] if line.startswith(":CNI-") else ""
+                if chain and chain not in referenced and not any(r.split()[0] == chain for r in rules):
+                    _run(tool, "-t", table, "-X", chain)
 
 
 def _target(rule: str) -> str:

@@ -173,3 +173,54 @@ def running(pod: dict[str, Any] | None) -> bool:
     """Every container of the pod is running (started by kubelet)."""
     statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
     return bool(statuses) and all("running" in (s.get("state") or {}) for s in statuses)
+
+
+def main() -> int:
+    """``make node-up``: a node cluster to try the chart by hand, until Ctrl-C (or SIGTERM)."""
+    import argparse
+    import os
+    import signal
+    import threading
+
+    from tests.e2e.chartnode import LOCAL_IMAGES, NAMESPACE
+    from tests.e2e.node import missing
+
+    parser = argparse.ArgumentParser(description="Start the control plane and a node with the local images, "
+                                     "print how to use them, stop everything on Ctrl-C.")
+    parser.add_argument("--no-product-image", action="store_true", help="do not build/import the product image")
+    options = parser.parse_args()
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    lacks = missing(Path(assets) if assets else None)
+    if lacks:
+        print("cannot start a node; missing:\n  " + "\n  ".join(lacks))
+        return 2
+    started = time.monotonic()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with NodeCluster() as cluster:
+        print(f"node Ready: {', '.join(f'{k} {v:.1f}s' for k, v in cluster.timings.items())}", flush=True)
+        if not options.no_product_image:
+            print("product image: make image (cached by its sources) ...", flush=True)
+            mark = time.monotonic()
+            archive = images.product_image()
+            cluster.import_images([archive])
+            print(f"  {archive.name} {'built and ' if archive.built else ''}imported in {time.monotonic() - mark:.0f}s")
+        chart_command = " ".join(["helm install scheduler-extender deploy/helm/scheduler-extender",
+                                  f"-n {NAMESPACE} --create-namespace", *LOCAL_IMAGES])
+        print(f"""
+ready in {time.monotonic() - started:.0f}s. In another shell:
+  export KUBECONFIG={cluster.kubeconfig}
+  kubectl get nodes -o wide
+  {chart_command}
+  kubectl -n {NAMESPACE} rollout status deployment -l app.kubernetes.io/instance=scheduler-extender
+logs: {cluster.node.workdir if cluster.node else ''} (kubelet.log, containerd.log, kube-proxy.log)
+Ctrl-C stops everything and cleans the host.""", flush=True)
+        while not stop.wait(1.0):
+            pass
+        print("stopping ...", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

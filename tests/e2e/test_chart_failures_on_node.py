@@ -105,8 +105,12 @@ def test_without_bind_permission_the_scheduler_refuses_to_start(cluster: Any) ->
 
 def test_bind_permission_lost_while_running_is_reported_at_the_first_bind(cluster: Any) -> None:
     chart.wait_rolled_out(cluster)
-    pod_ip = scheduler_pod(cluster)["status"]["podIP"]
-    errors_before = chart.metric(chart.scrape(pod_ip, 10251), "extender_bind_errors_total", reason="403")
+
+    def forbidden_binds() -> float:
+        return sum(chart.metric(chart.scrape(p["status"]["podIP"], 10251), "extender_bind_errors_total", reason="403")
+                   for p in chart.component_pods(cluster, STANDALONE) if p["status"].get("podIP"))  # fmt: skip
+
+    errors_before = forbidden_binds()
     set_binding_rule(cluster, present=False)
     try:
         # RBAC changes apply at once; the scheduler finds out at its next bind.
@@ -115,7 +119,8 @@ def test_bind_permission_lost_while_running_is_reported_at_the_first_bind(cluste
             lambda: next((m for m in chart.event_messages(cluster, "no-bind") if "forbidden" in m), None),
             timeout=60, message="an Event on the pod saying the bind was forbidden")  # fmt: skip
         assert "pods/binding" in message and f"system:serviceaccount:{NAMESPACE}:{STANDALONE}" in message, message
-        assert chart.metric(chart.scrape(pod_ip, 10251), "extender_bind_errors_total", reason="403") > errors_before
+        cluster.wait_for(lambda: forbidden_binds() > errors_before, timeout=15,
+                         message='extender_bind_errors_total{reason="403"} counting it')
         assert not (cluster.pod(chart.APPS, "no-bind") or {})["spec"].get("nodeName")
     finally:
         set_binding_rule(cluster, present=True)
