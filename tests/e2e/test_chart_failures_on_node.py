@@ -119,8 +119,18 @@ def test_bind_permission_lost_while_running_is_reported_at_the_first_bind(cluste
             lambda: next((m for m in chart.event_messages(cluster, "no-bind") if "forbidden" in m), None),
             timeout=60, message="an Event on the pod saying the bind was forbidden")  # fmt: skip
         assert "pods/binding" in message and f"system:serviceaccount:{NAMESPACE}:{STANDALONE}" in message, message
-        cluster.wait_for(lambda: forbidden_binds() > errors_before, timeout=15,
-                         message='extender_bind_errors_total{reason="403"} counting it')
+        try:
+            cluster.wait_for(lambda: forbidden_binds() > errors_before, timeout=15,
+                             message='extender_bind_errors_total{reason="403"} counting it')
+        except AssertionError as exc:
+            samples = {p["metadata"]["name"]: [line for line in chart.scrape(p["status"]["podIP"], 10251).splitlines()
+                                               if line.startswith(("extender_bind", "extender_leader"))]
+                       for p in chart.component_pods(cluster, STANDALONE)}  # fmt: skip
+            pods = [(p["metadata"]["name"], p["metadata"].get("deletionTimestamp"),
+                     [(c["state"], c.get("restartCount")) for c in p["status"].get("containerStatuses", [])])
+                    for p in cluster.pods(NAMESPACE)]
+            raise AssertionError(f"{exc}: before {errors_before}, {samples}, lease {chart.lease_holder(cluster)}, "
+                                 f"event {message}, pods {pods}") from None
         assert not (cluster.pod(chart.APPS, "no-bind") or {})["spec"].get("nodeName")
     finally:
         set_binding_rule(cluster, present=True)
