@@ -98,8 +98,13 @@ def test_without_bind_permission_the_scheduler_refuses_to_start(cluster: Any) ->
     finally:
         set_binding_rule(cluster, present=True)
     # Given back, the next start passes (deleting the pod skips the crash-loop back-off).
-    for pod in chart.component_pods(cluster, STANDALONE):
-        cluster.client.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}")
+    deleted = [p["metadata"]["name"] for p in chart.component_pods(cluster, STANDALONE)]
+    for name in deleted:
+        cluster.client.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+    # Each deleted replica exits on SIGTERM, even one that was still starting (it must not
+    # lead or bind while terminating), well within its 30 s grace period.
+    cluster.wait_for(lambda: not any(cluster.pod(NAMESPACE, name) for name in deleted), timeout=25,
+                     message=f"the deleted scheduler pods {deleted} gone")
     chart.wait_rolled_out(cluster, timeout=90)
 
 
