@@ -52,8 +52,9 @@ def suite(count: int, args: list[str]) -> int:
         summary = [line for line in result.stdout.splitlines() if " passed" in line or " failed" in line
                    or " error" in line][-1:]  # fmt: skip
         print(f"run {run}: {durations[-1]:.0f}s exit {result.returncode} {' '.join(summary)}", flush=True)
-        if result.returncode != 0:
-            print(result.stdout[-6000:])
+        if result.returncode != 0:  # the assertions, not the daemons' log tails
+            print("\n".join(line[:2000] for line in result.stdout.splitlines()
+                            if line.startswith(("E   ", "FAILED", "ERROR", "tests/"))))
     print(f"suite: median {statistics.median(durations):.0f}s, worst {max(durations):.0f}s, "
           f"exit codes {codes} ({'all passed' if not any(codes) else 'NOT all passed'})")
     return 0 if not any(codes) else 1
