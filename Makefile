@@ -18,7 +18,7 @@ PYTHON_IMAGE ?= python:3.11-slim
 # buildah in a container: vfs storage (no overlay), chroot isolation, the host's network.
 BUILDAH ?= buildah --storage-driver $(or $(STORAGE_DRIVER),vfs)
 
-.PHONY: install run test e2e bench image lint helm clean
+.PHONY: install run test e2e node-test node-up bench image lint helm clean
 
 # Two stamps: `make run` needs the runtime dependencies only (pip install -e .);
 # `make test`, `make bench` and `make lint` add the test and benchmark extras.
@@ -51,6 +51,15 @@ e2e: install
 	  [ -x "$$assets/$$b" ] || { echo "no $$b in $$assets: run bash ../shared/tools/k8s-test-binaries.sh and export the KUBEBUILDER_ASSETS it prints" >&2; exit 2; }; \
 	done; \
 	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+## A real node (containerd, kubelet, kube-proxy; root): the chart installed, used and broken on it
+## (tests/e2e/*_on_node.py, marker `node`; also part of `make test` where the node can run).
+node-test: install
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_CACHE)}" $(VENV)/bin/pytest -m node $(PYTEST_ARGS)
+
+## Bring up the control plane and a node with the local images, to try the chart by hand (Ctrl-C stops).
+node-up: install
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_CACHE)}" $(PY) -m tests.e2e.nodecluster $(ARGS)
 
 ## Run every benchmark and print the table (not part of `make test`).
 bench: install

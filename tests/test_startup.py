@@ -229,3 +229,18 @@ def test_plain_gunicorn_stops_with_one_line_before_any_worker(case: str, env: di
     assert len(problems) == 1 and problems[0].startswith("Error: "), output
     for words in expected:
         assert words.format(**files) in problems[0], problems[0]
+
+
+def test_a_metrics_directory_that_does_not_exist_yet_is_made(serve: Any, env: dict[str, str],
+                                                             tmp_path: Path) -> None:
+    """The chart and deploy/ set PROMETHEUS_MULTIPROC_DIR=/tmp/metrics on an empty emptyDir at
+    /tmp: the directory is not there when the container starts (seen on a real node, where
+    every webhook pod crash-looped on FileNotFoundError before this)."""
+    directory = tmp_path / "empty-dir" / "metrics"
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    served = serve("--source", "snapshot")
+    served.wait_ready()
+    with urllib.request.urlopen(f"http://127.0.0.1:{served.port}/metrics", timeout=5) as reply:
+        assert b"extender_requests_total" in reply.read() or reply.status == 200
+    assert directory.is_dir()
+    served.stop()

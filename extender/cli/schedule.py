@@ -84,8 +84,11 @@ def _shares_devices(profiles: list[Any]) -> bool:
     return any(isinstance(f, DeviceFit) for profile in profiles for f in profile.engine.policy.filters)
 
 
-def _wait_for_signal() -> None:
-    """Block until SIGTERM or SIGINT (graceful shutdown starts after it)."""
+def _catch_stop_signals() -> tuple[threading.Event, dict[signal.Signals, Any]]:
+    """Handle SIGTERM and SIGINT from the first moment: in a container this process is PID 1,
+    which the kernel does not kill on a signal it has no handler for, so a pod deleted while
+    it starts would run (and could take the lease and bind) until the kubelet's SIGKILL at
+    the end of the grace period. Returns the event they set and the handlers they replaced."""
     stop = threading.Event()
 
     def handler(signum: int, frame: object) -> None:
@@ -93,12 +96,13 @@ def _wait_for_signal() -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while not stop.wait(1.0):
-            pass
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return stop, previous
+
+
+def _wait_for_signal(stop: threading.Event) -> None:
+    """Block until SIGTERM or SIGINT (graceful shutdown starts after it)."""
+    while not stop.wait(1.0):
+        pass
 
 
 @click.command()
@@ -160,6 +164,7 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
     from extender.startup import fail, reach_api_server, tune_gc
 
     setup_logging(log_format, log_level)
+    stop, previous_handlers = _catch_stop_signals()
     tune_gc()
     lease_namespace = lease_namespace or default_lease_namespace()
     try:
@@ -175,6 +180,9 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
                                retry_period=retry_period) if leader_elect else None
     except (ExtenderError, ValueError) as exc:
         fail(str(exc), log_format)
+    if stop.is_set():  # told to stop while starting: nothing was started yet
+        log.info("stopped before scheduling started")
+        return
     scheduler = Scheduler(api_client, built, leader=leader, parallel_binds=parallel_binds,
                           percentage_of_nodes_to_score=percentage_of_nodes_to_score,
                           preemption=not disable_preemption)
@@ -187,8 +195,10 @@ def schedule(scheduler_name: str, policy: str | None, profiles: list[tuple[str, 
         health.start()
     scheduler.start()
     try:
-        _wait_for_signal()
+        _wait_for_signal(stop)
     finally:
         scheduler.stop()
         if health is not None:
             health.stop()
+        for sig, old in previous_handlers.items():
+            signal.signal(sig, old)

@@ -36,6 +36,11 @@ def _prepare_metrics_dir() -> None:
     prometheus_client is first imported, in this process and so in every worker."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="extender-metrics-")
+    else:
+        # A directory named by the deployment (the chart's /tmp/metrics) lives on an emptyDir
+        # that starts empty: prometheus_client opens its files there at import, before
+        # gunicorn's on_starting could make it.
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 
 
 def run_gunicorn(options: dict[str, Any]) -> None:

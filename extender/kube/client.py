@@ -92,6 +92,14 @@ def build_api_client(kubeconfig: str | None = None, context: str | None = None, 
             source = "in-cluster service account"
         else:
             paths = _kubeconfig_paths(kubeconfig)
+            if not any(p.is_file() for p in paths) and kubeconfig is None and context is None \
+                    and all(os.environ.get(name) for name in _IN_CLUSTER_ENV):
+                # In a pod (the kubelet set the Service variables) whose token is not mounted.
+                raise ClusterError(f"running in a pod (KUBERNETES_SERVICE_HOST={os.environ['KUBERNETES_SERVICE_HOST']}) "
+                                   f"but there is no ServiceAccount token at {_SERVICE_ACCOUNT_TOKEN}: the pod has "
+                                   "automountServiceAccountToken: false, or its ServiceAccount or token volume is "
+                                   "missing; mount the token (automountServiceAccountToken: true on the pod or its "
+                                   "ServiceAccount) or pass --kubeconfig FILE")
             if not any(p.is_file() for p in paths):
                 raise ClusterError(f"no kubeconfig found (looked at {', '.join(map(str, paths))}) "
                                    "and not running in a cluster: pass --kubeconfig FILE or set KUBECONFIG")

@@ -12,6 +12,7 @@ the same files; the schema and the chart's own checks refuse bad values with one
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from extender.checks.configs import check_policy, check_scheduler_config_text
 from extender.checks.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
 
-from . import CONFIG, find, one, render, strict_models
+from . import CONFIG, ROOT, find, one, render, strict_models
 from .charts import CHART, MODES, RELEASE, helm, merge, run_helm, template
 
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
@@ -582,3 +583,15 @@ def test_notes_say_how_to_register_with_the_control_plane_scheduler(tmp_path: Pa
     snippet = notes.split("/etc/kubernetes/scheduler-extender.yaml:\n", 1)[1].split("    and in ", 1)[0]
     config = yaml.safe_load(snippet.replace("<address from a, b or c>:<port>", "10.96.0.10:8888"))
     assert check_scheduler_config_text(yaml.safe_dump(config)) == []
+
+
+def test_test_pod_posts_the_wire_fixture_to_filter() -> None:
+    """`helm test` sends kube-scheduler's own /filter request: the chart's copy is the fixture."""
+    fixture = ROOT / "tests" / "fixtures" / "wire" / "filter-request.json"
+    copy_in_chart = CHART / "files" / "wire" / "filter-request.json"
+    assert copy_in_chart.read_text().strip() == fixture.read_text().strip()
+    script = one(template(tests=True), "Pod", "extender-webhook-test")["spec"]["containers"][0]["command"][-1]
+    assert f'filter_url = "http://extender-webhook.{DEFAULT_NAMESPACE}.svc:8888/filter"' in script
+    namespace: dict[str, Any] = {}
+    exec(script.split("context = None")[0].replace("import json, ssl, sys, time, urllib.request", ""), namespace)
+    assert json.loads(namespace["fixture"]) == json.loads(fixture.read_text())

@@ -11,6 +11,7 @@ after it, their logs shown when the test fails.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,50 @@ def kube_controller_manager(
     logs.append(lambda: (manager.name, manager.log()))
     yield manager
     manager.stop()
+
+
+# ----------------------------------------------------------------------------- a real node
+NO_NODE = "node: needs {lacks}"
+
+
+@pytest.fixture(scope="session")
+def node_cluster() -> Iterator[Any]:
+    """A control plane with kube-controller-manager and one Ready node (tests.e2e.nodecluster),
+    shared by the session's node tests; skips in one line naming what this machine lacks."""
+    from tests.e2e.node import missing
+    from tests.e2e.nodecluster import NodeCluster
+
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    lacks = missing(Path(assets) if assets else None)
+    if lacks:
+        pytest.skip(NO_NODE.format(lacks="; ".join(lacks)))
+    from tests.e2e.node import NodeBusy
+
+    try:
+        cluster = NodeCluster().start()
+    except NodeBusy as exc:
+        pytest.skip(f"node: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def node(node_cluster: Any, logs: list[Callable[[], tuple[str, str]]]) -> Any:
+    """The session's node cluster, with its daemons' logs shown when the test fails."""
+    for name in ("kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
+        logs.append(lambda name=name: (name, node_cluster.logs().get(name, "")))
+    return node_cluster
+
+
+@pytest.fixture(scope="session")
+def product_image(node_cluster: Any) -> Any:
+    """The product image (``make image``, cached by its sources) imported into the node."""
+    from tests.e2e import images
+
+    if shutil.which("buildah") is None:
+        pytest.skip("node: needs buildah to build the product image (apt-get install buildah)")
+    archive = images.product_image()
+    node_cluster.import_images([archive])
+    return archive

@@ -285,6 +285,11 @@ class ControlPlane:
 
     assets: EnvtestAssets | None = None
     apiserver_args: Sequence[str] = ()
+    #: Passed to EnvtestControlPlane: for a node (tests.e2e.node), whose pods reach kube-apiserver
+    #: through the ``kubernetes`` Service with projected ServiceAccount tokens.
+    serving_hosts: Sequence[str] = ()
+    service_account_admission: bool = False
+    kubelet_client: bool = False
     plane: EnvtestControlPlane | None = None
     schedulers: list[KubeScheduler] = field(default_factory=list)
     controller_managers: list[KubeControllerManager] = field(default_factory=list)
@@ -300,7 +305,9 @@ class ControlPlane:
         self.assets = assets
         workdir = Path(tempfile.mkdtemp(prefix="controlplane-"))
         self.plane = EnvtestControlPlane(
-            assets, extra_apiserver_args=self.apiserver_args, workdir=workdir
+            assets, extra_apiserver_args=self.apiserver_args, workdir=workdir,
+            extra_serving_hosts=self.serving_hosts, service_account_admission=self.service_account_admission,
+            kubelet_client=self.kubelet_client,
         )
         self.plane._owns_workdir = True  # removed on stop, as a workdir it created itself
         self.plane.start()
@@ -336,12 +343,14 @@ class ControlPlane:
         return scheduler
 
     def start_kube_controller_manager(
-        self, controllers: Sequence[str] = (RESOURCE_CLAIM_CONTROLLER,), *, name: str = ""
+        self, controllers: Sequence[str] = (RESOURCE_CLAIM_CONTROLLER,), *, name: str = "",
+        extra_args: Sequence[str] = (),
     ) -> KubeControllerManager:
         assert self.plane is not None, "start() first"
         manager = start_kube_controller_manager(
             self.plane, controllers=controllers,
             name=name or f"kube-controller-manager-{len(self.controller_managers) + 1}",
+            extra_args=extra_args,
         )  # fmt: skip
         self.controller_managers.append(manager)
         return manager

@@ -124,12 +124,17 @@ def apiserver_args(
     token_file: Path,
     authorization_mode: str = "RBAC",
     client_ca: Path | None = None,
+    service_account_admission: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """envtest's kube-apiserver defaults, with static-token authentication.
 
     The serving certificate is ``cert_dir/apiserver.crt`` (envtest's names; the caller writes
-    it, see :mod:`.pki`); ``client_ca`` turns on client-certificate authentication."""
+    it, see :mod:`.pki`); ``client_ca`` turns on client-certificate authentication.
+    ``service_account_admission`` keeps the ServiceAccount admission plugin on (pods that a
+    kubelet runs get their projected token volume from it); envtest turns it off, since no
+    controller creates the ``default`` ServiceAccount there. It cannot be turned back on with
+    ``extra``: the plugin lists are string slices, so a second flag appends."""
     args = [
         "--advertise-address=127.0.0.1",
         "--bind-address=127.0.0.1",
@@ -140,7 +145,7 @@ def apiserver_args(
         f"--tls-private-key-file={cert_dir / 'apiserver.key'}",
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",
-        "--disable-admission-plugins=ServiceAccount",
+        *([] if service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
         f"--authorization-mode={authorization_mode}",
         f"--token-auth-file={token_file}",
         f"--service-account-issuer=https://127.0.0.1:{secure_port}/",
@@ -198,6 +203,13 @@ class EnvtestControlPlane:
     assets: EnvtestAssets
     authorization_mode: str = "RBAC"
     extra_apiserver_args: Sequence[str] = ()
+    #: More names and addresses in the serving certificate: a node's pods reach the API
+    #: server through the ``kubernetes`` Service (10.0.0.1) or the node's address.
+    extra_serving_hosts: Sequence[str] = ()
+    service_account_admission: bool = False
+    #: Give kube-apiserver a client certificate (system:masters) for kubelets' HTTPS
+    #: endpoints: ``kubectl logs`` and ``exec`` on a node's pods.
+    kubelet_client: bool = False
     start_timeout: float = field(
         default_factory=lambda: parse_duration(
             os.environ.get("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"), 60.0
@@ -278,7 +290,8 @@ class EnvtestControlPlane:
         self.secure_port = free_port()
         self._ca = CertificateAuthority()
         self._ca.write_cert(self.ca_file)
-        self._ca.serving(LOOPBACK_HOSTS, common_name="kube-apiserver").write(
+        hosts = [*LOOPBACK_HOSTS, *(h for h in self.extra_serving_hosts if h not in LOOPBACK_HOSTS)]
+        self._ca.serving(hosts, common_name="kube-apiserver").write(
             cert_dir / "apiserver.crt", cert_dir / "apiserver.key"
         )
         self._etcd_args = [
@@ -287,6 +300,11 @@ class EnvtestControlPlane:
         ]
         etcd = self._spawn(self._etcd_args, "etcd.log")
         self._wait_http(f"{self.etcd_url}/health", etcd, "etcd")
+        kubelet_args: list[str] = []
+        if self.kubelet_client:
+            cert, key = self._ca.client("kube-apiserver-kubelet-client", ["system:masters"]).write(
+                cert_dir / "kubelet-client.crt", cert_dir / "kubelet-client.key")
+            kubelet_args = [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
         sa_key, sa_pub = generate_service_account_key(cert_dir)
         token_file = write_token_file(self.workdir / "tokens.csv", self.token)
         self._apiserver_args = [
@@ -300,7 +318,8 @@ class EnvtestControlPlane:
                 token_file=token_file,
                 authorization_mode=self.authorization_mode,
                 client_ca=self.ca_file,
-                extra=self.extra_apiserver_args,
+                service_account_admission=self.service_account_admission,
+                extra=[*kubelet_args, *self.extra_apiserver_args],
             ),
         ]
         self._start_apiserver()

@@ -33,6 +33,21 @@ def test_missing_kubeconfig_is_a_cluster_error(monkeypatch: pytest.MonkeyPatch, 
         kube_client.build_api_client(kubeconfig=str(tmp_path / "nope"))
 
 
+def test_a_pod_without_a_token_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """In a pod (KUBERNETES_SERVICE_HOST set) whose token is not mounted (automountServiceAccountToken:
+    false), the error names the token and the fix, not "no kubeconfig found" and "not in a cluster"."""
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setattr(kube_client, "_SERVICE_ACCOUNT_TOKEN", str(tmp_path / "token"))
+    with pytest.raises(ClusterError) as caught:
+        kube_client.build_api_client()
+    message = str(caught.value)
+    assert "no ServiceAccount token" in message and str(tmp_path / "token") in message
+    assert "automountServiceAccountToken" in message and "not running in a cluster" not in message
+
+
 def test_unknown_context_is_a_cluster_error(apiserver) -> None:
     with pytest.raises(ClusterError, match="cannot load cluster configuration"):
         kube_client.build_api_client(kubeconfig=str(apiserver.kubeconfig), context="no-such-context")

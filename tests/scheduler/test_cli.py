@@ -5,6 +5,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -186,3 +187,26 @@ def test_the_preflight_asks_for_ledger_leases_only_when_a_policy_shares_gpus() -
     gpus = Profile.from_engine("b", Engine(load_policy_file(ROOT / "config" / "policy-devices.yaml")))
     assert not _shares_devices([plain])
     assert _shares_devices([plain, gpus])
+
+
+def test_a_stop_signal_during_start_up_is_not_lost() -> None:
+    """In a pod `extender schedule` is PID 1, which a signal without a handler does not kill:
+    a SIGTERM before the scheduler started was dropped, and a pod deleted while starting ran
+    on (took the lease, bound pods) until the kubelet's SIGKILL, seen on a real node
+    (tests/e2e/test_chart_failures_on_node.py). The handlers are installed first thing."""
+    import os
+    import signal
+
+    from extender.cli import schedule as schedule_cli
+
+    stop, previous = schedule_cli._catch_stop_signals()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(2), "SIGTERM sets the stop event instead of being lost"
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    source = Path(schedule_cli.__file__).read_text()
+    body = source[source.index("def schedule("):]
+    assert body.index("_catch_stop_signals()") < body.index("build_api_client(")
+    assert "if stop.is_set():" in body[: body.index("scheduler.start()")]
