@@ -139,15 +139,6 @@ def gpu_node(inventory: Inventory | None, totals: Mapping[str, Use], cpu_free: i
     return GpuNode(cpu_free, tuple(free), model)
 
 
-def fits(node: GpuNode, pod: PodShape) -> bool:
-    """Whether the GPUs can take the pod (CPU is ResourceFit's)."""
-    if not pod.count:
-        return True
-    if not node.free or not pod.accepts(node.model):
-        return False
-    return sum(1 for f in node.free if f >= pod.milli) >= pod.count
-
-
 def fragmentation(node: GpuNode, workload: Workload) -> float:
     """FGD's expected fragmentation of the node, in milli-GPU: for each target shape, the free
     GPU milli that cannot serve it, weighted by the shape's share of the workload.
@@ -188,15 +179,6 @@ def lowest_free(free: Sequence[int], count: int) -> tuple[int, ...]:
     """The indices of the `count` lowest-indexed fully free GPUs (whole-GPU pods take these)."""
     picked = [i for i, f in enumerate(free) if f >= MILLI][:count]
     return tuple(picked)
-
-
-def best_fit(free: Sequence[int], milli: int) -> int:
-    """The GPU with the least free milli that still holds `milli` (ties: the lowest index), or -1."""
-    best = -1
-    for i, f in enumerate(free):
-        if f >= milli and (best < 0 or f < free[best]):
-            best = i
-    return best
 
 
 def after(node: GpuNode, pod: PodShape, gpus: Iterable[int]) -> GpuNode:
@@ -253,12 +235,6 @@ class WorkloadLearner:
         self._pending += 1
         if self._pending >= self.epoch or not self.workload.shapes:
             self.publish()
-
-    def prime(self, shapes: Iterable[PodShape]) -> None:
-        """Learn `shapes` at once, undecayed (a replay's trace, as the paper gives FGD), and publish."""
-        for shape in shapes:
-            self._counts[shape] = self._counts.get(shape, 0.0) + self._scale
-        self.publish()
 
     def publish(self) -> None:
         self._pending = 0

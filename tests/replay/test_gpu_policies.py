@@ -142,3 +142,37 @@ def test_tie_break_must_be_known():
 
     with pytest.raises(PolicyError, match="settings.tieBreak: 'first' is not one of random, nodeName"):
         load_policy("apiVersion: extender/v1alpha1\nkind: Policy\nsettings: {tieBreak: first}\n", "p.yaml")
+
+
+def test_the_learned_workload_decays_and_is_published_in_epochs():
+    from extender.model.gpushare import WorkloadLearner
+
+    decaying = WorkloadLearner(half_life=10, epoch=5, coverage=1.0)
+    counting = WorkloadLearner(half_life=0, epoch=5, coverage=1.0)  # no decay: plain counts
+    old, new = PodShape(1000, 500, 1), PodShape(2000, 1000, 1)
+    for learner in (decaying, counting):
+        learner.observe(old)  # the first shape seen is published at once
+        assert learner.workload.shapes == ((1.0, old),) and learner.version == 1
+        for _ in range(3):
+            learner.observe(old)
+        assert learner.version == 1  # not yet an epoch
+        for _ in range(20):
+            learner.observe(new)
+        assert learner.version == 5  # then every 5 pods: at the 6th, 11th, 16th and 21st
+    weights = {shape: weight for weight, shape in decaying.workload.shapes}
+    counts = {shape: weight for weight, shape in counting.workload.shapes}
+    assert counts[new] == 17 / 21  # the last published at the 21st pod: 4 old, 17 new
+    # the old pods were seen 17 to 20 pods before it: with a half-life of 10 pods they weigh
+    # 2^-1.7 .. 2^-2 each, the new ones 2^0 .. 2^-1.6
+    old_weight = sum(0.5 ** (k / 10) for k in range(17, 21))
+    new_weight = sum(0.5 ** (k / 10) for k in range(17))
+    assert abs(weights[new] - new_weight / (new_weight + old_weight)) < 1e-9
+    assert abs(sum(weights.values()) - 1) < 1e-9
+
+
+def test_the_top_shapes_cover_the_share_asked():
+    from extender.model.gpushare import top_shapes
+
+    a, b, c = PodShape(1, 100, 1), PodShape(2, 200, 1), PodShape(3, 0, 0)
+    workload = top_shapes({a: 60, b: 30, c: 10}, 0.9)
+    assert workload.shapes == ((60 / 90, a), (30 / 90, b))
