@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import requests
@@ -40,6 +41,17 @@ def install(cluster: NodeCluster, *extra: str, timeout: float = 180) -> float:
     cluster.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", *LOCAL_IMAGES, *extra)
     wait_rolled_out(cluster, timeout=timeout)
     return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def installed(cluster: NodeCluster, *extra: str) -> Iterator[float]:
+    """The chart installed (``install``) for the block; uninstalled, and the pods it left in the
+    apps namespace deleted, at the end, a failed block included. Gives the install's seconds."""
+    try:
+        yield install(cluster, *extra)
+    finally:
+        uninstall(cluster)
+        delete_namespace_pods(cluster)
 
 
 def upgrade(cluster: NodeCluster, *extra: str, timeout: float = 180) -> None:

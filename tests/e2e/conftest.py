@@ -158,6 +158,20 @@ def node(node_cluster: Any, logs: list[Callable[[], tuple[str, str]]]) -> Any:
     return node_cluster
 
 
+@pytest.fixture(scope="module")
+def chart_release(request: pytest.FixtureRequest, node_cluster: Any, product_image: Any) -> Iterator[Any]:
+    """The chart installed on the node for one module, with the module's `CHART_VALUES` (extra
+    helm arguments), uninstalled and its pods deleted at the end; skips without helm."""
+    from tests.deploy.charts import helm_path
+    from tests.e2e import chartnode
+
+    if helm_path() is None:
+        pytest.skip("node: needs helm (bash deploy/helm/install-helm.sh)")
+    with chartnode.installed(node_cluster, *getattr(request.module, "CHART_VALUES", ())) as seconds:
+        print(f"\nhelm install to every pod Ready: {seconds:.1f}s")
+        yield node_cluster
+
+
 @pytest.fixture(scope="session")
 def product_image(node_cluster: Any) -> Any:
     """The product image (``make image``, cached by its sources) imported into the node."""

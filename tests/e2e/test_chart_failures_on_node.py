@@ -13,7 +13,6 @@ The chart is installed standalone-only, one replica, with the README's local-nod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,22 +26,13 @@ CLUSTER_ROLE = "scheduler-extender-standalone"
 BINDING_RULE = {"apiGroups": [""], "resources": ["pods/binding", "bindings"], "verbs": ["create"]}
 
 
-@pytest.fixture(scope="module")
-def release(node_cluster: Any, product_image: Any) -> Iterator[Any]:
-    from tests.deploy.charts import helm_path
-
-    if helm_path() is None:
-        pytest.skip("node: needs helm (bash deploy/helm/install-helm.sh)")
-    chart.install(node_cluster, "--set", "webhook.enabled=false", "--set", "kubeScheduler.enabled=false",
-                  "--set", "standalone.replicas=1")  # fmt: skip
-    yield node_cluster
-    chart.uninstall(node_cluster)
-    chart.delete_namespace_pods(node_cluster)
+# The chart's values for this module (the chart_release fixture, tests/e2e/conftest.py).
+CHART_VALUES = ("--set", "webhook.enabled=false", "--set", "kubeScheduler.enabled=false", "--set", "standalone.replicas=1")
 
 
 @pytest.fixture
-def cluster(release: Any, node: Any) -> Any:
-    return release
+def cluster(chart_release: Any, node: Any) -> Any:
+    return chart_release
 
 
 def set_binding_rule(cluster: Any, present: bool) -> None:

@@ -11,7 +11,6 @@ import base64
 import ssl
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +22,14 @@ from tests.e2e.chartnode import KUBE_SCHEDULER, NAMESPACE, WEBHOOK
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
 
-@pytest.fixture(scope="module")
-def release(node_cluster: Any, product_image: Any) -> Iterator[Any]:
-    from tests.deploy.charts import helm_path
-
-    if helm_path() is None:
-        pytest.skip("node: needs helm (bash deploy/helm/install-helm.sh)")
-    chart.install(node_cluster, "--set", "webhook.tls.enabled=true", "--set", "webhook.tls.clientAuth=true",
-                  "--set", "standalone.enabled=false", "--set", "webhook.replicas=1",
-                  "--set", "kubeScheduler.replicas=1")  # fmt: skip
-    yield node_cluster
-    chart.uninstall(node_cluster)
-    chart.delete_namespace_pods(node_cluster)
+# The chart's values for this module (the chart_release fixture, tests/e2e/conftest.py).
+CHART_VALUES = ("--set", "webhook.tls.enabled=true", "--set", "webhook.tls.clientAuth=true", "--set", "standalone.enabled=false",
+                "--set", "webhook.replicas=1", "--set", "kubeScheduler.replicas=1")
 
 
 @pytest.fixture
-def cluster(release: Any, node: Any) -> Any:
-    return release
+def cluster(chart_release: Any, node: Any) -> Any:
+    return chart_release
 
 
 def client_files(cluster: Any, directory: Path) -> dict[str, Path]:

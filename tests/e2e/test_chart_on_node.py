@@ -17,7 +17,6 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,24 +34,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.node]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wire" / "filter-request.json"
 
 
-@pytest.fixture(scope="module")
-def release(node_cluster: Any, product_image: Any) -> Iterator[Any]:
-    """The chart, installed once for the module; uninstalled at the end if a test did not."""
-    from tests.deploy.charts import helm_path
-
-    if helm_path() is None:
-        pytest.skip("node: needs helm (bash deploy/helm/install-helm.sh)")
-    seconds = chart.install(node_cluster)
-    print(f"\nhelm install to every pod Ready: {seconds:.1f}s")
-    yield node_cluster
-    chart.uninstall(node_cluster)
-    chart.delete_namespace_pods(node_cluster)
+# The chart's values for this module (the chart_release fixture, tests/e2e/conftest.py).
+CHART_VALUES = ()
 
 
 @pytest.fixture
-def cluster(release: Any, node: Any) -> Any:
+def cluster(chart_release: Any, node: Any) -> Any:
     """The node cluster with the release installed; daemon logs shown on failure."""
-    return release
+    return chart_release
 
 
 def test_webhook_pods_are_ready_through_their_probes(cluster: Any) -> None:
