@@ -23,9 +23,9 @@ from typing import Any
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
 from extender.errors import ExtenderError
-from extender.model.gpushare import MILLI, PodShape, Workload, fragmentation, top_shapes
+from extender.model.gpushare import MILLI, PodShape, Workload, top_shapes
 from extender.model.pods import PodView
-from extender.policy.builtin.gpu_choice import WorkloadPrimed, node_state
+from extender.policy.builtin.gpu_choice import Fragmentation, WorkloadPrimed, node_state
 from extender.policy.engine import Engine, Policy
 from extender.policy.loading import load_policy_file
 from extender.replay.arrivals import Arrivals, arrivals, renamed_nodes
@@ -91,24 +91,18 @@ def _shape_label(shape: PodShape) -> str:
 
 
 class _Fragmentation:
-    """The cluster's fragmentation (FGD's measure against the trace's workload), kept per node."""
+    """The cluster's fragmentation (FGD's measure against the trace's workload), kept per node:
+    one node is measured again per placement (the measure is remembered per node state)."""
 
     def __init__(self, state: ClusterState, workload: Workload) -> None:
         self.state = state
-        self.workload = workload
-        self._known: dict[Any, float] = {}
+        self.measure = Fragmentation(workload.shapes).measure
         self.per_node = {info.name: self._of(info.name) for info in state.all_node_infos()}
         self.total = sum(self.per_node.values())
 
     def _of(self, name: str) -> float:
         info = self.state.node_info(name)
-        if info is None:
-            return 0.0
-        gpu = node_state(info, self.state)
-        value = self._known.get(gpu)
-        if value is None:
-            value = self._known[gpu] = fragmentation(gpu, self.workload)
-        return value
+        return 0.0 if info is None else self.measure(node_state(info, self.state))
 
     def changed(self, name: str) -> None:
         value = self._of(name)
