@@ -79,7 +79,7 @@ image:
 	echo "$$* -t $(IMAGE) ."; \
 	"$$@" --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t $(IMAGE) .
 
-## ruff on the tree, then mypy on the packages [tool.mypy] names (strict; tests/test_types.py too).
+## ruff on the tree, then mypy on the whole extender package (strict, with stubs/; tests/test_types.py too).
 lint: install
 	$(VENV)/bin/ruff check extender tests bench
 	$(VENV)/bin/mypy

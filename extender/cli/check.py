@@ -202,7 +202,7 @@ def _check_cluster(
         api_client = build_api_client(kubeconfig, context)
         if impersonate:
             # Before the first request: the kept-alive connections take the default headers once.
-            api_client.set_default_header("Impersonate-User", user)
+            api_client.set_default_header("Impersonate-User", user)  # type: ignore[no-untyped-call]  # the kubernetes client ships no annotations
         reach_api_server(api_client)
         missing = check_permissions(api_client, permissions, namespace=lease_namespace)
     except ClusterError as exc:

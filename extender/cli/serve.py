@@ -46,7 +46,7 @@ def _prepare_metrics_dir() -> None:
 def run_gunicorn(options: dict[str, Any]) -> None:
     from gunicorn.app.base import BaseApplication
 
-    class Application(BaseApplication):  # type: ignore[misc]
+    class Application(BaseApplication):
         def load_config(self) -> None:
             for key, value in options.items():
                 if key in self.cfg.settings and value is not None:
@@ -126,7 +126,7 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
     if client_ca and not tls_cert:
         raise click.UsageError("--client-ca needs --tls-cert and --tls-key")
     settings = Settings()
-    values = {k: (tuple(v) if isinstance(v, tuple | list) else (v or "")) for k, v in options.items()}
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, tuple | list) else (v or "")) for k, v in options.items()}
     values["enable_bind"] = options["enable_bind"]
     values["enable_explain"] = options["enable_explain"]
     values["max_body_bytes"] = options["max_body_bytes"]
@@ -154,13 +154,14 @@ def serve(bind: str, workers: int | None, threads: int | None, worker_class: str
         workers = 1
     if worker_class is not None:
         os.environ["EXTENDER_WORKER_CLASS"] = WORKER_CLASSES[worker_class]
-    for name, value in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout),
-                        ("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
-        if value is not None:
+    for name, number in (("WORKERS", workers), ("THREADS", threads), ("TIMEOUT", timeout)):
+        if number is not None:
+            os.environ[f"EXTENDER_{name}"] = str(number)
+    for name, path in (("TLS_CERT", tls_cert), ("TLS_KEY", tls_key), ("CLIENT_CA", client_ca)):
+        if path is not None:
             # abspath, not resolve(): a Secret volume's tls.crt is a symlink into ..data, which the
             # kubelet swaps on rotation; the resolved target is deleted after the swap.
-            os.environ[f"EXTENDER_{name}"] = os.path.abspath(value) if name.startswith(("TLS", "CLIENT")) \
-                else str(value)
+            os.environ[f"EXTENDER_{name}"] = os.path.abspath(path)
     run_gunicorn(_load_gunicorn_conf())
 
 

@@ -77,7 +77,7 @@ class DeviceUsage:
         """`old` replaced by `new` (None: added, or deleted)."""
         old_holds = old is not None and old.devices is not None and old.counts
         new_holds = new is not None and new.devices is not None and new.counts
-        key = (new or old).key  # type: ignore[union-attr]
+        key = (new or old).key  # type: ignore[union-attr]  # one of old and new is set (the caller's contract)
         claims = [token for token, claim in self._claims.items() if claim.key == key] if self._claims else []
         if not old_holds and not new_holds and not claims:
             return
@@ -141,7 +141,7 @@ class DeviceUsage:
             self._rebuild(old.node)
         if shortage(capacity, self.use(node).totals, shares):
             if old is not None:
-                self._claims[replacing] = old  # type: ignore[index]
+                self._claims[replacing] = old  # type: ignore[index]  # replacing is set: old was popped from it
                 self._rebuild(old.node)
             return None
         token = next(self._tokens)

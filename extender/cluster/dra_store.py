@@ -105,7 +105,7 @@ def raw_key(resource: str, raw: Mapping[str, Any]) -> str | None:
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
         return None
-    return f"{meta.get('namespace') or 'default'}/{name}" if resource == CLAIMS else name  # type: ignore[union-attr]
+    return f"{meta.get('namespace') or 'default'}/{name}" if resource == CLAIMS else name  # type: ignore[union-attr]  # meta is a Mapping: the name was read from it
 
 
 @dataclass

@@ -55,7 +55,7 @@ _MAX_SELECTORS = 128
 _NO_LABELS: dict[str, dict[str, set[str]]] = {}
 
 
-def _add(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]
+def _add(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]  # one helper for the index tables of every key type
     found = table.get(key)
     if found is None:
         table[key] = {pod}
@@ -63,7 +63,7 @@ def _add(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]
         found.add(pod)
 
 
-def _discard(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]
+def _discard(table: dict, key: object, pod: str) -> None:  # type: ignore[type-arg]  # one helper for the index tables of every key type
     found = table.get(key)
     if found is not None:
         found.discard(pod)

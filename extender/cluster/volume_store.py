@@ -72,7 +72,7 @@ class StorageKind:
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if not isinstance(name, str) or not name:
             return None
-        return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name  # type: ignore[union-attr]
+        return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name  # type: ignore[union-attr]  # meta is a Mapping: the name was read from it
 
 
 KINDS: dict[str, StorageKind] = {k.resource: k for k in (
@@ -130,10 +130,10 @@ class VolumeStore:
         return stored
 
     def claim(self, namespace: str, name: str) -> Claim | None:
-        return self._current(CLAIMS, f"{namespace}/{name}")  # type: ignore[no-any-return]
+        return self._current(CLAIMS, f"{namespace}/{name}")  # type: ignore[no-any-return]  # _current returns what CLAIMS holds: Claims
 
     def volume(self, name: str) -> Volume | None:
-        return self._current(VOLUMES, name)  # type: ignore[no-any-return]
+        return self._current(VOLUMES, name)  # type: ignore[no-any-return]  # _current returns what VOLUMES holds: Volumes
 
     def stored_claim(self, namespace: str, name: str) -> Claim | None:
         """The claim as the API server last said, without assumptions."""

@@ -216,8 +216,8 @@ def error_from_reply(status: int, data: bytes, what: str, *, retry_after: str | 
     error_type = _ERRORS_BY_STATUS.get(status, ClusterError)
     text = f"{what}: {status} {reason or 'error'}" + (f": {message}" if message else "")
     error = error_type(text, status=status, reason=reason)
-    error.details = details  # type: ignore[attr-defined]
-    error.server_message = message  # type: ignore[attr-defined]
+    error.details = details  # type: ignore[attr-defined]  # extra fields of an API error, read with getattr
+    error.server_message = message  # type: ignore[attr-defined]  # extra fields of an API error, read with getattr
     seconds: float | None = None
     for candidate in (retry_after, details.get("retryAfterSeconds")):
         try:
@@ -226,7 +226,7 @@ def error_from_reply(status: int, data: bytes, what: str, *, retry_after: str | 
             seconds = None
         if seconds is not None:
             break
-    error.retry_after = seconds  # type: ignore[attr-defined]
+    error.retry_after = seconds  # type: ignore[attr-defined]  # extra fields of an API error, read with getattr
     return error
 
 

@@ -46,9 +46,9 @@ class Requirement:
     def matches(self, labels: Mapping[str, str]) -> bool:
         op = self.operator
         if op == "In":
-            return labels.get(self.key) in self.values  # type: ignore[operator]
+            return labels.get(self.key) in self.values  # type: ignore[operator]  # a frozenset for In (see above)
         if op == "NotIn":
-            return labels.get(self.key) not in self.values  # type: ignore[operator]
+            return labels.get(self.key) not in self.values  # type: ignore[operator]  # a frozenset for NotIn (see above)
         if op == "Exists":
             return self.key in labels
         if op == "DoesNotExist":
@@ -60,7 +60,7 @@ class Requirement:
             number = parse_int64(value)
         except ValueError:
             return False
-        return number > self.values if op == "Gt" else number < self.values  # type: ignore[operator]
+        return number > self.values if op == "Gt" else number < self.values  # type: ignore[operator]  # an int for Gt and Lt (see above)
 
 
 @dataclass(frozen=True, slots=True)

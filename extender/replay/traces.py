@@ -209,7 +209,7 @@ def read_openb_pods(path: str | Path, models: frozenset[str]) -> tuple[TracePod,
 
 
 def _models(nodes: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    found = set()
+    found: set[str] = set()
     for node in nodes:
         inventory = node_inventory(node.get("metadata", {}).get("annotations"))
         if inventory is not None and not inventory.error:
@@ -264,7 +264,7 @@ def read_trace(*, nodes: str | None = None, snapshot: str | None = None, pods: s
         node_objects: tuple[Mapping[str, Any], ...] = read_openb_nodes(nodes)
     else:
         try:
-            cluster = read_snapshot(snapshot)  # type: ignore[arg-type]
+            cluster = read_snapshot(snapshot)  # type: ignore[arg-type]  # set: exactly one of nodes and snapshot (checked above)
         except ExtenderError as exc:
             raise TraceError(str(exc)) from None
         node_objects = tuple(cluster.nodes)

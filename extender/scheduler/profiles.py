@@ -28,7 +28,7 @@ class Profile:
 
     @property
     def engine(self) -> Engine:
-        return self.policy.engine  # type: ignore[no-any-return]
+        return self.policy.engine  # type: ignore[no-any-return]  # every policy holder's engine is an Engine
 
     @classmethod
     def from_engine(cls, name: str, engine: Engine) -> Profile:

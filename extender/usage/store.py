@@ -138,7 +138,7 @@ class UsageStore:
         with self._lock:
             if was:
                 placements = self._recent.get(was)
-                if placements is not None and placements.pop(old.key, None) is not None:  # type: ignore[union-attr]
+                if placements is not None and placements.pop(old.key, None) is not None:  # type: ignore[union-attr]  # `was` is set only when old is not None
                     self._republish(was)
             if now and new is not None:
                 requests = new.score_requests

@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     _add_error_handlers(app)
     # The verbs are answered in front of Flask (verb_routes.py says why); the rest is Flask's.
     routes = {settings.verb_path(verb): (verb, route) for verb, route in handlers.items()}
-    app.wsgi_app = VerbRoutes(app.wsgi_app, routes, settings.max_body_bytes,  # type: ignore[method-assign]
+    app.wsgi_app = VerbRoutes(app.wsgi_app, routes, settings.max_body_bytes,  # type: ignore[method-assign]  # Flask's way to wrap its WSGI app
                               runtime.state.serving, log_successes=settings.access_log)
     return app
 

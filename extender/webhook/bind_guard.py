@@ -31,6 +31,7 @@ from extender.model.pods import TERMINAL_PHASES, PodView
 from extender.policy import names
 from extender.policy.builtin import NodeAffinity, ResourceFit, SchedulingGates, TaintToleration
 from extender.policy.engine import Engine, Policy
+from extender.policy.plugins import Named
 from extender.settings import Settings
 from extender.webhook.runtime import Runtime
 from extender.wire import BindingArgs
@@ -44,7 +45,7 @@ _UID = re.compile(r"[!-~]{0,128}\Z")  # printable, no spaces: UIDs are UUIDs
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # kube-scheduler's filters that a pod must pass wherever it goes; stateless, built once.
-_CORE_FILTERS: tuple[object, ...] = (SchedulingGates(), TaintToleration(), NodeAffinity(), ResourceFit())
+_CORE_FILTERS: tuple[Named, ...] = (SchedulingGates(), TaintToleration(), NodeAffinity(), ResourceFit())
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def _core_engine(configured: frozenset[str]) -> Engine:
     is configured to ignore them: managedResources with ignoredByScheduler), so the core
     ResourceFit leaves them out instead of counting them against the node's allocatable.
     """
-    core = [p for p in _CORE_FILTERS if p.name not in configured]  # type: ignore[attr-defined]
+    core = [p for p in _CORE_FILTERS if p.name not in configured]
     if names.DEVICE_FIT in configured:
         core = [ResourceFit(ignored_resources=frozenset(devices.RESOURCES)) if isinstance(p, ResourceFit) else p
                 for p in core]

@@ -18,7 +18,7 @@ from gunicorn import glogging
 from extender.logs import JsonFormatter, TextFormatter
 
 
-class GunicornLogger(glogging.Logger):  # type: ignore[misc]
+class GunicornLogger(glogging.Logger):
     def _set_handler(self, log: logging.Logger, output: Any, fmt: logging.Formatter, stream: Any = None) -> None:
         """gunicorn's handler, with the formatter EXTENDER_LOG_FORMAT asks for."""
         ours = JsonFormatter() if os.environ.get("EXTENDER_LOG_FORMAT", "text") == "json" else TextFormatter()

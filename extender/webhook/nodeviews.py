@@ -44,17 +44,18 @@ class NodeViewCache:
         combined = self._infos
         for view in views:
             known = state.node_info(view.name)
-            copied = known is not None and known.node is not view
-            if copied:
+            # The state's own info holds another view than the request's: the info is a copy, worth keeping.
+            copied = known if known is not None and known.node is not view else None
+            if copied is not None:
                 entry = combined.get(view.name)
-                if entry is not None and entry[0] is known and entry[1] is view:
+                if entry is not None and entry[0] is copied and entry[1] is view:
                     result.append(entry[2])
                     continue
             (info,) = infos_from_views((view,), state)
-            if copied:
+            if copied is not None:
                 if len(combined) >= self._limit:
                     combined.clear()
-                combined[view.name] = (known, view, info)  # type: ignore[assignment]
+                combined[view.name] = (copied, view, info)
             result.append(info)
         return result
 
@@ -62,9 +63,10 @@ class NodeViewCache:
         """The view of `raw`; raises InvalidObject when the node has no usable name."""
         meta = raw.get("metadata")
         if isinstance(meta, Mapping):
-            key = (meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
-            if key[2] and isinstance(key[0], str) and isinstance(key[1], str) and isinstance(key[2], str):
-                found = self._views.get(key)  # type: ignore[arg-type]
+            name, uid, version = meta.get("name"), meta.get("uid"), meta.get("resourceVersion")
+            if version and isinstance(name, str) and isinstance(uid, str) and isinstance(version, str):
+                key = (name, uid, version)
+                found = self._views.get(key)
                 if found is None:
                     # Keep the view, not the request's 8 KB node dict: replies use the items
                     # of their own request, and a cached raw would pin every old body in memory.
@@ -74,7 +76,7 @@ class NodeViewCache:
                     with self._lock:
                         if len(self._views) >= self._limit:
                             self._views.clear()
-                        self._views[key] = found  # type: ignore[index]
+                        self._views[key] = found
                 return found
         return NodeView.from_dict(raw)
 

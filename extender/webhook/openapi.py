@@ -25,9 +25,8 @@ def build_openapi(settings: Settings) -> dict[str, Any]:
     plugin = MarshmallowPlugin()
     spec = APISpec(title="Kubernetes scheduler extender", version=__version__, openapi_version="3.0.3",
                    plugins=[plugin])
-    plugin.map_to_openapi_type(wire.JsonObject, "object", None)
-    plugin.map_to_openapi_type(wire.NodeListField, "object", None)
-    plugin.map_to_openapi_type(wire.NameList, "array", None)
+    for field, openapi_type in ((wire.JsonObject, "object"), (wire.NodeListField, "object"), (wire.NameList, "array")):
+        plugin.map_to_openapi_type(field, openapi_type, None)  # type: ignore[no-untyped-call]  # apispec leaves it unannotated
     spec.components.schema("Error", _ERROR)
     for name, schema in (
         ("ExtenderArgs", wire.ExtenderArgsSchema),
@@ -44,7 +43,7 @@ def build_openapi(settings: Settings) -> dict[str, Any]:
         "413": {"description": "The body exceeds the size limit", **_json("Error")},
         "415": {"description": "Content-Type is not application/json", **_json("Error")},
     }
-    verbs = {
+    verbs: dict[str, tuple[str, str | dict[str, Any]]] = {  # request and reply: a schema's name, or a schema
         "filter": ("ExtenderArgs", "ExtenderFilterResult"),
         "prioritize": ("ExtenderArgs", {"type": "array", "items": {"$ref": "#/components/schemas/HostPriority"}}),
         "bind": ("ExtenderBindingArgs", "ExtenderBindingResult"),

@@ -19,7 +19,7 @@ import io
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from gunicorn import util
 from gunicorn.http import wsgi
@@ -42,6 +42,11 @@ _HEAD = re.compile(
 _GUNICORN_ONLY = frozenset({"TRANSFER-ENCODING", "EXPECT", "UPGRADE", "FORWARDED", "HTTP2-SETTINGS"})
 
 
+# A plain request's wsgi.input: read with the head (small), gunicorn's reader (large), or
+# a large one read whole for a verb call (read_whole).
+PlainBody: TypeAlias = "io.BytesIO | Body | WholeBody"
+
+
 class PlainRequest:
     """What gunicorn's wsgi.create, Response and worker read of a parsed request."""
 
@@ -51,13 +56,13 @@ class PlainRequest:
     proxy_protocol_info = None
     _expected_100_continue = False
 
-    def __init__(self, method: str, uri: str, headers: list[tuple[str, str]], body: Any,
+    def __init__(self, method: str, uri: str, headers: list[tuple[str, str]], body: PlainBody,
                  scheme: str, peer_addr: Any, req_number: int) -> None:
         self.method = method
         self.uri = uri
         self.path, _, self.query = uri.partition("?")
         self.headers = headers
-        self.body = body
+        self.body: PlainBody = body
         self.scheme = scheme
         self.peer_addr = self.remote_addr = peer_addr
         self.req_number = req_number
@@ -159,7 +164,7 @@ def read_plain_request(unreader: Any, rules: HeadRules, peer_addr: Any, req_numb
                         req_number)
 
 
-def _body(unreader: Any, received: bytes, length: int) -> Any:
+def _body(unreader: Any, received: bytes, length: int) -> io.BytesIO | Body:
     """The body as wsgi.input: read in full now when small (kube-scheduler's node-cache calls,
     about 10 KB: one copy instead of gunicorn's buffer juggling on every read), else
     gunicorn's reader, which the app reads as it goes (and may refuse unread: 413)."""

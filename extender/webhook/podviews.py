@@ -29,19 +29,21 @@ class PodViewCache:
         Pods without a uid and resourceVersion (hand-written test bodies) are parsed every time.
         """
         meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-        key = None
+        key: tuple[str, str, str, str] | None = None
         if isinstance(meta, Mapping):
-            parts = (meta.get("namespace") or "", meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
-            if all(isinstance(part, str) for part in parts) and parts[2] and parts[3]:
-                key = parts
+            namespace, name = meta.get("namespace") or "", meta.get("name")
+            uid, version = meta.get("uid"), meta.get("resourceVersion")
+            if isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str) \
+                    and isinstance(version, str) and uid and version:
+                key = (namespace, name, uid, version)
         if key is None:
             return parse(raw)
-        found = self._views.get(key)  # type: ignore[arg-type]
+        found = self._views.get(key)
         if found is not None:
             return found
         found = parse(raw)
         with self._lock:
-            self._views[key] = found  # type: ignore[index]
+            self._views[key] = found
             while len(self._views) > self._limit:
                 self._views.popitem(last=False)
         return found

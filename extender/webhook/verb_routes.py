@@ -141,7 +141,7 @@ class VerbRoutes:
         return PlainReply(started[0], started[1], reply.data, reply.close)
 
     def _answer(self, route: tuple[str, Route], environ: dict[str, Any],
-                start_response: StartResponse) -> Iterable[bytes]:
+                start_response: StartResponse) -> _Reply:
         verb, (handler, decode) = route
         started = time.perf_counter()
         path = environ.get("PATH_INFO", "")

@@ -70,6 +70,15 @@ def _zero_scores(names: Sequence[str]) -> orjson.Fragment:
                            + b',"Score":0}]')
 
 
+def _decoded_nodes(args: wire.ExtenderArgs) -> dict[str, Any]:
+    """The NodeList of a call without NodeNames, decoded whole (not a SentNodeList). The schema
+    lets exactly one of Nodes and NodeNames be set, so this is a dict; the check says so to mypy."""
+    nodes = args.nodes
+    if not isinstance(nodes, dict):
+        raise WireError("invalid ExtenderArgs: exactly one of Nodes and NodeNames must be set")
+    return nodes
+
+
 def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
                 ) -> tuple[list[NodeInfo], list[str]]:
     """NodeInfos for the request's nodes, and the names the cluster state does not know."""
@@ -78,7 +87,7 @@ def _candidates(runtime: Runtime, cache: NodeViewCache, args: wire.ExtenderArgs
     if isinstance(args.nodes, wire.SentNodeList):
         return cache.infos(args.nodes.values, runtime.state), []
     views = []
-    for index, item in enumerate(args.nodes["items"]):  # type: ignore[index]
+    for index, item in enumerate(_decoded_nodes(args)["items"]):
         try:
             views.append(cache.view(item))
         except InvalidObject as exc:
@@ -150,11 +159,10 @@ def filter_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *, pods: PodV
         kept = args.nodes.kept([info.name not in refused for info in infos] if refused else None)
         reply = wire.filter_result(nodes=kept, failed=failed, unresolvable=unresolvable)
     else:
-        items = list(args.nodes["items"]) if not refused else [  # type: ignore[index]
-            item for item, info in zip(args.nodes["items"], infos, strict=True)  # type: ignore[index]
-            if info.name not in refused]
-        reply = wire.filter_result(nodes={**args.nodes, "items": items}, failed=failed,  # type: ignore[dict-item]
-                                   unresolvable=unresolvable)
+        nodes = _decoded_nodes(args)
+        items = list(nodes["items"]) if not refused else [
+            item for item, info in zip(nodes["items"], infos, strict=True) if info.name not in refused]
+        reply = wire.filter_result(nodes={**nodes, "items": items}, failed=failed, unresolvable=unresolvable)
     total = len(args.node_names) if args.node_names is not None else len(infos)
     # kube-scheduler's own event already carries the "0/N nodes are available" summary of
     # these reasons; the access log only counts them, to keep the per-request path short.
@@ -173,8 +181,7 @@ def _refuse_all(args: wire.ExtenderArgs, reason: str, key: str) -> Outcome:
         reply = wire.filter_result(nodes=args.nodes.kept([False] * len(args.nodes.values)), failed={},
                                    unresolvable=unresolvable)
     else:
-        reply = wire.filter_result(nodes={**args.nodes, "items": []}, failed={},  # type: ignore[dict-item]
-                                   unresolvable=unresolvable)
+        reply = wire.filter_result(nodes={**_decoded_nodes(args), "items": []}, failed={}, unresolvable=unresolvable)
     metrics.FILTER_REJECTIONS.labels(plugin="PodGroup").inc(len(names))
     return Outcome(reply, "ok", key, len(names), reason)
 
@@ -198,12 +205,12 @@ def prioritize_verb(runtime: Runtime, cache: NodeViewCache, body: Any, *,
     pod = _pod(args.pod, pods)
     engine = runtime.engine
     if not engine.policy.scorers:  # the webhook default: kube-scheduler does the scoring
-        names = args.node_names if args.node_names is not None else _item_names(args.nodes)
+        names: Sequence[str] = args.node_names if args.node_names is not None else _item_names(args.nodes)
         return Outcome(_zero_scores(names), "ok", pod.key, len(names))
     infos, unknown = _candidates(runtime, cache, args)
     decision = engine.score(pod, infos, cluster=runtime.state)
     totals = {info.name: total for info, total in zip(decision.scored, decision.totals, strict=True)}
-    names: Sequence[str] = args.node_names if args.node_names is not None else [i.name for i in infos]
+    names = args.node_names if args.node_names is not None else [i.name for i in infos]
     reply = wire.host_priorities([(name, totals.get(name, 0.0)) for name in names])
     return Outcome(reply, "ok", pod.key, len(names), f"{len(unknown)} unknown node(s)" if unknown else "")
 

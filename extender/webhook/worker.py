@@ -46,6 +46,7 @@ from typing import Any
 
 from gunicorn import SERVER, http, sock, util
 from gunicorn.http import wsgi
+from gunicorn.http.errors import NoMoreData
 from gunicorn.workers import base
 
 from extender.webhook import plain_requests
@@ -323,7 +324,7 @@ class ConnectionWorker(base.Worker):
 
     def _serve(self, connection: _Connection, server: Any, addr: Any) -> None:
         client: Any = connection.sock
-        req = None
+        req: plain_requests.PlainRequest | http.Request | None = None
         try:
             # Blocking, without Python's socket timeout: in timeout mode every recv() and send()
             # is preceded by a poll(), which made a megabyte full-NodeList call twice as slow.
@@ -365,7 +366,7 @@ class ConnectionWorker(base.Worker):
                 req = None
         except StopIteration as exc:
             self.log.debug("Closing connection. %s", exc)
-        except http.errors.NoMoreData as exc:
+        except NoMoreData as exc:
             self.log.debug("Ignored premature client disconnection. %s", exc)
         except (TimeoutError, BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             self.log.debug("Closing a connection stalled for %s s", self.cfg.timeout)
@@ -451,7 +452,7 @@ class ConnectionWorker(base.Worker):
             if answered is not None:
                 return answered
         environ: dict[str, Any] = {}
-        resp = None
+        resp: wsgi.Response | None = None
         out = _CoalescingSocket(client)
         try:
             self.cfg.pre_request(self, req)

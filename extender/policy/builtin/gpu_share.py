@@ -60,7 +60,7 @@ def _scorer(name: str, shape: PodShape, cluster: ClusterView, rule: Callable[[Gp
 
     def score(info: NodeInfo) -> float:
         state = node_state(info, cluster)
-        return cache.get((shape, state, version), lambda: rule(state))  # type: ignore[no-any-return]
+        return cache.get((shape, state, version), lambda: rule(state))  # type: ignore[no-any-return]  # the cache returns what the rule made: a float
 
     return Score(score, memo_key=(name, shape, version))  # all it reads of the pod
 
@@ -171,7 +171,7 @@ class GpuClustering(_GpuScorer):
                 return 0
             state = node_state(info, cluster)
             tags = _nodes_tags(info)
-            return cache.get((tag, state, tags), lambda: _clustering(tag, state, tags))  # type: ignore[no-any-return]
+            return cache.get((tag, state, tags), lambda: _clustering(tag, state, tags))  # type: ignore[no-any-return]  # the cache returns what _clustering made: a float
 
         return Score(score, memo_key=(self.name, shape))  # all it reads of the pod
 

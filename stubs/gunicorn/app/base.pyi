@@ -1,0 +1,13 @@
+from typing import Any
+
+from gunicorn.config import Config
+
+class BaseApplication:
+    usage: str | None
+    prog: str | None
+    cfg: Config
+    def __init__(self, usage: str | None = None, prog: str | None = None) -> None: ...
+    def load_config(self) -> None: ...
+    def load(self) -> Any: ...  # the WSGI application
+    def wsgi(self) -> Any: ...
+    def run(self) -> None: ...
