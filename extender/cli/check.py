@@ -51,21 +51,14 @@ def _report(title: str, problems: list[str]) -> bool:
     return False
 
 
+# The files to validate: not `exists=True`, so a missing file is reported in its section with the rest.
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
 @click.command()
-@click.option(
-    "--policy",
-    "policy",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="A policy file to validate.",
-)
-@click.option(
-    "--scheduler-config",
-    "scheduler_configs",
-    type=click.Path(dir_okay=False, path_type=Path),
-    multiple=True,
-    help="A KubeSchedulerConfiguration file to validate strictly (repeatable).",
-)
+@click.option("--policy", type=_FILE, default=None, help="A policy file to validate.")
+@click.option("--scheduler-config", "scheduler_configs", type=_FILE, multiple=True,
+              help="A KubeSchedulerConfiguration file to validate strictly (repeatable).")
 @click.option(
     "--url-prefix",
     default="",

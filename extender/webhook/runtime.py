@@ -78,16 +78,19 @@ class Runtime:
     def engine(self) -> Engine:
         return self.policy.engine
 
+    def _services(self) -> list[UsageService | WebhookGangs]:
+        """The optional services this process runs, in the order they start (they stop in reverse)."""
+        return [service for service in (self.usage, self.gangs) if service is not None]
+
     def start(self) -> None:
+        """The cluster state's source first, then the policy file's watch, then the services."""
         if self.started:
             return
         self.started = True
         self.source.start()
         self.policy.start_watching()
-        if self.usage is not None:
-            self.usage.start()
-        if self.gangs is not None:
-            self.gangs.start()
+        for service in self._services():
+            service.start()
 
     def drain(self) -> None:
         """The process is stopping: let go of what requests are waiting for (held gang binds)."""
@@ -95,10 +98,9 @@ class Runtime:
             self.gangs.drain()
 
     def stop(self) -> None:
-        if self.gangs is not None:
-            self.gangs.stop()
-        if self.usage is not None:
-            self.usage.stop()
+        """In the reverse order of start()."""
+        for service in reversed(self._services()):
+            service.stop()
         self.policy.stop_watching()
         self.source.stop()
 
