@@ -42,17 +42,20 @@ import sys
 import threading
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from gunicorn import SERVER, http, sock, util
 from gunicorn.http import wsgi
 from gunicorn.http.errors import NoMoreData
+from gunicorn.http.parser import Parser
 from gunicorn.workers import base
 
 from extender.webhook import plain_requests
 from extender.webhook.app import EXTENSION
 from extender.webhook.verb_routes import VerbRoutes
 
+# A request as the worker handles it: read by plain_requests, or by gunicorn's parser.
+IncomingRequest: TypeAlias = "plain_requests.PlainRequest | http.Request"
 # How long a stopping worker leaves idle connections open for a request already sent.
 STOP_LINGER = 1.0
 # The heartbeat (the arbiter kills a worker silent for `timeout`) and shutdown checks.
@@ -324,7 +327,7 @@ class ConnectionWorker(base.Worker):
 
     def _serve(self, connection: _Connection, server: Any, addr: Any) -> None:
         client: Any = connection.sock
-        req: plain_requests.PlainRequest | http.Request | None = None
+        req: IncomingRequest | None = None
         try:
             # Blocking, without Python's socket timeout: in timeout mode every recv() and send()
             # is preceded by a poll(), which made a megabyte full-NodeList call twice as slow.
@@ -391,7 +394,7 @@ class ConnectionWorker(base.Worker):
                 self._room.notify_all()
 
     @staticmethod
-    def _finish_body(req: Any, parser: Any) -> bool:
+    def _finish_body(req: IncomingRequest, parser: Parser) -> bool:
         """Skip what the app left of the body, so the next request can be read; False to close."""
         if isinstance(req, plain_requests.PlainRequest):
             left = req.unread_body()
@@ -444,7 +447,7 @@ class ConnectionWorker(base.Worker):
                 self.log.info("Autorestarting worker after current request.")
                 self.alive = False
 
-    def _handle_request(self, req: Any, client: Any, addr: Any, server: Any,
+    def _handle_request(self, req: IncomingRequest, client: Any, addr: Any, server: Any,
                         plain_environ: plain_requests.PlainEnviron | None) -> bool:
         """Run the app for one request; whether the connection may serve another."""
         if self._verbs is not None and isinstance(req, plain_requests.PlainRequest):
