@@ -38,6 +38,15 @@ def as_str(raw: Any, where: str, default: str = "") -> str:
     return str(raw)
 
 
+def as_choice(raw: Any, where: str, choices: tuple[str, ...], default: str) -> str:
+    """An enum field of the API (one of a closed set of strings); absent or empty: `default`.
+    Anything else is refused naming the choices, as the API server's validation does."""
+    value = as_str(raw, where) or default
+    if value not in choices:
+        raise InvalidObject(f"{where}: {value!r} is not {' or '.join(choices)}")
+    return value
+
+
 def as_string_map(raw: Any, where: str) -> dict[str, str]:
     if raw is None:
         return {}
