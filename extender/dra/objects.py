@@ -21,7 +21,7 @@ from extender.dra import capacity as capacities
 from extender.dra.capacity import DeviceCapacity, Quantity
 from extender.dra.cel import CelDevice, cel_device
 from extender.errors import InvalidObject
-from extender.model.fields import as_list, as_object, as_str, object_name, object_parts
+from extender.model.fields import Namespaced, as_list, as_object, as_str, object_name, object_parts
 from extender.model.quantities import parse_quantity
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 
@@ -668,7 +668,7 @@ class OwnerRef(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceClaim:
+class ResourceClaim(Namespaced):
     namespace: str
     name: str
     uid: str
@@ -682,10 +682,6 @@ class ResourceClaim:
     allocation: Allocation | None
     reserved_for: tuple[ConsumerRef, ...]
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     def reserved_for_pod(self, uid: str) -> bool:
         """resourceclaim.IsReservedForPod compares the UID only."""

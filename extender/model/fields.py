@@ -97,3 +97,16 @@ def controller_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
     if ref is None:
         return None
     return as_str(ref.get("kind"), "metadata.ownerReferences.kind"), as_str(ref.get("name"), "metadata.ownerReferences.name")
+
+
+class Namespaced:
+    """The `namespace/name` key of a namespaced object (client-go's MetaNamespaceKeyFunc), for
+    the dataclasses that carry both fields: stores, queues and messages name objects by it."""
+
+    __slots__ = ()
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

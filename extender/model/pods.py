@@ -13,7 +13,7 @@ from typing import Any
 
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
-from extender.model.fields import as_choice, controller_owner, object_name, object_parts
+from extender.model.fields import Namespaced, as_choice, controller_owner, object_name, object_parts
 from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
@@ -124,7 +124,7 @@ def _node_affinity(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorTerm, ...
 
 
 @dataclass(frozen=True, slots=True)
-class PodView:
+class PodView(Namespaced):
     """What scheduling needs to know about a pod. `raw` is the original dict, untouched."""
 
     raw: Mapping[str, Any] = field(repr=False, compare=False)
@@ -155,10 +155,6 @@ class PodView:
     start_time: str = ""
     volumes: PodVolumes = NO_VOLUMES  # claims and inline disks, for the volume plugins
     group: GroupKey | None = None  # the pod group it belongs to (docs/gangs.md); None for most pods
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def terminal(self) -> bool:
