@@ -36,6 +36,7 @@ from extender.kube import devicemetrics, dra_source
 from extender.kube.store_reflectors import apply_event, count_rejected
 from extender.kube.volume_source import publish_counts, storage_reflectors
 from extender.kube.watching import Reflector
+from extender.model.fields import object_key
 from extender.model.pods import TERMINAL_PHASES
 
 log = logging.getLogger(__name__)
@@ -65,19 +66,6 @@ def slim_node(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(status, dict) and any(k in status for k in _NODE_STATUS_DROP):
         node["status"] = {k: v for k, v in status.items() if k not in _NODE_STATUS_DROP}
     return node
-
-
-def _pod_key(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        return None
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
-
-
-def _node_name(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return name if isinstance(name, str) and name else None
 
 
 class KubeSource:
@@ -231,18 +219,18 @@ class KubeSource:
         log.info("cluster state: %d pods", self.state.pod_count())
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
-        apply_event("node", kind, _node_name(obj), self.state.delete_node, partial(self._upsert_node, obj))
+        apply_event("node", kind, object_key(obj, namespaced=False), self.state.delete_node, partial(self._upsert_node, obj))
 
     def _upsert_node(self, obj: dict[str, Any]) -> bool:
         try:
             self.state.upsert_node(self._prepare_node(obj))
         except InvalidObject as exc:
-            log.warning("skipping node %s: %s", _node_name(obj), exc)
+            log.warning("skipping node %s: %s", object_key(obj, namespaced=False), exc)
             return False
         return True
 
     def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
-        apply_event("pod", kind, _pod_key(obj), self.state.delete_pod, partial(self.state.upsert_pod, obj))
+        apply_event("pod", kind, object_key(obj), self.state.delete_pod, partial(self.state.upsert_pod, obj))
 
     def refresh_pod(self, namespace: str, name: str) -> bool:
         """Read one pod from the API server into the state now; whether it was found.

@@ -74,6 +74,19 @@ def object_name(meta: Mapping[str, Any]) -> str:
     return name
 
 
+def object_key(raw: Mapping[str, Any], namespaced: bool = True) -> str | None:
+    """The store key of an object not parsed (a watch event's, a deletion's): `namespace/name`
+    (client-go's MetaNamespaceKeyFunc, an empty namespace read as "default"), or the name of a
+    cluster-scoped kind; None when it has no name (the caller counts it as rejected)."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return f"{meta.get('namespace') or 'default'}/{name}" if namespaced else name
+
+
 def object_parts(raw: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
     """An API object's metadata, spec and status (empty when absent); InvalidObject naming
     `kind` when it is not an object, or naming the part that is not."""
