@@ -44,6 +44,7 @@ from extender.dra.objects import (
     with_taint_rules,
 )
 from extender.errors import InvalidObject
+from extender.model.fields import object_key
 from extender.policy.dra_view import extended_claim_owner, extended_key
 
 log = logging.getLogger(__name__)
@@ -101,11 +102,7 @@ def _shares(allocation: Allocation) -> bool:
 
 def raw_key(resource: str, raw: Mapping[str, Any]) -> str | None:
     """The store key of an unparsed object (a deletion event), None without a name."""
-    meta = raw.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        return None
-    return f"{meta.get('namespace') or 'default'}/{name}" if resource == CLAIMS else name  # type: ignore[union-attr]  # meta is a Mapping: the name was read from it
+    return object_key(raw, resource == CLAIMS)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from extender.cluster.objectstore import ObjectStore, namespace_labels
 from extender.model.budgets import DisruptionBudget, budget_from_dict
+from extender.model.fields import object_key
 from extender.policy import enqueue
 
 T = TypeVar("T")
@@ -59,13 +60,7 @@ class WatchedKind(Generic[T]):
 
     def key_of(self, raw: Mapping[str, Any]) -> str | None:
         """The store key of a watch event's object (`namespace/name`, or `name`); None without a name."""
-        meta = raw.get("metadata")
-        if not isinstance(meta, Mapping):
-            return None
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            return None
-        return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name
+        return object_key(raw, self.namespaced)
 
     def new_store(self, on_change: Callable[[str], None] | None = None) -> ObjectStore[T]:
         return ObjectStore(self.kind, self.parse, on_change=on_change)

@@ -42,11 +42,14 @@ class ObjectStore(Generic[T]):
     def values(self) -> list[T]:
         return list(self.items.values())
 
-    def upsert(self, raw: Mapping[str, Any]) -> None:
-        for key, value in self._readable([raw]):
+    def upsert(self, raw: Mapping[str, Any]) -> bool:
+        """Add or replace one object; False when it cannot be read (counted, logged, skipped)."""
+        readable = self._readable([raw])
+        for key, value in readable:
             with self._lock:
                 self.items[key] = value
             self._changed(key)
+        return bool(readable)
 
     def delete(self, key: str) -> None:
         with self._lock:

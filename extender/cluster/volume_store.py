@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.errors import InvalidObject
+from extender.model.fields import object_key
 from extender.model.volumes import (
     Claim,
     CSIDriver,
@@ -68,11 +69,7 @@ class StorageKind:
 
     def raw_key(self, raw: Mapping[str, Any]) -> str | None:
         """The key of an unparsed object (a deletion event), None without a name."""
-        meta = raw.get("metadata")
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        if not isinstance(name, str) or not name:
-            return None
-        return f"{meta.get('namespace') or 'default'}/{name}" if self.namespaced else name  # type: ignore[union-attr]  # meta is a Mapping: the name was read from it
+        return object_key(raw, self.namespaced)
 
 
 KINDS: dict[str, StorageKind] = {k.resource: k for k in (

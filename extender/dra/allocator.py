@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from itertools import islice
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from extender.dra.capacity import Quantity
 from extender.dra.cel import CelError, CelRuntimeError, compile_selector
@@ -180,25 +180,20 @@ class _Wanted:
     all_devices: list[Candidate] | None  # for allocationMode All: fixed up front
 
 
-class _ConstrainsRequests(Protocol):
-    """What `_MatchAttribute.applies` reads, so that `_DistinctAttribute` can share it."""
+class _AttributeConstraint:
+    """What matchAttribute and distinctAttribute constraints (constraint.go) share: they bind
+    the devices of the constrained requests (none named: every request), each of which must
+    have the attribute; `admits` and `keep` say what else a value must be. `count` is how
+    many devices hold the constraint now."""
 
-    requests: frozenset[str]
-
-
-class _MatchAttribute:
-    """matchAttributeConstraint: every device of the constrained requests has the attribute,
-    with the same type and value as the first one. Only counts are tracked (monotonic)."""
-
-    __slots__ = ("requests", "attribute", "first", "count")
+    __slots__ = ("requests", "attribute", "count")
 
     def __init__(self, constraint: Constraint, attribute: str) -> None:
         self.requests = frozenset(constraint.requests)
         self.attribute = attribute
-        self.first: Mapping[str, Any] | None = None
         self.count = 0
 
-    def applies(self: _ConstrainsRequests, request: DeviceRequest) -> bool:
+    def applies(self, request: DeviceRequest) -> bool:
         if not self.requests:
             return True
         return request.request in self.requests or (bool(request.subrequest) and request.name in self.requests)
@@ -207,57 +202,69 @@ class _MatchAttribute:
         if not self.applies(request):
             return True
         value = _lookup_attribute(device, self.attribute)
-        if value is None:
+        if value is None or (self.count and not self.admits(value)):
             return False
-        if self.count == 0:
-            self.first, self.count = value, 1
-            return True
-        kind = _attribute_kind(value)
-        if kind is None or self.first is None or kind not in self.first or self.first[kind] != value[kind]:
-            return False
+        self.keep(request, value)
         self.count += 1
         return True
 
     def remove(self, request: DeviceRequest) -> None:
         if self.applies(request):
+            self.forget(request)
             self.count -= 1
 
+    def admits(self, value: Mapping[str, Any]) -> bool:
+        """Whether a device with `value` may join the `count` (> 0) devices held already."""
+        raise NotImplementedError
 
-class _DistinctAttribute:
+    def keep(self, request: DeviceRequest, value: Mapping[str, Any]) -> None:
+        """Remember what `admits` compares later devices with."""
+
+    def forget(self, request: DeviceRequest) -> None:
+        """A device of `request` is taken back."""
+
+
+class _MatchAttribute(_AttributeConstraint):
+    """matchAttributeConstraint: every device of the constrained requests has the attribute,
+    with the same type and value as the first one. Only counts are tracked (monotonic)."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, constraint: Constraint, attribute: str) -> None:
+        super().__init__(constraint, attribute)
+        self.first: Mapping[str, Any] | None = None
+
+    def admits(self, value: Mapping[str, Any]) -> bool:
+        kind = _attribute_kind(value)
+        return kind is not None and self.first is not None and kind in self.first and self.first[kind] == value[kind]
+
+    def keep(self, request: DeviceRequest, value: Mapping[str, Any]) -> None:
+        if self.count == 0:
+            self.first = value
+
+
+class _DistinctAttribute(_AttributeConstraint):
     """distinctAttributeConstraint (constraint.go, DRAConsumableCapacity): every device of the
     constrained requests has the attribute, each with a value of its own. As in the source,
     the values are remembered by (parent) request name, so a request of several devices keeps
     only its latest one, and taking a device back forgets that request's value."""
 
-    __slots__ = ("requests", "attribute", "values", "count")
+    __slots__ = ("values",)
 
     def __init__(self, constraint: Constraint, attribute: str) -> None:
-        self.requests = frozenset(constraint.requests)
-        self.attribute = attribute
+        super().__init__(constraint, attribute)
         self.values: dict[str, Mapping[str, Any]] = {}
-        self.count = 0
 
-    applies = _MatchAttribute.applies
+    def admits(self, value: Mapping[str, Any]) -> bool:
+        kind = _attribute_kind(value)
+        return kind is not None and not any(seen.get(kind) is not None and seen[kind] == value[kind]
+                                            for seen in self.values.values())
 
-    def add(self, request: DeviceRequest, device: Device) -> bool:
-        if not self.applies(request):
-            return True
-        value = _lookup_attribute(device, self.attribute)
-        if value is None:
-            return False
-        if self.count:
-            kind = _attribute_kind(value)
-            if kind is None or any(seen.get(kind) is not None and seen[kind] == value[kind]
-                                   for seen in self.values.values()):
-                return False
+    def keep(self, request: DeviceRequest, value: Mapping[str, Any]) -> None:
         self.values[request.request] = value
-        self.count += 1
-        return True
 
-    def remove(self, request: DeviceRequest) -> None:
-        if self.applies(request):
-            self.values.pop(request.request, None)
-            self.count -= 1
+    def forget(self, request: DeviceRequest) -> None:
+        self.values.pop(request.request, None)
 
 
 def _attribute_kind(value: Mapping[str, Any]) -> str | None:
@@ -359,7 +366,7 @@ class _Counters:
             if device_id in self.in_use or device_id in self.shared:
                 for consumption in device.consumes_counters:
                     for counter, value in consumption.counters.items():
-                        available[(consumption.counter_set, counter)] -= value
+                        available[(consumption.name, counter)] -= value
         self.available[key] = available
         # The source compares every counter of the pool for each device: one below zero
         # refuses every device of the pool that consumes counters, whichever it consumes.
@@ -374,10 +381,10 @@ class _Counters:
         consumed = self.consumed.setdefault(key, {})
         for consumption in device.consumes_counters:
             for counter, value in consumption.counters.items():
-                name = (consumption.counter_set, counter)
+                name = (consumption.name, counter)
                 consumed[name] = consumed.get(name, 0) + value
         # Counters this device does not touch were within bounds before it (every earlier take checked them).
-        if all(consumed[(c.counter_set, counter)] <= available[(c.counter_set, counter)]
+        if all(consumed[(c.name, counter)] <= available[(c.name, counter)]
                for c in device.consumes_counters for counter in c.counters):
             return True
         self.give_back(device_id, device)
@@ -387,7 +394,7 @@ class _Counters:
         consumed = self.consumed[(device_id.driver, device_id.pool)]
         for consumption in device.consumes_counters:
             for counter, value in consumption.counters.items():
-                consumed[(consumption.counter_set, counter)] -= value
+                consumed[(consumption.name, counter)] -= value
 
     def shortage(self, device_id: DeviceID, device: Device) -> str:
         """Why `device` alone does not fit the counters the devices in use leave, or "" if it does."""
@@ -396,10 +403,10 @@ class _Counters:
         counter_sets = self.pools[key].counter_sets
         for consumption in device.consumes_counters:
             for counter, value in consumption.counters.items():
-                left = available[(consumption.counter_set, counter)]
+                left = available[(consumption.name, counter)]
                 if value > left:
-                    total = counter_sets[consumption.counter_set].counters[counter]
-                    return (f"counter set {consumption.counter_set} of device {device_id} has "
+                    total = counter_sets[consumption.name].counters[counter]
+                    return (f"counter set {consumption.name} of device {device_id} has "
                             f"{_quantity(max(left, Fraction(0)))} of {_quantity(total)} {counter} left, "
                             f"needs {_quantity(value)}")
         if self.overcommitted[key]:
@@ -440,7 +447,7 @@ class _Search:
         self.candidates: Sequence[Candidate] = usable[0] if len(usable) == 1 else [c for d in usable for c in d]
         self.wanted: dict[tuple[int, int, int], _Wanted] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
-        self.constraints: list[list[_MatchAttribute | _DistinctAttribute]] = []
+        self.constraints: list[list[_AttributeConstraint]] = []
         self.results: list[list[_Picked]] = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
         # allocatingCapacity: the shares of multi-allocatable devices picked so far, and their sum.
@@ -472,7 +479,7 @@ class _Search:
             if minimum > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(f"claim {_claim_ref(claim)}: number of requested devices {minimum} "
                                       f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
-            constraints: list[_MatchAttribute | _DistinctAttribute] = []
+            constraints: list[_AttributeConstraint] = []
             for i, constraint in enumerate(claim.constraints):
                 if constraint.match_attribute is not None:
                     constraints.append(_MatchAttribute(constraint, constraint.match_attribute))

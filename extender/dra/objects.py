@@ -21,7 +21,7 @@ from extender.dra import capacity as capacities
 from extender.dra.capacity import DeviceCapacity, Quantity
 from extender.dra.cel import CelDevice, cel_device
 from extender.errors import InvalidObject
-from extender.model.fields import as_list, as_object, as_str, object_name, object_parts
+from extender.model.fields import Namespaced, as_list, as_object, as_str, object_name, object_parts
 from extender.model.quantities import parse_quantity
 from extender.model.selectors import NodeSelectorTerm, parse_node_selector_term
 
@@ -192,28 +192,18 @@ def _counters(raw: Any, where: str) -> Mapping[str, Fraction]:
 
 @dataclass(frozen=True, slots=True)
 class CounterSet:
-    """types.go CounterSet, in a slice's sharedCounters (DRAPartitionableDevices)."""
+    """A counter set's name and counters. Two types.go types have this shape: CounterSet, in a
+    slice's sharedCounters (DRAPartitionableDevices), what the pool has; and
+    DeviceCounterConsumption, in a device's consumesCounters, what the device takes from the
+    set its `counterSet` names (`parse(..., name_field="counterSet")`)."""
 
     name: str
     counters: Mapping[str, Fraction]
 
     @classmethod
-    def parse(cls, raw: Any, where: str) -> CounterSet:
+    def parse(cls, raw: Any, where: str, name_field: str = "name") -> CounterSet:
         spec = as_object(raw, where)
-        return cls(as_str(spec.get("name"), f"{where}.name"), _counters(spec.get("counters"), f"{where}.counters"))
-
-
-@dataclass(frozen=True, slots=True)
-class CounterConsumption:
-    """types.go DeviceCounterConsumption: what a device takes from one counter set of its pool."""
-
-    counter_set: str
-    counters: Mapping[str, Fraction]
-
-    @classmethod
-    def parse(cls, raw: Any, where: str) -> CounterConsumption:
-        spec = as_object(raw, where)
-        return cls(as_str(spec.get("counterSet"), f"{where}.counterSet"),
+        return cls(as_str(spec.get(name_field), f"{where}.{name_field}"),
                    _counters(spec.get("counters"), f"{where}.counters"))
 
 
@@ -325,7 +315,7 @@ class Device:
     driver: str
     attributes: Mapping[str, Any]
     capacity: Mapping[str, Any]
-    consumes_counters: tuple[CounterConsumption, ...] = ()
+    consumes_counters: tuple[CounterSet, ...] = ()  # DeviceCounterConsumption
     taints: tuple[DeviceTaint, ...] = ()
     # DRADeviceBindingConditions: the conditions a driver must set true on the claim's device
     # status before the pod is bound (and those that fail it); bindsToNode pins the claim to the node.
@@ -369,7 +359,7 @@ class Device:
             attributes=as_object(device.get("attributes"), f"{where}.attributes"),
             capacity=capacity,
             capacities=capacities.parse_capacities(capacity, f"{where}.capacity") if capacity else {},
-            consumes_counters=tuple(CounterConsumption.parse(item, f"{where}.consumesCounters[{i}]") for i, item
+            consumes_counters=tuple(CounterSet.parse(item, f"{where}.consumesCounters[{i}]", "counterSet") for i, item
                                     in enumerate(as_list(device.get("consumesCounters"), f"{where}.consumesCounters"))),
             taints=tuple(DeviceTaint.parse(item, f"{where}.taints[{i}]")
                          for i, item in enumerate(as_list(device.get("taints"), f"{where}.taints"))),
@@ -678,7 +668,7 @@ class OwnerRef(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceClaim:
+class ResourceClaim(Namespaced):
     namespace: str
     name: str
     uid: str
@@ -692,10 +682,6 @@ class ResourceClaim:
     allocation: Allocation | None
     reserved_for: tuple[ConsumerRef, ...]
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     def reserved_for_pod(self, uid: str) -> bool:
         """resourceclaim.IsReservedForPod compares the UID only."""
@@ -913,9 +899,9 @@ def _unknown_counter(counter_sets: Mapping[str, CounterSet], slices: Iterable[Re
     for slice_ in slices:
         for device in slice_.devices:
             for consumption in device.consumes_counters:
-                counter_set = counter_sets.get(consumption.counter_set)
+                counter_set = counter_sets.get(consumption.name)
                 if counter_set is None:
-                    return f"counter set {consumption.counter_set} not found"
+                    return f"counter set {consumption.name} not found"
                 for counter in consumption.counters:
                     if counter not in counter_set.counters:
                         return f"counter {counter} not found in counter set {counter_set.name}"

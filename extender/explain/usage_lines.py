@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.model.usage_samples import UsageTable
+from extender.model.usage_samples import UP, UsageTable
 from extender.policy.cluster_view import ClusterView
 from extender.policy.engine import Engine
 from extender.policy.plugins import explainer
@@ -51,7 +51,7 @@ class UsageLines:
     @property
     def note(self) -> str:
         table = self.table
-        if table.source and table.state and not table.state.startswith("up"):
+        if table.source and table.state and not table.state.startswith(UP):
             return f"node usage source {table.source} is {table.state}"
         return ""
 

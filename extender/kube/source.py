@@ -33,8 +33,10 @@ from extender.cluster.state import ClusterState
 from extender.errors import ClusterError, InvalidObject, NotFoundError
 from extender.kube import client as kube_client
 from extender.kube import devicemetrics, dra_source
+from extender.kube.store_reflectors import apply_event, count_rejected
 from extender.kube.volume_source import publish_counts, storage_reflectors
 from extender.kube.watching import Reflector
+from extender.model.fields import object_key
 from extender.model.pods import TERMINAL_PHASES
 
 log = logging.getLogger(__name__)
@@ -64,19 +66,6 @@ def slim_node(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(status, dict) and any(k in status for k in _NODE_STATUS_DROP):
         node["status"] = {k: v for k, v in status.items() if k not in _NODE_STATUS_DROP}
     return node
-
-
-def _pod_key(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        return None
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
-
-
-def _node_name(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return name if isinstance(name, str) and name else None
 
 
 class KubeSource:
@@ -211,15 +200,8 @@ class KubeSource:
     # ---- reflector callbacks (each on its reflector's thread) ------------------------
 
     def _kind_event(self, watched: WatchedKind[Any], kind: str, obj: dict[str, Any]) -> None:
-        key = watched.key_of(obj)
-        if key is None:
-            self._count_rejected(watched.kind, 1)
-            return
         store = self.state.kind_stores[watched.resource]
-        if kind == "DELETED":
-            store.delete(key)
-        else:
-            store.upsert(obj)
+        apply_event(watched.kind, kind, watched.key_of(obj), store.delete, partial(store.upsert, obj))
 
     def _prepare_node(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         return slim_node(raw) if self.slim_nodes else raw
@@ -227,40 +209,28 @@ class KubeSource:
     def _list_nodes(self, items: Iterable[dict[str, Any]]) -> None:
         before = self.state.rejected_objects
         self.state.replace_nodes(self._prepare_node(item) for item in items)
-        self._count_rejected("node", self.state.rejected_objects - before)
+        count_rejected("node", self.state.rejected_objects - before)
         log.info("cluster state: %d nodes", self.state.node_count())
 
     def _list_pods(self, items: Iterable[dict[str, Any]]) -> None:
         before = self.state.rejected_objects
         self.state.replace_pods(items)
-        self._count_rejected("pod", self.state.rejected_objects - before)
+        count_rejected("pod", self.state.rejected_objects - before)
         log.info("cluster state: %d pods", self.state.pod_count())
 
     def _node_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = _node_name(obj)
-        if name is None:
-            self._count_rejected("node", 1)
-            log.warning("skipping node %s event without metadata.name", kind)
-            return
-        if kind == "DELETED":
-            self.state.delete_node(name)
-            return
+        apply_event("node", kind, object_key(obj, namespaced=False), self.state.delete_node, partial(self._upsert_node, obj))
+
+    def _upsert_node(self, obj: dict[str, Any]) -> bool:
         try:
             self.state.upsert_node(self._prepare_node(obj))
         except InvalidObject as exc:
-            self._count_rejected("node", 1)
-            log.warning("skipping node %s: %s", name, exc)
+            log.warning("skipping node %s: %s", object_key(obj, namespaced=False), exc)
+            return False
+        return True
 
     def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
-        key = _pod_key(obj)
-        if key is None:
-            self._count_rejected("pod", 1)
-            log.warning("skipping pod %s event without metadata.name", kind)
-            return
-        if kind == "DELETED":
-            self.state.delete_pod(key)
-        elif self.state.upsert_pod(obj) is None:
-            self._count_rejected("pod", 1)
+        apply_event("pod", kind, object_key(obj), self.state.delete_pod, partial(self.state.upsert_pod, obj))
 
     def refresh_pod(self, namespace: str, name: str) -> bool:
         """Read one pod from the API server into the state now; whether it was found.
@@ -281,11 +251,6 @@ class KubeSource:
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             return False
         return self.state.upsert_pod(obj) is not None
-
-    @staticmethod
-    def _count_rejected(kind: str, count: int) -> None:
-        if count > 0:
-            metrics.REJECTED_OBJECTS.labels(kind=kind).inc(count)
 
     # ---- housekeeping ---------------------------------------------------------
 

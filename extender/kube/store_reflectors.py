@@ -60,16 +60,29 @@ class _Feed:
         log.info("cluster state: %d %s", self.store.counts()[resource], resource)
 
     def event(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
-        key = self.key_of(resource, obj)
-        if key is None:
-            self._count_rejected(resource, 1)
-            log.warning("skipping %s %s event without metadata.name", resource, kind)
-            return
-        if kind == "DELETED":
-            self.store.delete(resource, key)
-        elif not self.store.upsert(resource, obj):
-            self._count_rejected(resource, 1)
+        apply_event(self.kinds[resource], kind, self.key_of(resource, obj), partial(self.store.delete, resource),
+                    partial(self.store.upsert, resource, obj))
 
     def _count_rejected(self, resource: str, count: int) -> None:
-        if count > 0:
-            metrics.REJECTED_OBJECTS.labels(kind=self.kinds[resource]).inc(count)
+        count_rejected(self.kinds[resource], count)
+
+
+def apply_event(what: str, kind: str, key: str | None, delete: Callable[[str], object],
+                upsert: Callable[[], object]) -> None:
+    """One watch event (`kind`: ADDED, MODIFIED, DELETED) of an object keyed `key` into its store,
+    as every reflector of the cluster state applies it: DELETED deletes the key, anything else
+    calls `upsert`. An object without a name, or one `upsert` could not read (a falsy result),
+    counts as rejected under `what` (the metric's kind): one bad object never stops a watch."""
+    if key is None:
+        count_rejected(what, 1)
+        log.warning("skipping %s %s event without metadata.name", what, kind)
+    elif kind == "DELETED":
+        delete(key)
+    elif not upsert():
+        count_rejected(what, 1)
+
+
+def count_rejected(what: str, count: int) -> None:
+    """`count` objects of kind `what` could not be read: extender_rejected_objects_total."""
+    if count > 0:
+        metrics.REJECTED_OBJECTS.labels(kind=what).inc(count)

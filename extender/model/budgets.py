@@ -12,21 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model.fields import as_object, as_str, object_name, object_parts
+from extender.model.fields import Namespaced, as_object, as_str, object_name, object_parts
 from extender.model.selectors import LabelSelector, parse_label_selector
 
 
 @dataclass(frozen=True, slots=True)
-class DisruptionBudget:
+class DisruptionBudget(Namespaced):
     namespace: str
     name: str
     selector: LabelSelector
     allowed: int
     disrupted: frozenset[str]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     def covers(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """Whether the budget counts a disruption of this pod (an empty selector covers none)."""

@@ -38,6 +38,15 @@ def as_str(raw: Any, where: str, default: str = "") -> str:
     return str(raw)
 
 
+def as_choice(raw: Any, where: str, choices: tuple[str, ...], default: str) -> str:
+    """An enum field of the API (one of a closed set of strings); absent or empty: `default`.
+    Anything else is refused naming the choices, as the API server's validation does."""
+    value = as_str(raw, where) or default
+    if value not in choices:
+        raise InvalidObject(f"{where}: {value!r} is not {' or '.join(choices)}")
+    return value
+
+
 def as_string_map(raw: Any, where: str) -> dict[str, str]:
     if raw is None:
         return {}
@@ -65,6 +74,19 @@ def object_name(meta: Mapping[str, Any]) -> str:
     return name
 
 
+def object_key(raw: Mapping[str, Any], namespaced: bool = True) -> str | None:
+    """The store key of an object not parsed (a watch event's, a deletion's): `namespace/name`
+    (client-go's MetaNamespaceKeyFunc, an empty namespace read as "default"), or the name of a
+    cluster-scoped kind; None when it has no name (the caller counts it as rejected)."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return f"{meta.get('namespace') or 'default'}/{name}" if namespaced else name
+
+
 def object_parts(raw: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
     """An API object's metadata, spec and status (empty when absent); InvalidObject naming
     `kind` when it is not an object, or naming the part that is not."""
@@ -88,3 +110,16 @@ def controller_owner(meta: Mapping[str, Any]) -> tuple[str, str] | None:
     if ref is None:
         return None
     return as_str(ref.get("kind"), "metadata.ownerReferences.kind"), as_str(ref.get("name"), "metadata.ownerReferences.name")
+
+
+class Namespaced:
+    """The `namespace/name` key of a namespaced object (client-go's MetaNamespaceKeyFunc), for
+    the dataclasses that carry both fields: stores, queues and messages name objects by it."""
+
+    __slots__ = ()
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

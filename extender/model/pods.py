@@ -13,11 +13,11 @@ from typing import Any
 
 from extender.errors import InvalidObject
 from extender.model.affinity import PodAffinity, parse_pod_affinity
+from extender.model.fields import Namespaced, as_choice, controller_owner, object_name, object_parts
 from extender.model.fields import as_list as _list
 from extender.model.fields import as_object as _obj
 from extender.model.fields import as_str as _str
 from extender.model.fields import as_string_map as _map
-from extender.model.fields import controller_owner, object_name, object_parts
 from extender.model.podgroups import GroupKey, group_key_from_parts
 from extender.model.ports import HostPort, host_ports
 from extender.model.resources import Resources, pod_request_pair
@@ -26,6 +26,7 @@ from extender.model.spread import SpreadConstraint, parse_spread_constraints
 from extender.model.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+TOLERATION_OPERATORS = ("Equal", "Exists")  # core/v1 TolerationOperator
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +82,7 @@ def _tolerations_checked(raw: Any) -> tuple[Toleration, ...]:
     parsed = []
     for i, item in enumerate(_list(raw, "spec.tolerations")):
         item = _obj(item, f"spec.tolerations[{i}]")
-        operator = _str(item.get("operator"), f"spec.tolerations[{i}].operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
-            raise InvalidObject(f"spec.tolerations[{i}].operator: {operator!r} is not Equal or Exists")
+        operator = as_choice(item.get("operator"), f"spec.tolerations[{i}].operator", TOLERATION_OPERATORS, "Equal")
         toleration = Toleration(
             _str(item.get("key"), f"spec.tolerations[{i}].key"), operator,
             _str(item.get("value"), f"spec.tolerations[{i}].value"),
@@ -125,7 +124,7 @@ def _node_affinity(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorTerm, ...
 
 
 @dataclass(frozen=True, slots=True)
-class PodView:
+class PodView(Namespaced):
     """What scheduling needs to know about a pod. `raw` is the original dict, untouched."""
 
     raw: Mapping[str, Any] = field(repr=False, compare=False)
@@ -156,10 +155,6 @@ class PodView:
     start_time: str = ""
     volumes: PodVolumes = NO_VOLUMES  # claims and inline disks, for the volume plugins
     group: GroupKey | None = None  # the pod group it belongs to (docs/gangs.md); None for most pods
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def terminal(self) -> bool:

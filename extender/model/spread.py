@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import InvalidObject
-from extender.model.fields import as_list, as_object, as_str
+from extender.model.fields import as_choice, as_list, as_object, as_str
 from extender.model.selectors import LabelSelector, Requirement, parse_label_selector
 from extender.model.wellknown import HOSTNAME, ZONE
 
-DO_NOT_SCHEDULE = "DoNotSchedule"
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-HONOR = "Honor"
-IGNORE = "Ignore"
+# core/v1 UnsatisfiableConstraintAction and NodeInclusionPolicy: the values each field takes.
+WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY) = ("DoNotSchedule", "ScheduleAnyway")
+NODE_INCLUSION_POLICIES = (HONOR, IGNORE) = ("Honor", "Ignore")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +42,7 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 
 
 def _policy(raw: Any, where: str, default: str) -> bool:
-    value = as_str(raw, where) or default
-    if value not in (HONOR, IGNORE):
-        raise InvalidObject(f"{where}: {value!r} is not Honor or Ignore")
-    return value == HONOR
+    return as_choice(raw, where, NODE_INCLUSION_POLICIES, default) == HONOR
 
 
 def _positive(raw: Any, where: str, default: int | None = None) -> int:
@@ -62,9 +58,7 @@ def _constraint(raw: Any, where: str, labels: Mapping[str, str]) -> SpreadConstr
     key = as_str(item.get("topologyKey"), f"{where}.topologyKey")
     if not key:
         raise InvalidObject(f"{where}.topologyKey: required")
-    when = as_str(item.get("whenUnsatisfiable"), f"{where}.whenUnsatisfiable") or DO_NOT_SCHEDULE
-    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-        raise InvalidObject(f"{where}.whenUnsatisfiable: {when!r} is not DoNotSchedule or ScheduleAnyway")
+    when = as_choice(item.get("whenUnsatisfiable"), f"{where}.whenUnsatisfiable", WHEN_UNSATISFIABLE, DO_NOT_SCHEDULE)
     selector = parse_label_selector(item.get("labelSelector"), f"{where}.labelSelector", nil_matches_nothing=True)
     keys = as_list(item.get("matchLabelKeys"), f"{where}.matchLabelKeys")
     extra = []

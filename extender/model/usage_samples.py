@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 STDEV_WINDOW = "window"  # the source measured it over its window (a Prometheus query)
 STDEV_OBSERVED = "observed"  # exponentially weighted over the samples the loop has seen
 
+# The usage source's state, as UsageTable.state carries it (with ": <detail>" when there is one).
+STARTING = "starting"  # no fetch has answered yet
+UP = "up"
+DOWN = "down"
+
 
 @dataclass(frozen=True, slots=True)
 class UsageSample:
@@ -68,7 +73,7 @@ class UsageTable:
     samples: Mapping[str, UsageSample] = field(default_factory=dict)
     now: float = 0.0
     source: str = ""  # "" when no usage source runs
-    state: str = ""  # "up", "down: <why>", "starting", or "" without a source
+    state: str = ""  # UP, DOWN or STARTING (then ": <detail>"), or "" without a source
 
     def fresh(self, name: str) -> UsageSample | None:
         """The node's sample when there is one and it is not stale, else None."""

@@ -25,6 +25,7 @@ import orjson
 
 from extender.errors import InvalidObject, QuantityError
 from extender.model.fields import (
+    Namespaced,
     as_list,
     as_object,
     as_str,
@@ -108,7 +109,7 @@ def _class_of(annotations: Mapping[str, str], spec_class: Any, where: str) -> st
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimRef:
+class ClaimRef(Namespaced):
     """A PV's `spec.claimRef`, as far as binding reads it."""
 
     namespace: str
@@ -116,13 +117,9 @@ class ClaimRef:
     uid: str = ""
     resource_version: str = ""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(Namespaced):
     """A PersistentVolumeClaim."""
 
     namespace: str
@@ -141,10 +138,6 @@ class Claim:
     selected_node: str | None  # the volume.kubernetes.io/selected-node annotation
     bind_completed: bool
     controller_uid: str  # the controller ownerReference's uid (ephemeral volumes: the pod)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def fully_bound(self) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.dra.objects import Allocation, ConsumerRef, ResourceClaim
+from extender.model.fields import Namespaced
 from extender.policy.dra_view import EXTENDED_ANNOTATION
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -30,7 +31,7 @@ CONFLICT_RETRIES = 5
 
 
 @dataclass(frozen=True)
-class BindClaim:
+class BindClaim(Namespaced):
     namespace: str
     name: str
     uid: str
@@ -45,13 +46,9 @@ class BindClaim:
     def undo(self) -> UnreserveClaim:
         return UnreserveClaim(self.namespace, self.name, self.uid, self.pod.uid)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclass(frozen=True)
-class UnreserveClaim:
+class UnreserveClaim(Namespaced):
     """Unreserve's API write: the pod out of the claim's `status.reservedFor` (a strategic merge
     patch deleting the entry by uid, so the latest claim need not be read). The allocation
     stays: a retry of the pod finds it there; PostFilter deallocates it if no node fits."""
@@ -61,16 +58,12 @@ class UnreserveClaim:
     uid: str
     pod_uid: str
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
     def patch(self) -> dict[str, Any]:
         return {"metadata": {"uid": self.uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": self.pod_uid}]}}
 
 
 @dataclass(frozen=True)
-class DeallocateClaim:
+class DeallocateClaim(Namespaced):
     """PostFilter's API write: the claim's allocation, reservations and device status cleared, on
     the claim as the scheduler saw it (its resourceVersion: a claim changed meanwhile is left as
     it is, and the pod is retried)."""
@@ -79,10 +72,6 @@ class DeallocateClaim:
     name: str
     uid: str
     raw: Mapping[str, Any]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     def deallocated(self) -> dict[str, Any]:
         status = {k: v for k, v in (self.raw.get("status") or {}).items()

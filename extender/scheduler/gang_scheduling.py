@@ -130,14 +130,8 @@ class _LiveGroup:
         self._profile = profile
         self._started = started
         self.unfit_count = 0
-
-    @property
-    def cluster(self) -> ClusterState:
-        return self._scheduler.state
-
-    @property
-    def rng(self) -> random.Random:
-        return self._scheduler.rng
+        self.cluster: ClusterState = self._scheduler.state
+        self.rng: random.Random = self._scheduler.rng
 
     def pod(self, member: QueuedPod) -> PodView:
         return member.pod

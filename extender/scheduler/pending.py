@@ -22,7 +22,7 @@ from typing import Any
 
 from extender.errors import InvalidObject
 from extender.kube.watching import Reflector
-from extender.model.fields import part_of
+from extender.model.fields import object_key, part_of
 from extender.model.pods import PodView
 from extender.scheduler.queueing import SchedulingQueue
 
@@ -35,13 +35,6 @@ InvalidPodHandler = Callable[[Mapping[str, Any], str], None]
 
 def pending_field_selector(scheduler_name: str) -> str:
     return f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
-
-
-def _key(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        return None
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
 
 class PendingPods:
@@ -96,7 +89,7 @@ class PendingPods:
 
     def handle_event(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
-            key = _key(obj)
+            key = object_key(obj)
             if key is not None:
                 self.queue.delete(key)
             return
@@ -104,7 +97,7 @@ class PendingPods:
 
     def _offer(self, obj: Mapping[str, Any]) -> str | None:
         """Queue one pod, or take it out of the queue; returns the key when it is queued."""
-        key = _key(obj)
+        key = object_key(obj)
         if key is None:
             log.warning("pending pod without metadata.name skipped")
             return None

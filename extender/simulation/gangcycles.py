@@ -100,14 +100,8 @@ class _SimulatedGroup:
         self._placer = placer
         self._group = group
         self.unplaced = unplaced
-
-    @property
-    def cluster(self) -> ClusterState:
-        return self._placer.state
-
-    @property
-    def rng(self) -> random.Random:
-        return self._placer.rng
+        self.cluster: ClusterState = placer.state
+        self.rng: random.Random = placer.rng
 
     def pod(self, member: PodView) -> PodView:
         return member

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from extender.cluster.state import ClusterState
+from extender.model.usage_samples import DOWN, UP
 from extender.policy.engine import Policy
 from extender.policy.usage_settings import ANNOTATIONS, METRICS_SERVER, usage_settings, uses_usage
 from extender.usage import readings
@@ -25,7 +26,7 @@ from extender.usage.annotations import AnnotationSource
 from extender.usage.metrics_api import parse_node_metrics
 from extender.usage.readings import Fetch, FetchError
 from extender.usage.service import build_source, node_views
-from extender.usage.store import DOWN, UP, UsageStore
+from extender.usage.store import UsageStore
 
 
 def _attach(state: ClusterState, store: UsageStore, fetch: Fetch, *, count_placements: bool) -> None:

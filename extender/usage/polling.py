@@ -18,9 +18,10 @@ from typing import Protocol
 
 from extender import metrics
 from extender.model.nodes import NodeView
+from extender.model.usage_samples import DOWN, UP
 from extender.usage import readings
 from extender.usage.readings import Fetch, FetchError
-from extender.usage.store import DOWN, UP, UsageStore
+from extender.usage.store import UsageStore
 
 log = logging.getLogger(__name__)
 

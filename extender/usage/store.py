@@ -25,13 +25,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from extender.model.records import PodRecord
-from extender.model.usage_samples import STDEV_OBSERVED, STDEV_WINDOW, UsageSample, UsageTable
+from extender.model.usage_samples import (
+    STARTING,
+    STDEV_OBSERVED,
+    STDEV_WINDOW,
+    UsageSample,
+    UsageTable,
+)
 from extender.policy.usage_settings import UsageSettings
 from extender.usage.readings import Capacity, Reading
-
-STARTING = "starting"
-UP = "up"
-DOWN = "down"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,6 @@ import pytest
 
 from extender.dra.allocator import INVALID_POOLS, NodeAllocation, Unallocatable, allocate
 from extender.dra.objects import (
-    CounterConsumption,
     CounterSet,
     DeviceClass,
     DeviceID,
@@ -340,7 +339,7 @@ def test_partitionable_slices_parse() -> None:
     parsed = ResourceSlice.parse(raw)
     assert parsed.per_device_node_selection
     (d,) = parsed.devices
-    assert d.consumes_counters == (CounterConsumption(SET_1, {"memory": Fraction(4 * 2**30), "cores": Fraction(1, 2)}),)
+    assert d.consumes_counters == (CounterSet(SET_1, {"memory": Fraction(4 * 2**30), "cores": Fraction(1, 2)}),)
     assert d.available_on(NODE_1, LABELS[NODE_1]) and not d.available_on(NODE_2, LABELS[NODE_2])
     assert parsed.available_on(NODE_1, LABELS[NODE_1]) and not parsed.available_on(NODE_2, LABELS[NODE_2])
     counters = counter_slice("c", NODE_2, "pool-1", DRIVER_A, counter_set(SET_1, memory="8Gi"))

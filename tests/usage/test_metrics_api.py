@@ -13,13 +13,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 from extender.cluster.state import ClusterState
+from extender.model.usage_samples import DOWN, UP
 from extender.policy.usage_settings import UsageSettings
 from extender.usage import readings
 from extender.usage.metrics_api import MetricsApiSource, parse_node_metrics
 from extender.usage.polling import UsagePoller
 from extender.usage.readings import FetchError
 from extender.usage.service import node_views
-from extender.usage.store import DOWN, UP, UsageStore
+from extender.usage.store import UsageStore
 from tests.fakeapi import skip_unless_fake
 
 from .conftest import node

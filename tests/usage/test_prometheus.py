@@ -10,13 +10,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 from extender.cluster.state import ClusterState
+from extender.model.usage_samples import DOWN, UP
 from extender.policy.usage_settings import PrometheusSettings, Query, UsageSettings
 from extender.usage import readings
 from extender.usage.polling import UsagePoller
 from extender.usage.prometheus import PrometheusSource
 from extender.usage.readings import Fetch, FetchError
 from extender.usage.service import node_views
-from extender.usage.store import DOWN, UP, UsageStore
+from extender.usage.store import UsageStore
 from tests.helpers import Clock, wait_for
 
 from .conftest import node

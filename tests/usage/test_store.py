@@ -12,10 +12,10 @@ import math
 import pytest
 
 from extender.cluster.state import ClusterState
-from extender.model.usage_samples import STDEV_OBSERVED, STDEV_WINDOW
+from extender.model.usage_samples import STDEV_OBSERVED, STDEV_WINDOW, UP
 from extender.policy.usage_settings import UsageSettings
 from extender.usage.readings import Capacity, Reading
-from extender.usage.store import UP, UsageStore
+from extender.usage.store import UsageStore
 from tests.helpers import Clock
 
 from .conftest import node, pod

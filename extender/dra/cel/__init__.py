@@ -58,17 +58,7 @@ compiler.py (the type check, the cost estimate, the closures and `Selector`).
 from __future__ import annotations
 
 from extender.dra.cel.compiler import Selector, compile_selector
-from extender.dra.cel.values import (
-    COST_LIMIT,
-    MAX_EXPRESSION_LENGTH,
-    CelDevice,
-    CelError,
-    CelRuntimeError,
-    Quantity,
-    Semver,
-    UInt,
-    cel_device,
-)
+from extender.dra.cel.values import CelDevice, CelError, CelRuntimeError, cel_device
 
-__all__ = ["COST_LIMIT", "MAX_EXPRESSION_LENGTH", "CelDevice", "CelError", "CelRuntimeError", "Quantity", "Semver",
-           "Selector", "UInt", "cel_device", "compile_selector"]
+# What the allocator and the device model use; the limits and value types stay in values.py.
+__all__ = ["CelDevice", "CelError", "CelRuntimeError", "Selector", "cel_device", "compile_selector"]

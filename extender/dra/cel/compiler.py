@@ -16,8 +16,10 @@ from extender.dra.cel.library import (
     _compare,
     _equal,
     _field,
+    _has,
     _in,
     _lookup,
+    _map_key,
 )
 from extender.dra.cel.syntax import _Node, _Parser, _Syntax
 from extender.dra.cel.values import (
@@ -27,8 +29,6 @@ from extender.dra.cel.values import (
     CelDevice,
     CelError,
     CelRuntimeError,
-    Quantity,
-    Semver,
     UInt,
     _Env,
     _Fail,
@@ -105,13 +105,7 @@ class _Compiler:
             return (lambda env: True), "bool", cost + 1
         if kind not in ("dyn", "map") and kind not in _PARTS:
             raise self.problem(f"invalid type for field selection: {kind}")
-
-        def has(env: _Env) -> bool:
-            container = code(env)
-            if not isinstance(container, dict):
-                raise _Fail(f"invalid type for field selection: {_type_name(container)}")
-            return dict.__contains__(container, name)
-        return has, "bool", cost + 1
+        return (lambda env: _has(code(env), name)), "bool", cost + 1
 
     def c_idx(self, operand: _Node, key: _Node) -> tuple[_Code, str, int]:
         code, kind, cost = self.compile(operand)
@@ -141,9 +135,7 @@ class _Compiler:
         def build(env: _Env) -> dict[Any, Any]:
             out: dict[Any, Any] = {}
             for (kf, _, _), (vf, _, _) in codes:
-                key = kf(env)
-                if isinstance(key, float | list | dict | type(None) | Quantity | Semver):
-                    raise _Fail(f"unsupported key type: {_type_name(key)}")
+                key = _map_key(kf(env))
                 if key in out:
                     raise _Fail(f"Failed with repeated key: {key}")
                 out[key] = vf(env)

@@ -592,9 +592,22 @@ def _lookup(container: Any, key: Any) -> Any:
 
 
 def _field(container: Any, name: str) -> Any:
+    """`x.name`: a map's entry, as `x["name"]` reads it; nothing else has fields at run time."""
     if isinstance(container, dict):
-        try:
-            return container[name]
-        except KeyError:
-            raise _Fail(f"no such key: {name}") from None
+        return _lookup(container, name)
     raise _Fail(f"type '{_type_name(container)}' does not support field selection")
+
+
+def _has(container: Any, name: str) -> bool:
+    """`has(x.name)`: whether the map has the entry (an unknown domain of device.attributes reads
+    as an empty map, but has() says it is absent)."""
+    if not isinstance(container, dict):
+        raise _Fail(f"invalid type for field selection: {_type_name(container)}")
+    return dict.__contains__(container, name)
+
+
+def _map_key(key: Any) -> Any:
+    """A map literal's key: CEL keys are int, uint, bool and string only."""
+    if isinstance(key, float | list | dict | type(None) | Quantity | Semver):
+        raise _Fail(f"unsupported key type: {_type_name(key)}")
+    return key

@@ -44,6 +44,7 @@ from extender.model.spread import (
     DO_NOT_SCHEDULE,
     SCHEDULE_ANYWAY,
     SYSTEM_DEFAULT_CONSTRAINTS,
+    WHEN_UNSATISFIABLE,
     SpreadConstraint,
 )
 from extender.model.wellknown import HOSTNAME
@@ -222,7 +223,7 @@ def _defaulting(args: dict[str, Any]) -> tuple[tuple[SpreadConstraint, ...], boo
 _CONSTRAINT = arguments.schema({
     "maxSkew": arguments.integer(minimum=1, maximum=_MAX_INT32),
     "topologyKey": arguments.string(),
-    "whenUnsatisfiable": arguments.one_of((DO_NOT_SCHEDULE, SCHEDULE_ANYWAY), "must be DoNotSchedule or ScheduleAnyway",
+    "whenUnsatisfiable": arguments.one_of(WHEN_UNSATISFIABLE, "must be DoNotSchedule or ScheduleAnyway",
                                           default=DO_NOT_SCHEDULE),
 }, lambda c: SpreadConstraint(c["maxSkew"], c["topologyKey"], c["whenUnsatisfiable"], LabelSelector(())))
 _ARGS = arguments.schema({
