@@ -75,13 +75,15 @@ def member(gangs: Gangs, name: str, group: str) -> dict[str, Any]:
 
 def wait_known(gangs: Gangs, runtime: Runtime, *names: str) -> None:
     """Nodes, pods and pod groups come on three watches, each in its own time: wait until the
-    webhook's state has every node created so far, the members and each member's group."""
+    webhook's state has every node created so far (Ready: its status is a second write), the
+    members and each member's group."""
     nodes = [n["metadata"]["name"] for n in gangs.kube.list_nodes()]
     assert runtime.gangs is not None
 
     def known() -> bool:
         records = [runtime.state.pod(f"{gangs.ns}/{n}") for n in names]
-        return (all(runtime.state.node_info(node) is not None for node in nodes)
+        infos = [runtime.state.node_info(node) for node in nodes]
+        return (all(info is not None and info.node.ready for info in infos)
                 and all(r is not None and runtime.gangs.coordinator.group_of(r.uid) is not None for r in records))
 
     gangs.kube.wait_for(known, timeout=10, message="nodes, members and their groups in the webhook's state")
