@@ -33,6 +33,12 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN python -m venv /opt/venv
 
+# tini, the container's PID 1 (see ENTRYPOINT): Debian's static build, copied alone into the
+# final stage, which gets no package manager run.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tini >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, read from pyproject.toml: this layer is rebuilt only when
 # pyproject.toml changes, not on every source edit. Every dependency ships wheels,
 # so no compiler is needed (and the slim image has none).
@@ -73,6 +79,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     EXTENDER_HEALTHCHECK_URL=http://127.0.0.1:8888/healthz
 
 COPY --from=builder /opt/venv /opt/venv
+COPY --from=builder /usr/bin/tini-static /usr/local/bin/tini
 
 # config/ holds the default policies (policy-webhook.yaml for `serve`, policy.yaml
 # for `schedule`), the gunicorn configuration (gunicorn.conf.py) and the demo
@@ -100,5 +107,12 @@ EXPOSE 8888
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, sys, urllib.request; url = os.environ.get('EXTENDER_HEALTHCHECK_URL', 'http://127.0.0.1:8888/healthz'); sys.exit(0 if urllib.request.urlopen(url, timeout=4).status == 200 else 1)"]
 
-ENTRYPOINT ["extender"]
+# tini is PID 1 and runs extender as its child. The kernel drops a signal sent to a PID 1 that
+# has no handler for it, and Python installs its SIGTERM handlers only once the command is
+# imported (about a second, more on a busy node): a pod deleted while its container started
+# ran on until the kubelet's SIGKILL at the end of its grace period (30 s), and could take the
+# Lease and bind meanwhile. tini blocks signals from its first instruction and forwards each
+# to extender, for which an early SIGTERM has its default effect (exit); later it gets the
+# graceful shutdown. -s: also reap when tini is not PID 1 (docker run --init), without a warning.
+ENTRYPOINT ["tini", "-s", "--", "extender"]
 CMD ["serve", "--bind", "0.0.0.0:8888", "--policy", "/app/config/policy-webhook.yaml"]

@@ -130,7 +130,7 @@ def test_final_stage_copies_only_the_venv_and_config(instructions: list[Instruct
     copies = [ins for ins in _final(instructions) if ins.keyword in ("COPY", "ADD")]
     assert all(ins.keyword == "COPY" for ins in copies), "ADD fetches and unpacks; COPY is enough"
     from_builder = [shlex.split(ins.rest) for ins in copies if ins.flags.get("from") == "builder"]
-    assert from_builder == [["/opt/venv", "/opt/venv"]]
+    assert from_builder == [["/opt/venv", "/opt/venv"], ["/usr/bin/tini-static", "/usr/local/bin/tini"]]
     from_context = [shlex.split(ins.rest)[:-1] for ins in copies if "from" not in ins.flags]
     assert from_context == [["config/"]]
 
@@ -159,7 +159,10 @@ def test_runs_as_numeric_non_root_user(instructions: list[Instruction]) -> None:
 
 
 def test_entrypoint_and_cmd_run_the_webhook(instructions: list[Instruction]) -> None:
-    assert _last(instructions, "ENTRYPOINT").exec_form() == ["extender"]
+    # tini as PID 1 (a PID 1 without a handler drops SIGTERM; extender has none while it imports).
+    assert _last(instructions, "ENTRYPOINT").exec_form() == ["tini", "-s", "--", "extender"]
+    builder_runs = " ".join(ins.rest for ins in instructions if ins.keyword == "RUN" and ins.stage == 0)
+    assert "apt-get install" in builder_runs and " tini" in builder_runs, "tini comes from the builder stage"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "extender" in scripts
     cmd = _last(instructions, "CMD").exec_form()

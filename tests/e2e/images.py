@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "extender-e2e" / "images"
@@ -67,6 +68,20 @@ class Archive:
     name: str
     path: Path
     built: bool  # False: taken from the cache
+
+    def config(self) -> dict[str, Any]:
+        """The image's configuration (``Entrypoint``, ``Cmd``, ``User``, ...), read from the
+        archive's OCI layout: index, manifest, config blob."""
+        with tarfile.open(self.path) as archive:
+            def blob(digest: str) -> dict[str, Any]:
+                member = archive.extractfile(f"blobs/{digest.replace(':', '/')}")
+                assert member is not None, f"{self.path}: no blob {digest}"
+                return dict(json.loads(member.read()))
+
+            index = archive.extractfile("index.json")
+            assert index is not None, f"{self.path}: no index.json"
+            manifest = blob(json.loads(index.read())["manifests"][0]["digest"])
+            return dict(blob(manifest["config"]["digest"]).get("config") or {})
 
 
 def _sha256(data: bytes) -> str:

@@ -37,6 +37,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -423,7 +424,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return [
             str(self.assets / "kubelet"), f"--config={config_path}", f"--kubeconfig={plane.kubeconfig}",
             f"--root-dir={root}", f"--cert-dir={root / 'pki'}", f"--hostname-override={self.name}",
-            f"--node-ip={self.ip}", "--v=1",
+            f"--node-ip={self.ip}", "--v=2",  # v=2: its kills and their grace periods
         ]
 
     def _start_kubelet(self) -> None:
@@ -492,6 +493,56 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             if len(parts) >= 3 and parts[2] == "RUNNING":
                 pids[parts[0]] = int(parts[1])
         return pids
+
+    # ----------------------------------------------------------------------------- bare tasks
+    def run_image(self, image: str, name: str, argv: Sequence[str]) -> Path:
+        """Start ``image`` (imported already) as a bare containerd task named ``name`` running
+        ``argv`` (the whole command: ctr does not prepend the image's entry point) as the
+        image's user, with no pod and no kubelet, so that a test times signals to it as a
+        runtime sends them (kubelet's StopContainer is containerd's SIGTERM to the task's PID 1).
+        Its output goes to the returned file. Remove it with :meth:`remove_task`; :meth:`stop`
+        removes any left."""
+        assert self.workdir is not None
+        log = self.workdir / f"task-{name}.log"
+        log.unlink(missing_ok=True)
+        result = self._ctr("run", "-d", f"--log-uri=file://{log}", image, name, *argv, timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"ctr run {image} {name}: {result.stderr or result.stdout}")
+        return log
+
+    def task_pids(self, name: str) -> list[int]:
+        """The host pids of the task's processes (its PID 1 first)."""
+        lines = self._ctr("tasks", "ps", name, timeout=30).stdout.splitlines()[1:]
+        return [int(line.split()[0]) for line in lines if line.split() and line.split()[0].isdigit()]
+
+    def task_status(self, name: str) -> str:
+        """containerd's status of the task (RUNNING, STOPPED, ...; "" when there is none)."""
+        for line in self._ctr("tasks", "ls", timeout=30).stdout.splitlines()[1:]:
+            parts = line.split()
+            if parts and parts[0] == name:
+                return parts[-1]
+        return ""
+
+    def signal_task(self, name: str, signal_name: str) -> None:
+        """Send a signal to the task's PID 1, as the runtime does to stop a container."""
+        result = self._ctr("tasks", "kill", "-s", signal_name, name, timeout=30)
+        if result.returncode != 0:
+            raise RuntimeError(f"ctr tasks kill -s {signal_name} {name}: {result.stderr or result.stdout}")
+
+    def delete_task(self, name: str) -> int:
+        """Delete the stopped task; returns its exit status (ctr 1.6 prints a non-zero one in a
+        warning, "task NAME exit with non-zero exit code N", and exits 0)."""
+        result = self._ctr("tasks", "delete", name, timeout=30)
+        if result.returncode != 0:
+            raise RuntimeError(f"ctr tasks delete {name}: {result.stderr or result.stdout}")
+        found = re.search(r"exit with non-zero exit code (\d+)", result.stderr)
+        return int(found.group(1)) if found else 0
+
+    def remove_task(self, name: str) -> None:
+        """Kill the task if it runs, then delete it and its container (and snapshot)."""
+        self._ctr("tasks", "kill", "-s", "SIGKILL", name, timeout=30)
+        self._ctr("tasks", "delete", "-f", name, timeout=30)
+        self._ctr("containers", "delete", name, timeout=60)
 
     def container_pid(self, container_id: str) -> int:
         """The host pid of a CRI container (``containerID`` of a pod's status, without

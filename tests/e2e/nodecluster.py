@@ -12,6 +12,7 @@ admin. Nothing here imports pytest; ``python -m bench.node`` times the same star
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import time
@@ -26,6 +27,9 @@ from tests.e2e.images import Archive
 from tests.e2e.node import NODE_CONTROLLERS, NODE_MONITOR_GRACE, Node, node_control_plane, node_ip
 
 T = TypeVar("T")
+#: A folder to copy the daemons' logs into when the cluster stops (bench.bench_node sets it per
+#: run and keeps it when the run failed): the node's own folder does not outlive the run.
+KEEP_LOGS = "E2E_NODE_LOGS"
 
 
 @dataclass
@@ -69,6 +73,10 @@ class NodeCluster:
         return self
 
     def stop(self) -> None:
+        keep = os.environ.get(KEEP_LOGS)
+        if keep:
+            with contextlib.suppress(OSError):
+                self.save_logs(Path(keep))
         if self.node is not None:
             self.node.stop()
         if self.plane is not None:
@@ -102,6 +110,18 @@ class NodeCluster:
             path = self.plane.plane.workdir / "kube-apiserver.log"
             out["kube-apiserver"] = path.read_text(errors="replace") if path.exists() else ""
         return out
+
+    def save_logs(self, folder: Path) -> None:
+        """Copy every daemon's log, and the pod and task logs still on the node, into ``folder``
+        (the node's own folder is removed when it stops)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in self.logs().items():
+            (folder / f"{name}.log").write_text(text)
+        workdir = self.node.workdir if self.node is not None else None
+        if workdir is not None and (workdir / "pod-logs").is_dir():
+            shutil.copytree(workdir / "pod-logs", folder / "pod-logs", dirs_exist_ok=True)
+        for task_log in workdir.glob("task-*.log") if workdir is not None else []:
+            shutil.copy2(task_log, folder / task_log.name)
 
     def kubectl(self, *args: str, input: str | None = None, timeout: float = 60,
                 check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -178,7 +198,6 @@ def running(pod: dict[str, Any] | None) -> bool:
 def main() -> int:
     """``make node-up``: a node cluster to try the chart by hand, until Ctrl-C (or SIGTERM)."""
     import argparse
-    import os
     import signal
     import threading
 
