@@ -11,11 +11,10 @@ namespace (a v1alpha2 group keeps its protection finalizer, and no controller re
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from extender import metrics
 from extender.cluster.state import ClusterState
@@ -24,9 +23,8 @@ from extender.model import podgroups as pg
 from extender.scheduler import queueing
 from extender.scheduler.standalone import Scheduler
 from tests.fakeapi.client import KubeTestClient
-from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import ApiServerHandle, running_fake, start_envtest_handle
-from tests.gangs.test_podgroup_api import CRD_FILE, GATES, wait_served
+from tests.fakeapi.fixtures import ApiServerHandle
+from tests.gangs.servers import SERVERS, gang_apiserver
 from tests.scheduler.conftest import FAST_WATCH, SCHEDULER_NAME, RecordingBinder, standalone_profile
 
 pytestmark = pytest.mark.apiserver
@@ -35,25 +33,10 @@ GRACE_0 = {"terminationGracePeriodSeconds": 0}
 _namespaces = itertools.count()
 
 
-@pytest.fixture(scope="module", params=["fake", "kube-apiserver"])
+@pytest.fixture(scope="module", params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerHandle]:
-    if request.param == "fake":
-        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
-            yield handle
-        return
-    assets = find_assets()
-    if assets is None:
-        pytest.skip("needs etcd and kube-apiserver v1.36 (KUBEBUILDER_ASSETS); CI builds none")
-    plane = EnvtestControlPlane(assets, extra_apiserver_args=GATES).start()
-    try:
-        handle = start_envtest_handle(plane)
-        handle.client.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                           yaml.safe_load(CRD_FILE.read_text()))
-        wait_served(handle.client, "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups")
+    with gang_apiserver(request.param, tmp_path_factory.mktemp("fakeapi")) as handle:
         yield handle
-        handle.client.close()
-    finally:
-        plane.stop()
 
 
 class Gangs:
@@ -262,15 +245,21 @@ def test_5_6_two_gangs_competing_for_the_same_room_do_not_deadlock(gangs: Gangs,
     assert gangs.condition("pg1" if reversed_order else "pg2")["reason"] == pg.REASON_UNSCHEDULABLE
 
 
-def test_7_gang_schedules_with_preemption(gangs: Gangs) -> None:
+def preempt_for_four_members(gangs: Gangs, make_group: Callable[[str], None]) -> None:
+    """Scenarios 7 and 10: a 2-CPU blocker at priority 10 fills half the node; ``make_group``
+    creates pg1, whose four 1-CPU members at priority 100 all bind, the blocker preempted."""
     gangs.node()
     gangs.blocker("low-priority-blocker", priority="gang-test-10")
     gangs.start()
-    gangs.gang("pg1")
+    make_group("pg1")
     for name in ("p1", "p2", "p3", "p4"):
         gangs.member(name, "pg1")
     gangs.wait_bound("p1", "p2", "p3", "p4", timeout=30)
     assert gangs.kube.get_pod("low-priority-blocker", gangs.ns) is None
+
+
+def test_7_gang_schedules_with_preemption(gangs: Gangs) -> None:
+    preempt_for_four_members(gangs, gangs.gang)
     assert gangs.wait_condition("pg1", pg.REASON_SCHEDULED)["status"] == "True"
 
 
@@ -301,14 +290,7 @@ def test_9_basic_group_waits_for_its_group_then_part_of_it_for_room(gangs: Gangs
 
 
 def test_10_basic_group_schedules_with_preemption(gangs: Gangs) -> None:
-    gangs.node()
-    gangs.blocker("low-priority-blocker", priority="gang-test-10")
-    gangs.start()
-    gangs.basic("pg1")
-    for name in ("p1", "p2", "p3", "p4"):
-        gangs.member(name, "pg1")
-    gangs.wait_bound("p1", "p2", "p3", "p4", timeout=30)
-    assert gangs.kube.get_pod("low-priority-blocker", gangs.ns) is None
+    preempt_for_four_members(gangs, gangs.basic)
 
 
 # ---- Coscheduling's API, faults and metrics -------------------------------------------------------
