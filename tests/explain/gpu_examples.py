@@ -21,6 +21,12 @@ from extender.simulation.simulating import simulate
 A100_NOTE = ("GPUs on gpu-a100: GPU-a100-0 (NVIDIA-A100-SXM4-40GB) 20480/40960 MiB, 50/100% cores free, "
              "1 pod(s); GPU-a100-1 (NVIDIA-A100-SXM4-40GB) 40960/40960 MiB, 100/100% cores free, 0 pod(s)")
 
+#: Where both examples place the GPU pods they share (ml/web aside, a tie): train takes the free
+#: A100 whole, infer-1 and -2 fill GPU-a100-0's cores beside the notebook, infer-3 and -4 go to
+#: the T4s, and no-t4 (memory only, no cores) fits on GPU-a100-0.
+SHARED_PLACEMENTS = {"ml/train": "gpu-a100", "ml/infer-1": "gpu-a100", "ml/infer-2": "gpu-a100",
+                     "ml/infer-3": "gpu-t4", "ml/infer-4": "gpu-t4", "ml/no-t4": "gpu-a100"}
+
 
 def simulated(snapshot: Path, policy: Path) -> tuple[dict[str, str], dict[str, str]]:
     """Simulate the example: (pod -> node it was placed on, pod -> why it was not)."""

@@ -18,7 +18,7 @@ from extender.cycle.pod import schedule_one
 from extender.model.devices import ASSIGNMENT_ANNOTATION, parse_assignment
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file
-from tests.explain.gpu_examples import assert_gpu_notes, explained, simulated
+from tests.explain.gpu_examples import SHARED_PLACEMENTS, assert_gpu_notes, explained, simulated
 from tests.helpers import ROOT
 
 SNAPSHOT = ROOT / "config" / "snapshot-devices.yaml"
@@ -32,8 +32,7 @@ def test_simulate_places_gpu_pods_by_free_device_shares() -> None:
     # train takes the untouched A100 whole (binpack prefers the busier node; a whole device there
     # is free). infer-1 and -2 then fill GPU-a100-0's cores (50 + 25 + 25); infer-3 and -4 go to
     # the T4s. no-t4 asks for memory only (no cores) and fits beside them on GPU-a100-0.
-    assert placed == {"ml/train": "gpu-a100", "ml/infer-1": "gpu-a100", "ml/infer-2": "gpu-a100",
-                      "ml/infer-3": "gpu-t4", "ml/infer-4": "gpu-t4", "ml/no-t4": "gpu-a100"}
+    assert placed == SHARED_PLACEMENTS
     # big-model: GPU-a100-1 is taken whole, GPU-a100-0 has 8192 MiB and no cores left.
     assert reasons["ml/big-model"].startswith(
         "0/4 nodes are available: 1 Insufficient GPU cores, 1 Insufficient GPU memory, "

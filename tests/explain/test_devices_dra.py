@@ -11,7 +11,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from extender.cli.simulate import simulate as simulate_command
-from tests.explain.gpu_examples import assert_gpu_notes, explained, simulated
+from tests.explain.gpu_examples import SHARED_PLACEMENTS, assert_gpu_notes, explained, simulated
 from tests.helpers import ROOT
 
 SNAPSHOT = ROOT / "config" / "snapshot-devices-dra.yaml"
@@ -25,9 +25,7 @@ def test_simulate_places_share_pods_and_dra_pods_on_one_capacity() -> None:
     # As with annotations: train takes the free A100 whole, infer-1 and -2 fill GPU-a100-0's cores
     # beside the notebook's claim, no-t4 fits there by memory. infer-3 and -4 (8Gi each on a T4, by its
     # policy), odd-size and the standard claim dra-share go to the T4s.
-    assert placed == {"ml/train": "gpu-a100", "ml/infer-1": "gpu-a100", "ml/infer-2": "gpu-a100",
-                      "ml/infer-3": "gpu-t4", "ml/infer-4": "gpu-t4", "ml/no-t4": "gpu-a100",
-                      "ml/odd-size": "gpu-t4", "ml/dra-share": "gpu-t4"}
+    assert placed == {**SHARED_PLACEMENTS, "ml/odd-size": "gpu-t4", "ml/dra-share": "gpu-t4"}
     assert reasons["ml/big-model"].startswith(
         "0/4 nodes are available: 1 Insufficient GPU cores, 1 Insufficient GPU memory, "
         "1 node(s) had too few GPUs of the requested type, 2 node(s) had no shared GPUs. preemption: ")

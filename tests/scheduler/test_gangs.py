@@ -188,14 +188,20 @@ def test_2_gang_waits_for_its_quorum_then_schedules(gangs: Gangs) -> None:
     gangs.wait_bound("p1", "p2", "p3")
 
 
-def test_3_gang_waits_for_its_group_then_for_room(gangs: Gangs) -> None:
+def group_after_its_members(gangs: Gangs, make_group: Callable[[str], None]) -> None:
+    """Scenarios 3 and 9: a 2-CPU blocker fills half the node; members p1..p3 of pg1 wait at
+    the gate until ``make_group`` creates pg1, after them."""
     gangs.node()
     gangs.blocker()
     gangs.start()
     for name in ("p1", "p2", "p3"):
         gangs.member(name, "pg1")
     gangs.gated("p1", "p2", "p3")
-    gangs.gang("pg1")
+    make_group("pg1")
+
+
+def test_3_gang_waits_for_its_group_then_for_room(gangs: Gangs) -> None:
+    group_after_its_members(gangs, gangs.gang)
     gangs.wait_unschedulable("p1", "p2", "p3")
     condition = gangs.wait_condition("pg1", pg.REASON_UNSCHEDULABLE)
     assert (condition["status"], condition["message"]) == ("False", pg.KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
@@ -275,13 +281,7 @@ def test_8_basic_group_schedules_without_gang_enforcement(gangs: Gangs) -> None:
 
 
 def test_9_basic_group_waits_for_its_group_then_part_of_it_for_room(gangs: Gangs) -> None:
-    gangs.node()
-    gangs.blocker()
-    gangs.start()
-    for name in ("p1", "p2", "p3"):
-        gangs.member(name, "pg1")
-    gangs.gated("p1", "p2", "p3")
-    gangs.basic("pg1")
+    group_after_its_members(gangs, gangs.basic)
     gangs.kube.wait_for(lambda: len(gangs.bound("p1", "p2", "p3")) == 2, timeout=20, message="2 bound")
     settle(gangs)
     assert len(gangs.bound("p1", "p2", "p3")) == 2
