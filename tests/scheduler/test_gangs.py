@@ -371,26 +371,25 @@ def test_completion_is_measured(gangs: Gangs) -> None:
 ZONE = "topology.kubernetes.io/zone"
 
 
-def test_a_constrained_gang_goes_whole_to_the_one_domain_that_fits_it(gangs: Gangs) -> None:
-    gangs.node("a1", cpu="1", zone="a")
-    gangs.node("a2", cpu="1", zone="a")
-    gangs.node("b1", cpu="2", zone="b")
-    gangs.node("b2", cpu="2", zone="b")
+def constrained_gang(gangs: Gangs, *nodes: tuple[str, str, str]) -> None:
+    """``nodes`` as (name, cpu, zone), then pg1: a gang of three 1-CPU members that must share
+    one zone."""
+    for name, cpu, zone in nodes:
+        gangs.node(name, cpu=cpu, zone=zone)
     gangs.start()
     gangs.gang_in_one("pg1", 3, ZONE)
     for name in ("p1", "p2", "p3"):
         gangs.member(name, "pg1")
+
+
+def test_a_constrained_gang_goes_whole_to_the_one_domain_that_fits_it(gangs: Gangs) -> None:
+    constrained_gang(gangs, ("a1", "1", "a"), ("a2", "1", "a"), ("b1", "2", "b"), ("b2", "2", "b"))
     gangs.wait_bound("p1", "p2", "p3")
     assert {gangs.node_of(n) for n in ("p1", "p2", "p3")} <= {"b1", "b2"}
 
 
 def test_a_constrained_gang_no_domain_fits_waits_though_the_cluster_has_room(gangs: Gangs) -> None:
-    gangs.node("a1", cpu="2", zone="a")
-    gangs.node("b1", cpu="2", zone="b")
-    gangs.start()
-    gangs.gang_in_one("pg1", 3, ZONE)
-    for name in ("p1", "p2", "p3"):
-        gangs.member(name, "pg1")
+    constrained_gang(gangs, ("a1", "2", "a"), ("b1", "2", "b"))
     gangs.wait_unschedulable("p1", "p2", "p3")
     settle(gangs)
     assert gangs.bound("p1", "p2", "p3") == []
