@@ -125,16 +125,22 @@ def _bind_row(ready: float, first: float | None) -> dict[str, Any]:
             "start_to_first_bind_s": round(ready + first, 2) if first is not None else None}
 
 
+def _start(cp: Any, process: Any) -> tuple[float, float]:
+    """Start ``process`` (a tests.e2e.processes process): (seconds until it was ready, the
+    control plane's CPU seconds just before it started)."""
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
+    started = time.monotonic()
+    process.start(timeout=600)
+    assert process.process is not None
+    return time.monotonic() - started, plane_cpu
+
+
 def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
     from tests.e2e import processes
 
     process = processes.schedule(cp.kubeconfig, workdir, scheduler_name=schedulers.OUR_SCHEDULER_NAME,
                                  extra=["--no-leader-elect", "--skip-preflight"], name="startup-schedule")
-    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
-    started = time.monotonic()
-    process.start(timeout=600)
-    ready = time.monotonic() - started
-    assert process.process is not None
+    ready, plane_cpu = _start(cp, process)
     try:
         cpu = schedulers.trees_cpu([process.process.pid])
         plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
@@ -156,11 +162,7 @@ def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
     policy = workdir / "policy-reads-pods.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     process = processes.serve(cp.kubeconfig, workdir, policy=policy, extra=["--disable-bind"], name="startup-serve")
-    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
-    started = time.monotonic()
-    process.start(timeout=600)
-    ready = time.monotonic() - started
-    assert process.process is not None
+    ready, plane_cpu = _start(cp, process)
     try:
         return {"process": "extender serve (policy reads pods)", "ready_s": round(ready, 2),
                 "rss_mb": round(_tree_rss_mb(process.process.pid), 1),
