@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.children import serve_fake_until_closed, serving_child  # noqa: E402
+from bench.timing import median_cpu_us  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "config" / "policy-devices.yaml"
@@ -83,16 +83,6 @@ def _cluster(nodes: int) -> Any:
     return state
 
 
-def _cpu_us(fn: Any, repeat: int) -> float:
-    """Median CPU µs of fn() over `repeat` runs (CPU time: a shared machine disturbs it less)."""
-    samples = []
-    for _ in range(repeat):
-        started = time.process_time_ns()
-        fn()
-        samples.append((time.process_time_ns() - started) / 1000)
-    return statistics.median(samples)
-
-
 def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
     from extender.model.pods import PodView
     from extender.policy.engine import Engine, Policy
@@ -105,17 +95,17 @@ def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
     pod = PodView.from_dict(_pod("incoming"))
     decision = engine.filter(pod, infos, state)
     feasible = decision.feasible
-    filter_us = _cpu_us(lambda: engine.filter(pod, infos, state), repeat)
-    score_us = _cpu_us(lambda: engine.score(pod, feasible, cluster=state), repeat)
+    filter_us = median_cpu_us(lambda: engine.filter(pod, infos, state), repeat)
+    score_us = median_cpu_us(lambda: engine.score(pod, feasible, cluster=state), repeat)
     plain = PodView.from_dict(_pod("web", gpu=False))
     without = Engine(Policy(filters=tuple(f for f in policy.filters if f.name != "DeviceFit"),  # type: ignore[attr-defined]
                             scorers=tuple(s for s in policy.scorers if s.name != "DeviceAllocation")))
-    with_devices_us = _cpu_us(lambda: engine.decide(plain, infos, state), repeat)
-    without_devices_us = _cpu_us(lambda: without.decide(plain, infos, state), repeat)
+    with_devices_us = median_cpu_us(lambda: engine.decide(plain, infos, state), repeat)
+    without_devices_us = median_cpu_us(lambda: without.decide(plain, infos, state), repeat)
     fit_only = Engine(Policy(filters=tuple(f for f in policy.filters if f.name == "DeviceFit")))  # type: ignore[attr-defined]
     allocation_only = Engine(Policy(scorers=tuple(s for s in policy.scorers if s.name == "DeviceAllocation")))
-    fit_us = _cpu_us(lambda: fit_only.filter(pod, feasible, state), repeat)
-    allocation_us = _cpu_us(lambda: allocation_only.score(pod, feasible, cluster=state), repeat)
+    fit_us = median_cpu_us(lambda: fit_only.filter(pod, feasible, state), repeat)
+    allocation_us = median_cpu_us(lambda: allocation_only.score(pod, feasible, cluster=state), repeat)
     info = feasible[0]
 
     def reserve_and_release() -> None:
@@ -125,7 +115,7 @@ def engine_rows(nodes: int, repeat: int = 7) -> list[dict[str, Any]]:
         assert isinstance(reserved, list)
         release_all(reserved)
 
-    reserve_us = _cpu_us(lambda: [reserve_and_release() for _ in range(100)], repeat) / 100
+    reserve_us = median_cpu_us(lambda: [reserve_and_release() for _ in range(100)], repeat) / 100
     return [
         {"bench": "GPU pod: filter, all nodes", "nodes": nodes, "gpu_nodes": nodes // 4,
          "feasible": len(feasible), "us_per_node": round(filter_us / nodes, 2), "target_us": TARGET_US},
@@ -156,10 +146,10 @@ def state_rows(nodes: int, events: int = 20000) -> list[dict[str, Any]]:
         return (time.process_time_ns() - started) / 1000 / len(pods)
 
     plain_us, gpu_us = apply(plain_pods), apply(gpu_pods)
-    first_us = _cpu_us(lambda: DeviceGauges().publish(state), 5)
+    first_us = median_cpu_us(lambda: DeviceGauges().publish(state), 5)
     gauges = DeviceGauges()
     gauges.publish(state)
-    tick_us = _cpu_us(lambda: gauges.publish(state), 5)
+    tick_us = median_cpu_us(lambda: gauges.publish(state), 5)
     return [
         {"bench": "watch event, bound pod without GPUs", "us_per_event": round(plain_us, 1)},
         {"bench": "watch event, bound GPU pod (assignment parsed, use rebuilt)", "us_per_event": round(gpu_us, 1)},

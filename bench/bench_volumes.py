@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import median_cpu_us  # noqa: E402
 from extender.cluster.snapshot import Snapshot, load_into  # noqa: E402
 from extender.cluster.state import ClusterState  # noqa: E402
 from extender.cluster.volume_store import KIND_NAMES  # noqa: E402
@@ -97,15 +96,6 @@ def build(nodes: int) -> ClusterState:
 CASES = {"no-volumes": [], "bound-local": ["pinned"], "wffc-local": ["wffc-local"], "wffc-csi": ["wffc-csi"]}
 
 
-def _cpu_ms(fn: Any, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.process_time_ns()
-        fn()
-        times.append((time.process_time_ns() - started) / 1e6)
-    return statistics.median(times)
-
-
 def run(sizes: tuple[int, ...] = (1000, 5000), runs: int = 5) -> list[dict[str, Any]]:
     rows = []
     engine = Engine(default_policy("standalone"))
@@ -115,8 +105,8 @@ def run(sizes: tuple[int, ...] = (1000, 5000), runs: int = 5) -> list[dict[str, 
         for case, claims in CASES.items():
             pod = PodView.from_dict(_pod(f"new-{case}", claims))
             decision = engine.filter(pod, nodes, state)
-            filter_ms = _cpu_ms(lambda p=pod, n=nodes, s=state: engine.filter(p, n, s), runs)
-            cycle_ms = _cpu_ms(lambda p=pod, s=state: schedule_one(engine, s, p, rng=random.Random(0)), runs)
+            filter_ms = median_cpu_us(lambda p=pod, n=nodes, s=state: engine.filter(p, n, s), runs) / 1000
+            cycle_ms = median_cpu_us(lambda p=pod, s=state: schedule_one(engine, s, p, rng=random.Random(0)), runs) / 1000
             rows.append({"nodes": size, "pod": case, "feasible": len(decision.feasible),
                          "filter_ms": round(filter_ms, 2), "filter_us_per_node": round(filter_ms * 1000 / size, 2),
                          "cycle_ms": round(cycle_ms, 2)})

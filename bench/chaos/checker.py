@@ -22,8 +22,8 @@ as still there.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from bench.chaos.dra_checks import DRA_CHECKS
 from bench.chaos.records import (  # noqa: F401 - the run's types, read here and by the checks' users
@@ -49,6 +49,8 @@ from extender.errors import InvalidObject, QuantityError
 from extender.model.devices import assigned_shares, node_inventory
 from extender.model.resources import parse_resource_list, pod_requests
 from extender.model.selectors import parse_label_selector, parse_node_selector_term
+
+_T = TypeVar("_T")
 
 
 def moved_pods(run: Run) -> list[Violation]:
@@ -94,19 +96,27 @@ def _requests(pod: Pod) -> dict[str, int]:
     return {name: amount for name, amount in requests.items() if not name.startswith(IGNORED_PREFIXES)}
 
 
+def _bindings(run: Run, nodes: Mapping[str, _T | None]) -> Iterator[tuple[Moment, Pod, str, _T]]:
+    """Each moment of the run a pod is bound to one of ``nodes`` (by name, to what a check
+    knows of the node; a node it knows nothing of, or None of, is passed over):
+    (moment, the pod, its node, what is known of the node)."""
+    for moment in replay(run.events):
+        pod = moment.newly_bound
+        if pod is None:
+            continue
+        node = node_of(pod)
+        known = nodes.get(node)
+        if known is not None:
+            yield moment, pod, node, known
+
+
 def over_allocatable(run: Run) -> list[Violation]:
     """A node whose bound pods requested more than its allocatable at some moment (cpu,
     memory, pods, extended resources; a resource the node does not advertise has 0)."""
     allocatable = {n["metadata"]["name"]: _allocatable(n) for n in run.nodes}
     reported: set[tuple[str, str]] = set()
     found = []
-    for moment in replay(run.events):
-        pod = moment.newly_bound
-        if pod is None:
-            continue
-        node = node_of(pod)
-        if node not in allocatable:
-            continue
+    for moment, pod, node, advertised in _bindings(run, allocatable):
         used: Counter[str] = Counter()
         names = []
         for other in moment.bound.values():
@@ -115,7 +125,7 @@ def over_allocatable(run: Run) -> list[Violation]:
                 used["pods"] += 1
                 names.append(key(other))
         for resource, amount in used.items():
-            limit = allocatable[node].get(resource, 0)
+            limit = advertised.get(resource, 0)
             if amount > limit and (node, resource) not in reported:
                 reported.add((node, resource))
                 found.append(Violation("over-allocatable", node,
@@ -131,14 +141,7 @@ def gpu_over_shares(run: Run) -> list[Violation]:
                    for n in run.nodes}
     reported: set[tuple[str, str]] = set()
     found = []
-    for moment in replay(run.events):
-        pod = moment.newly_bound
-        if pod is None:
-            continue
-        node = node_of(pod)
-        inventory = inventories.get(node)
-        if inventory is None:
-            continue
+    for moment, pod, node, inventory in _bindings(run, inventories):
         totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for other in moment.bound.values():
             if node_of(other) != node:

@@ -134,19 +134,21 @@ class Injector:
 
     # ---- the control plane -------------------------------------------------------------------------
 
-    def _apiserver_restart(self) -> str:
-        assert self.cluster.plane is not None
+    def _restart(self, restart: Callable[[float], None], back: str) -> str:
+        """Stop a control-plane process for 0.5 to 4 s (``restart(downtime)``); say how long
+        it took to be ``back`` (ready, healthy)."""
         downtime = self.rng.uniform(0.5, 4.0)
         began = time.monotonic()
-        self.cluster.plane.restart_apiserver(downtime)
-        return f"down {downtime:.1f} s, ready again after {time.monotonic() - began:.1f} s"
+        restart(downtime)
+        return f"down {downtime:.1f} s, {back} again after {time.monotonic() - began:.1f} s"
+
+    def _apiserver_restart(self) -> str:
+        assert self.cluster.plane is not None
+        return self._restart(self.cluster.plane.restart_apiserver, "ready")
 
     def _etcd_restart(self) -> str:
         assert self.cluster.plane is not None
-        downtime = self.rng.uniform(0.5, 4.0)
-        began = time.monotonic()
-        self.cluster.plane.restart_etcd(downtime)
-        return f"down {downtime:.1f} s, healthy again after {time.monotonic() - began:.1f} s"
+        return self._restart(self.cluster.plane.restart_etcd, "healthy")
 
     def _etcd_compaction(self) -> str:
         assert self.cluster.plane is not None and self.cluster.proxy is not None

@@ -206,6 +206,11 @@ def check(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], namespaces: M
             if counts and max(counts.values()) - min(counts.values()) > constraint["maxSkew"]:
                 found["spread"].append(f"{ns} {key}: skew {max(counts.values()) - min(counts.values())} > maxSkew "
                                        f"{constraint['maxSkew']} over {len(counts)} domains")
+    return _listed(found, limit)
+
+
+def _listed(found: Mapping[str, list[str]], limit: int) -> list[str]:
+    """``kind: violation`` lines, at most ``limit`` of each kind, then how many more there were."""
     out = []
     for kind, items in found.items():
         out += [f"{kind}: {item}" for item in items[:limit]]
@@ -341,12 +346,7 @@ def check_claims(pods: list[dict[str, Any]], claims: list[dict[str, Any]], slice
                 found["pod claims"].append(f"{_key(pod)}: claim {name} is not allocated")
             elif not any(r.get("uid") == pod["metadata"].get("uid") for r in status.get("reservedFor") or []):
                 found["pod claims"].append(f"{_key(pod)}: claim {name} is not reserved for it")
-    out = []
-    for kind, items in found.items():
-        out += [f"{kind}: {item}" for item in items[:limit]]
-        if len(items) > limit:
-            out.append(f"{kind}: ... {len(items) - limit} more")
-    return out
+    return _listed(found, limit)
 
 
 def claim_counts(claims: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:

@@ -14,7 +14,7 @@ controller (:func:`claim_controller`), started before either scheduler.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,13 +154,12 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
         assert process.process is not None
         running = Running(kind, process.process.pid, None, metrics_url=f"{process.url}/metrics",
                           ca_file=str(cp.plane.ca_file))
-        running.cpu_at_start = process_tree_cpu(running.pid)
-        try:
-            yield running
-            running.read()
-        finally:
+
+        def stop() -> None:
             process.stop()
             cp.schedulers.remove(process)
+
+        yield from _measured(running, stop)
         return
     if kind != OURS:
         raise ValueError(f"unknown scheduler {kind!r}")
@@ -176,12 +175,18 @@ def scheduler(cp: Any, kind: str, workdir: Path, log_level: str = "INFO",
     ours.start(timeout=120)
     assert ours.process is not None
     running = Running(kind, ours.process.pid, OUR_SCHEDULER_NAME, metrics_url=f"{ours.url}/metrics")
+    yield from _measured(running, ours.stop)
+
+
+def _measured(running: Running, stop: Callable[[], None]) -> Iterator[Running]:
+    """Yield ``running``, its CPU counted from now; then read its figures, and ``stop`` it
+    however the run ends."""
     running.cpu_at_start = process_tree_cpu(running.pid)
     try:
         yield running
         running.read()
     finally:
-        ours.stop()
+        stop()
 
 
 @contextlib.contextmanager

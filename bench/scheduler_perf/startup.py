@@ -120,9 +120,27 @@ def _first_bind(cp: Any, name: str, scheduler_name: str | None) -> float | None:
     return None
 
 
-def _bind_row(ready: float, first: float | None) -> dict[str, Any]:
-    return {"ready_s": round(ready, 2), "first_pod_s": round(first, 2) if first is not None else None,
-            "start_to_first_bind_s": round(ready + first, 2) if first is not None else None}
+def _bind_result(cp: Any, label: str, pid: int, ready: float, plane_cpu: float, first_pod: str,
+                 scheduler_name: str | None) -> dict[str, Any]:
+    """The row of a scheduler (process ``pid``) ready ``ready`` s after its start: its first bind
+    of ``first_pod``, its memory and CPU, and the control plane's CPU since ``plane_cpu``."""
+    cpu = schedulers.trees_cpu([pid])
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
+    first = _first_bind(cp, first_pod, scheduler_name)
+    return {"process": label, "ready_s": round(ready, 2), "first_pod_s": round(first, 2) if first is not None else None,
+            "start_to_first_bind_s": round(ready + first, 2) if first is not None else None,
+            "rss_mb": round(schedulers.rss_mb(pid) or 0, 1), "peak_rss_mb": round(schedulers.peak_rss_mb(pid) or 0, 1),
+            "cpu_s": round(cpu, 2), "apiserver_cpu_s": round(plane_cpu, 2)}
+
+
+def _start(cp: Any, process: Any, **options: Any) -> tuple[float, float]:
+    """Start ``process`` (``options`` as its start's): (seconds until it was ready, the control
+    plane's CPU seconds just before it started)."""
+    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
+    started = time.monotonic()
+    process.start(**options)
+    assert process.process is not None
+    return time.monotonic() - started, plane_cpu
 
 
 def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
@@ -130,19 +148,10 @@ def _schedule(cp: Any, workdir: Path) -> dict[str, Any]:
 
     process = processes.schedule(cp.kubeconfig, workdir, scheduler_name=schedulers.OUR_SCHEDULER_NAME,
                                  extra=["--no-leader-elect", "--skip-preflight"], name="startup-schedule")
-    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
-    started = time.monotonic()
-    process.start(timeout=600)
-    ready = time.monotonic() - started
-    assert process.process is not None
+    ready, plane_cpu = _start(cp, process, timeout=600)
     try:
-        cpu = schedulers.trees_cpu([process.process.pid])
-        plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
-        first = _first_bind(cp, "first", schedulers.OUR_SCHEDULER_NAME)
-        return {"process": "extender schedule", **_bind_row(ready, first),
-                "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
-                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1),
-                "cpu_s": round(cpu, 2), "apiserver_cpu_s": round(plane_cpu, 2)}
+        return _bind_result(cp, "extender schedule", process.process.pid, ready, plane_cpu, "first",
+                            schedulers.OUR_SCHEDULER_NAME)
     finally:
         process.stop()
         for line in process.log().splitlines():  # when each list finished: where the start-up goes
@@ -156,11 +165,7 @@ def _serve(cp: Any, workdir: Path) -> dict[str, Any]:
     policy = workdir / "policy-reads-pods.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     process = processes.serve(cp.kubeconfig, workdir, policy=policy, extra=["--disable-bind"], name="startup-serve")
-    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
-    started = time.monotonic()
-    process.start(timeout=600)
-    ready = time.monotonic() - started
-    assert process.process is not None
+    ready, plane_cpu = _start(cp, process, timeout=600)
     try:
         return {"process": "extender serve (policy reads pods)", "ready_s": round(ready, 2),
                 "rss_mb": round(_tree_rss_mb(process.process.pid), 1),
@@ -179,19 +184,9 @@ def _kube_scheduler(cp: Any, workdir: Path) -> dict[str, Any]:
         workdir / "startup-kube-scheduler.crt", workdir / "startup-kube-scheduler.key")
     process = KubeScheduler(cp.plane.assets.kube_scheduler, config, workdir, cp.plane.ca_file, serving,
                             name="startup-kube-scheduler", start_timeout=600)
-    plane_cpu = schedulers.trees_cpu(cp.plane.pids)
-    started = time.monotonic()
-    process.start()
-    ready = time.monotonic() - started
-    assert process.process is not None
+    ready, plane_cpu = _start(cp, process)
     try:
-        cpu = schedulers.trees_cpu([process.process.pid])
-        plane_cpu = schedulers.trees_cpu(cp.plane.pids) - plane_cpu
-        first = _first_bind(cp, "first-kube", None)
-        return {"process": "kube-scheduler", **_bind_row(ready, first),
-                "rss_mb": round(schedulers.rss_mb(process.process.pid) or 0, 1),
-                "peak_rss_mb": round(schedulers.peak_rss_mb(process.process.pid) or 0, 1),
-                "cpu_s": round(cpu, 2), "apiserver_cpu_s": round(plane_cpu, 2)}
+        return _bind_result(cp, "kube-scheduler", process.process.pid, ready, plane_cpu, "first-kube", None)
     finally:
         process.stop()
 

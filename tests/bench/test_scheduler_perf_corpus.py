@@ -13,6 +13,7 @@ import pytest
 
 from bench.scheduler_perf import corpus, informer
 from bench.scheduler_perf.executor import parse_duration
+from tests.bench import load_config
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +130,9 @@ def test_unimplemented_folders_skipped_with_reason_and_issue_workloads_covered(w
 
 
 def test_unknown_opcode_makes_the_workload_skipped(tmp_path: Path) -> None:
-    (tmp_path / "misc").mkdir()
-    config = tmp_path / "misc" / "performance-config.yaml"
-    config.write_text("- name: X\n  workloadTemplate:\n  - opcode: createNodes\n    countParam: $n\n"
-                      "  - opcode: teleportPods\n  workloads:\n  - name: small\n    params: {n: 3}\n"
-                      "  - name: broken\n    params: {}\n")
-    small, broken = corpus.load_file(config, tmp_path)
+    small, broken = load_config(tmp_path, "misc", "- name: X\n  workloadTemplate:\n  - opcode: createNodes\n"
+                                "    countParam: $n\n  - opcode: teleportPods\n  workloads:\n  - name: small\n"
+                                "    params: {n: 3}\n  - name: broken\n    params: {}\n")
     assert small.skip == "opcode(s) teleportPods not implemented"
     assert small.ops[0]["count"] == 3
     assert broken.skip == "cannot resolve its params: parameter n is undefined"

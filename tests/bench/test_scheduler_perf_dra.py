@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bench.scheduler_perf import corpus, dra, invariants
+from tests.bench import load_config
 
 DRIVER = "test-driver.cdi.k8s.io"
 CLASS = {"apiVersion": dra.API, "kind": "DeviceClass", "metadata": {"name": "test-class"},
@@ -180,12 +181,9 @@ def test_check_claims_sound_and_each_violation() -> None:
 
 
 def test_max_claims_per_node_param_resolved(tmp_path: Path) -> None:
-    (tmp_path / "dra").mkdir()
-    config = tmp_path / "dra" / "performance-config.yaml"
-    config.write_text("- name: X\n  workloadTemplate:\n  - opcode: createResourceDriver\n    driverName: d\n"
-                      "    nodes: n-*\n    maxClaimsPerNodeParam: $m\n  - opcode: allocResourceClaims\n"
-                      "  workloads:\n  - name: small\n    params: {m: 4}\n")
-    (small,) = corpus.load_file(config, tmp_path)
+    (small,) = load_config(tmp_path, "dra", "- name: X\n  workloadTemplate:\n  - opcode: createResourceDriver\n"
+                           "    driverName: d\n    nodes: n-*\n    maxClaimsPerNodeParam: $m\n"
+                           "  - opcode: allocResourceClaims\n  workloads:\n  - name: small\n    params: {m: 4}\n")
     assert small.skip == "" and small.uses_dra
     assert small.ops[0] == {"opcode": "createResourceDriver", "driverName": "d", "nodes": "n-*", "maxClaimsPerNode": 4}
 

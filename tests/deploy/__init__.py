@@ -10,6 +10,7 @@ import copy
 import functools
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,27 @@ def strict_models() -> Any:
         pytest.skip(f"kubernetes {kubernetes.__version__}'s models do not forbid unknown fields "
                     "(newer clients' pydantic models do: pip install -U kubernetes)")
     return client
+
+
+#: The API version of every kind deploy/ and the chart ship; the model is the client's V1<Kind>.
+API_VERSIONS = {
+    "Namespace": "v1", "ServiceAccount": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "Pod": "v1",
+    "Deployment": "apps/v1", "PodDisruptionBudget": "policy/v1", "NetworkPolicy": "networking.k8s.io/v1",
+    "ClusterRole": "rbac.authorization.k8s.io/v1", "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
+    "CustomResourceDefinition": "apiextensions.k8s.io/v1",
+}  # fmt: skip
+
+
+def validate_strictly(docs: Iterable[dict[str, Any]]) -> None:
+    """The kubernetes client's models (pydantic, extra fields forbidden) as an offline schema:
+    each document must be of a kind in API_VERSIONS, at its version, and validate as its model
+    (which raises on unknown fields and wrong types; from_dict would drop unknown ones)."""
+    client = strict_models()
+    for doc in docs:
+        name = f"{doc['kind']} {doc['metadata']['name']}"
+        assert doc["apiVersion"] == API_VERSIONS[doc["kind"]], f"{name}: apiVersion {doc['apiVersion']}"
+        getattr(client, f"V1{doc['kind']}").model_validate(doc)
 
 
 @functools.cache

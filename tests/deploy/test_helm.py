@@ -23,7 +23,7 @@ import yaml
 from extender.checks.configs import check_policy, check_scheduler_config_text
 from extender.checks.permissions import DEFAULT_NAMESPACE, SERVICE_ACCOUNTS
 
-from . import CONFIG, ROOT, find, one, render, strict_models
+from . import CONFIG, ROOT, find, one, render, validate_strictly
 from .charts import CHART, MODES, RELEASE, helm, merge, run_helm, template
 
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
@@ -164,13 +164,20 @@ def test_services_budgets_and_network_policy_are_deploys(mode: str) -> None:
         assert chart[key]["spec"] == doc["spec"], f"{key} differs from deploy/"
 
 
+def _deployments(mode: str) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    """deploy/'s Deployments in ``mode``, each as (name, the chart's documents for the mode's
+    values, deploy/'s Deployment)."""
+    values, overlay = MODES[mode]
+    chart = template(values)
+    deployments = find(render(overlay), "Deployment")
+    assert deployments, f"deploy/{overlay} renders no Deployment"
+    return [(d["metadata"]["name"], chart, d) for d in deployments]
+
+
 @pytest.mark.parametrize("mode", MODE_IDS)
 def test_pod_specs_are_deploys(mode: str) -> None:
     """Same image, probes, ports, env, resources, security contexts, mounts and volumes."""
-    values, overlay = MODES[mode]
-    chart = template(values)
-    for deployment in find(render(overlay), "Deployment"):
-        name = deployment["metadata"]["name"]
+    for name, chart, deployment in _deployments(mode):
         mine = one(chart, "Deployment", name)
         assert _pod_spec(mine) == _pod_spec(deployment), f"{name}: pod spec differs from deploy/"
         for field in ("replicas", "selector", "strategy", "revisionHistoryLimit"):
@@ -181,10 +188,7 @@ def test_pod_specs_are_deploys(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODE_IDS)
 def test_arguments_are_deploys_plus_defaults(mode: str) -> None:
-    values, overlay = MODES[mode]
-    chart = template(values)
-    for deployment in find(render(overlay), "Deployment"):
-        name = deployment["metadata"]["name"]
+    for name, chart, deployment in _deployments(mode):
         (theirs,) = deployment["spec"]["template"]["spec"]["containers"]
         ours = _container(chart, name)
         if "args" not in theirs:  # kube-scheduler: a command, compared with the pod spec
@@ -243,17 +247,7 @@ VARIANTS = {
 def test_objects_match_the_kubernetes_schema(variant: str) -> None:
     """The kubernetes client's models (extra fields forbidden) as an offline schema, as for
     deploy/ in test_kustomize.py; tests/e2e/test_helm_install.py has the API server's word."""
-    client = strict_models()
-    models = {
-        "ServiceAccount": client.V1ServiceAccount, "ConfigMap": client.V1ConfigMap, "Secret": client.V1Secret,
-        "Service": client.V1Service, "Deployment": client.V1Deployment, "Pod": client.V1Pod,
-        "PodDisruptionBudget": client.V1PodDisruptionBudget, "NetworkPolicy": client.V1NetworkPolicy,
-        "ClusterRole": client.V1ClusterRole, "ClusterRoleBinding": client.V1ClusterRoleBinding,
-        "Role": client.V1Role, "RoleBinding": client.V1RoleBinding,
-        "CustomResourceDefinition": client.V1CustomResourceDefinition,
-    }  # fmt: skip
-    for doc in template(VARIANTS[variant], tests=True):
-        models[doc["kind"]].model_validate(doc)  # raises on unknown fields and wrong types
+    validate_strictly(template(VARIANTS[variant], tests=True))
 
 
 # --- options -----------------------------------------------------------------------------

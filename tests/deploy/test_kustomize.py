@@ -21,7 +21,7 @@ import yaml
 from extender.checks.configs import check_scheduler_config_text
 from extender.checks.permissions import DEFAULT_NAMESPACE
 
-from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render, strict_models
+from . import CONFIG, DEPLOY, IMAGE, KUSTOMIZATIONS, find, one, render, validate_strictly
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 EXPECTED_KINDS = {
@@ -104,24 +104,7 @@ def test_every_namespaced_object_says_where_it_goes(relative: str) -> None:
 @pytest.mark.parametrize("relative", KUSTOMIZATIONS, ids=lambda r: r or "deploy")
 def test_objects_match_the_kubernetes_schema(relative: str) -> None:
     """The kubernetes client's models (pydantic, extra fields forbidden) as an offline schema."""
-    client = strict_models()
-    models = {
-        ("v1", "Namespace"): client.V1Namespace,
-        ("v1", "ServiceAccount"): client.V1ServiceAccount,
-        ("v1", "ConfigMap"): client.V1ConfigMap,
-        ("v1", "Service"): client.V1Service,
-        ("apps/v1", "Deployment"): client.V1Deployment,
-        ("policy/v1", "PodDisruptionBudget"): client.V1PodDisruptionBudget,
-        ("networking.k8s.io/v1", "NetworkPolicy"): client.V1NetworkPolicy,
-        ("rbac.authorization.k8s.io/v1", "ClusterRole"): client.V1ClusterRole,
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): client.V1ClusterRoleBinding,
-        ("rbac.authorization.k8s.io/v1", "Role"): client.V1Role,
-        ("rbac.authorization.k8s.io/v1", "RoleBinding"): client.V1RoleBinding,
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): client.V1CustomResourceDefinition,
-    }
-    for doc in render(relative):
-        model = models[(doc["apiVersion"], doc["kind"])]
-        model.model_validate(doc)  # raises on unknown fields and wrong types (from_dict drops unknown ones)
+    validate_strictly(render(relative))
 
 
 # --- Deployments -------------------------------------------------------------------

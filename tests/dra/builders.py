@@ -74,8 +74,9 @@ def memory_at_least(quantity: str, driver: str = DRIVER_A) -> dict[str, Any]:
     return cel(f'device.capacity["{driver}"].memory.compareTo(quantity("{quantity}")) >= 0')
 
 
-def exact(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount",
-          admin: bool | None = None, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _device_request(cls: str, count: int, selectors: tuple[dict[str, Any], ...], mode: str, *,
+                    admin: bool | None = None, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What an ExactDeviceRequest and a DeviceSubRequest share (adminAccess is the former's only)."""
     spec: dict[str, Any] = {"deviceClassName": cls, "allocationMode": mode}
     if mode == "ExactCount":
         spec["count"] = count
@@ -85,7 +86,12 @@ def exact(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode:
         spec["adminAccess"] = admin
     if tolerations is not None:
         spec["tolerations"] = tolerations
-    return {"name": name, "exactly": spec}
+    return spec
+
+
+def exact(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount",
+          admin: bool | None = None, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"name": name, "exactly": _device_request(cls, count, selectors, mode, admin=admin, tolerations=tolerations)}
 
 
 def all_of(name: str, cls: str, *selectors: dict[str, Any], admin: bool | None = None) -> dict[str, Any]:
@@ -94,14 +100,7 @@ def all_of(name: str, cls: str, *selectors: dict[str, Any], admin: bool | None =
 
 def sub(name: str, cls: str, count: int = 1, *selectors: dict[str, Any], mode: str = "ExactCount",
         tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": name, "deviceClassName": cls, "allocationMode": mode}
-    if mode == "ExactCount":
-        spec["count"] = count
-    if selectors:
-        spec["selectors"] = list(selectors)
-    if tolerations is not None:
-        spec["tolerations"] = tolerations
-    return spec
+    return {"name": name, **_device_request(cls, count, selectors, mode, tolerations=tolerations)}
 
 
 def first_available(name: str, *subs: dict[str, Any]) -> dict[str, Any]:

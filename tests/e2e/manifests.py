@@ -13,11 +13,14 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.processes import ExtenderProcess
 from tests.fakeapi.client import KubeApiError, KubeTestClient
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
+NAMESPACE = "scheduler-extender"  # deploy/'s and the chart's
 
 #: Where each kind of deploy/ lives in the API ({ns}: the object's namespace).
 PATHS = {
@@ -98,6 +101,26 @@ def service_account_token(kube: KubeTestClient, namespace: str, name: str, secon
         "spec": {"expirationSeconds": seconds},
     })  # fmt: skip
     return str(reply["status"]["token"])
+
+
+def login(cluster: Any, account: str, namespace: str = NAMESPACE) -> Path:
+    """A kubeconfig holding a fresh token of ServiceAccount <namespace>/<account>, on the
+    cluster's control plane (a tests.e2e ControlPlane)."""
+    token = service_account_token(cluster.client, namespace, account)
+    return Path(cluster.plane.token_kubeconfig(token, account))
+
+
+def standalone_process(docs: list[dict[str, Any]], kubeconfig: Path, workdir: Path, pod_name: str) -> ExtenderProcess:
+    """`extender schedule` with the rendered Deployment's arguments, as pod ``pod_name``; only the
+    policy path (the ConfigMap's content in a file), the metrics address and the kubeconfig differ."""
+    policy = workdir / "policy.yaml"
+    policy.write_text(find(docs, "ConfigMap", "extender-policy")["data"]["policy.yaml"])
+    args = container_args(find(docs, "Deployment", "extender-scheduler"))
+    port = free_port()
+    args = replace_option(args, "--policy", str(policy))
+    args = replace_option(args, "--metrics-bind", f"127.0.0.1:{port}")
+    args += ["--kubeconfig", str(kubeconfig)]
+    return ExtenderProcess(args, port, workdir / "schedule.log", env={"POD_NAME": pod_name, "POD_NAMESPACE": NAMESPACE})
 
 
 def container_args(deployment: Mapping[str, Any]) -> list[str]:

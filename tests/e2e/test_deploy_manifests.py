@@ -47,24 +47,10 @@ def deploy(cluster: Any) -> Iterator[Any]:
     manifests.delete(cluster.client, written)
 
 
-def login(cluster: Any, account: str) -> Path:
-    """A kubeconfig holding a fresh token of ServiceAccount scheduler-extender/<account>."""
-    token = manifests.service_account_token(cluster.client, NAMESPACE, account)
-    return cluster.plane.token_kubeconfig(token, account)
-
-
 def standalone_process(docs: list[dict[str, Any]], kubeconfig: Path, workdir: Path) -> ExtenderProcess:
     """`extender schedule` with its Deployment's arguments; only the policy path (the
     ConfigMap's content in a file), the health address and the kubeconfig differ."""
-    policy = workdir / "policy.yaml"
-    policy.write_text(manifests.find(docs, "ConfigMap", "extender-policy")["data"]["policy.yaml"])
-    args = manifests.container_args(manifests.find(docs, "Deployment", "extender-scheduler"))
-    port = free_port()
-    args = manifests.replace_option(args, "--policy", str(policy))
-    args = manifests.replace_option(args, "--metrics-bind", f"127.0.0.1:{port}")
-    args += ["--kubeconfig", str(kubeconfig)]
-    return ExtenderProcess(args, port, workdir / "schedule.log",
-                           env={"POD_NAME": POD_NAME, "POD_NAMESPACE": NAMESPACE})
+    return manifests.standalone_process(docs, kubeconfig, workdir, POD_NAME)
 
 
 def node_of(kube: KubeTestClient, name: str) -> str:
@@ -77,7 +63,7 @@ def test_standalone_runs_with_the_rbac_of_deploy(cluster: Any, deploy: Any, exte
     docs = deploy("overlays/standalone")
     kube.ensure_namespace(APPS)
     kube.create_node("deploy-n1", cpu="2")
-    scheduler = extender(standalone_process(docs, login(cluster, "extender-scheduler"), tmp_path))
+    scheduler = extender(standalone_process(docs, manifests.login(cluster, "extender-scheduler"), tmp_path))
     assert "preflight: all" in scheduler.log() and "permissions granted" in scheduler.log()
 
     kube.create_pod("placed", APPS, cpu="500m", scheduler_name="extender-scheduler")
@@ -107,7 +93,7 @@ def test_preflight_names_a_rule_missing_from_deploy(cluster: Any, deploy: Any, t
     role["rules"] = [r for r in role["rules"] if "pods/status" not in r["resources"]]
     assert len(role["rules"]) == len(manifests.find(docs, "ClusterRole", "scheduler-extender-standalone")["rules"]) - 1
     manifests.apply(kube, [role])
-    kubeconfig = login(cluster, "extender-scheduler")
+    kubeconfig = manifests.login(cluster, "extender-scheduler")
     account = KubeTestClient(cluster.url, token=kubeconfig_token(kubeconfig), verify=cluster.verify)
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
               "spec": {"resourceAttributes": {"verb": "patch", "resource": "pods", "subresource": "status"}}}
@@ -143,7 +129,7 @@ def test_webhook_and_second_kube_scheduler_run_with_the_rbac_of_deploy(
     port = free_port()
     args = manifests.replace_option(args, "--bind", f"127.0.0.1:{port}")
     args = manifests.replace_option(args, "--policy", str(policy))
-    args += ["--kubeconfig", str(login(cluster, "extender-webhook")), "--workers", "1"]
+    args += ["--kubeconfig", str(manifests.login(cluster, "extender-webhook")), "--workers", "1"]
     webhook = extender(ExtenderProcess(args, port, tmp_path / "serve.log",
                                        env={"POD_NAME": "extender-webhook-0", "POD_NAMESPACE": NAMESPACE}))
 
@@ -151,7 +137,7 @@ def test_webhook_and_second_kube_scheduler_run_with_the_rbac_of_deploy(
     config = yaml.safe_load(config_map["data"]["kube-scheduler-config.yaml"])
     (extender_config,) = config["extenders"]
     extender_config["urlPrefix"] = f"http://127.0.0.1:{port}"
-    config["clientConnection"] = {"kubeconfig": str(login(cluster, "extender-kube-scheduler"))}
+    config["clientConnection"] = {"kubeconfig": str(manifests.login(cluster, "extender-kube-scheduler"))}
     kube_scheduler(config, name="extender-kube-scheduler")  # leader election on, as deployed
 
     kube.create_pod("via-webhook", APPS, cpu="100m", scheduler_name="extender-kube-scheduler")

@@ -29,7 +29,7 @@ from extender.model import podgroups as pg
 from extender.webhook.worker import STOP_LINGER, TICK
 from tests.e2e import configs, podgroups, podwatch, processes
 from tests.fakeapi.client import KubeApiError
-from tests.gangs.test_podgroup_api import CRD_FILE, wait_served
+from tests.gangs.servers import CRD_FILE, wait_served
 from tests.reliability.servers import children
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apiserver]

@@ -166,11 +166,6 @@ def assert_rbac(cluster: Any, modes: dict[str, dict[str, bool]], second_schedule
     assert not wrong, "\n".join(wrong)
 
 
-def login(cluster: Any, account: str) -> Path:
-    token = manifests.service_account_token(cluster.client, NAMESPACE, account)
-    return Path(cluster.plane.token_kubeconfig(token, account))
-
-
 def write_secret(docs: list[dict[str, Any]], name: str, directory: Path) -> Path:
     """The files of a rendered Secret, as the kubelet would mount them."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -185,15 +180,8 @@ def test_standalone_mode(cluster: Any, install: Any, extender: Any, tmp_path: Pa
     assert_rbac(cluster, {"standalone": {}}, second_scheduler=False)
 
     # `extender schedule` with the chart's arguments, as its ServiceAccount: the preflight passes.
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(manifests.find(docs, "ConfigMap", "extender-policy")["data"]["policy.yaml"])
-    args = manifests.container_args(manifests.find(docs, "Deployment", "extender-scheduler"))
-    port = free_port()
-    args = manifests.replace_option(args, "--policy", str(policy))
-    args = manifests.replace_option(args, "--metrics-bind", f"127.0.0.1:{port}")
-    args += ["--kubeconfig", str(login(cluster, "extender-scheduler"))]
-    scheduler = extender(ExtenderProcess(args, port, tmp_path / "schedule.log",
-                                         env={"POD_NAME": "extender-scheduler-0", "POD_NAMESPACE": NAMESPACE}))
+    scheduler = extender(manifests.standalone_process(docs, manifests.login(cluster, "extender-scheduler"), tmp_path,
+                                                      "extender-scheduler-0"))
     assert "preflight: all" in scheduler.log() and "permissions granted" in scheduler.log()
 
 
@@ -234,7 +222,7 @@ def test_both_modes_with_generated_mutual_tls(cluster: Any, install: Any, extend
         mounted = Path(args[args.index(option) + 1])
         assert mounted.parent == Path("/etc/extender-tls")
         args = manifests.replace_option(args, option, str(server_files / mounted.name))
-    args += ["--kubeconfig", str(login(cluster, "extender-webhook")), "--workers", "1"]
+    args += ["--kubeconfig", str(manifests.login(cluster, "extender-webhook")), "--workers", "1"]
     # What the readiness probe does: present the serving certificate, trust the CA.
     probe = ssl.create_default_context(cafile=str(server_files / "ca.crt"))
     probe.check_hostname = False
@@ -268,7 +256,7 @@ def test_both_modes_with_generated_mutual_tls(cluster: Any, install: Any, extend
     assert tls["serverName"] == f"extender-webhook.{NAMESPACE}.svc"
     for field in ("caFile", "certFile", "keyFile"):
         tls[field] = str(client_files / Path(tls[field]).name)
-    config["clientConnection"] = {"kubeconfig": str(login(cluster, SECOND_SCHEDULER))}
+    config["clientConnection"] = {"kubeconfig": str(manifests.login(cluster, SECOND_SCHEDULER))}
     kube_scheduler(config, name=SECOND_SCHEDULER)
 
     kube.ensure_namespace(APPS)

@@ -9,12 +9,8 @@ Queue order (by age): train (1 whole GPU), infer-1..4 (6144 MiB, 25% each), big-
 
 from __future__ import annotations
 
-import json
 import random
 
-from click.testing import CliRunner
-
-from extender.cli.explain_command import explain
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.snapshot import load_into, read_snapshot
 from extender.cluster.state import ClusterState
@@ -22,7 +18,7 @@ from extender.cycle.pod import schedule_one
 from extender.model.devices import ASSIGNMENT_ANNOTATION, parse_assignment
 from extender.policy.engine import Engine
 from extender.policy.loading import load_policy_file
-from extender.simulation.simulating import simulate
+from tests.explain.gpu_examples import SHARED_PLACEMENTS, assert_gpu_notes, explained, simulated
 from tests.helpers import ROOT
 
 SNAPSHOT = ROOT / "config" / "snapshot-devices.yaml"
@@ -30,16 +26,13 @@ POLICY = ROOT / "config" / "policy-devices.yaml"
 
 
 def test_simulate_places_gpu_pods_by_free_device_shares() -> None:
-    result = simulate(read_snapshot(SNAPSHOT), load_policy_file(POLICY))
-    placed = {p.pod: p.node for p in result.placements}
+    placed, reasons = simulated(SNAPSHOT, POLICY)
     # web (CPU only) scores the same on gpu-broken and cpu-only: the seeded tie-break picks one.
     assert placed.pop("ml/web") in {"gpu-broken", "cpu-only"}
     # train takes the untouched A100 whole (binpack prefers the busier node; a whole device there
     # is free). infer-1 and -2 then fill GPU-a100-0's cores (50 + 25 + 25); infer-3 and -4 go to
     # the T4s. no-t4 asks for memory only (no cores) and fits beside them on GPU-a100-0.
-    assert placed == {"ml/train": "gpu-a100", "ml/infer-1": "gpu-a100", "ml/infer-2": "gpu-a100",
-                      "ml/infer-3": "gpu-t4", "ml/infer-4": "gpu-t4", "ml/no-t4": "gpu-a100"}
-    reasons = {u.pod: u.reason for u in result.unschedulable}
+    assert placed == SHARED_PLACEMENTS
     # big-model: GPU-a100-1 is taken whole, GPU-a100-0 has 8192 MiB and no cores left.
     assert reasons["ml/big-model"].startswith(
         "0/4 nodes are available: 1 Insufficient GPU cores, 1 Insufficient GPU memory, "
@@ -69,15 +62,8 @@ def test_simulated_binds_record_assignments_so_later_pods_see_them() -> None:
 
 
 def test_explain_shows_each_devices_free_share() -> None:
-    result = CliRunner().invoke(explain, ["ml/big-model", "--snapshot", str(SNAPSHOT), "--policy", str(POLICY),
-                                          "-o", "json"])
-    assert result.exit_code == 0, result.output
-    body = json.loads(result.output)
-    assert body["best"] == ["gpu-a100"]
-    notes = body["notes"]
-    assert ("GPUs on gpu-a100: GPU-a100-0 (NVIDIA-A100-SXM4-40GB) 20480/40960 MiB, 50/100% cores free, "
-            "1 pod(s); GPU-a100-1 (NVIDIA-A100-SXM4-40GB) 40960/40960 MiB, 100/100% cores free, 0 pod(s)") in notes
-    assert any(n.startswith("GPUs on gpu-t4: ") and n.endswith("0 pod(s), unhealthy") for n in notes)
+    body = explained("ml/big-model", SNAPSHOT, POLICY)
+    notes = assert_gpu_notes(body)
     assert any(n.startswith("GPUs on gpu-broken: unusable inventory: ") for n in notes)
     rows = {row["node"]: row for row in body["nodes"]}
     assert rows["gpu-t4"]["reason"] == "node(s) had too few GPUs of the requested type"
@@ -85,7 +71,4 @@ def test_explain_shows_each_devices_free_share() -> None:
 
 
 def test_explain_adds_no_device_notes_for_other_pods() -> None:
-    result = CliRunner().invoke(explain, ["ml/web", "--snapshot", str(SNAPSHOT), "--policy", str(POLICY),
-                                          "-o", "json"])
-    assert result.exit_code == 0, result.output
-    assert "notes" not in json.loads(result.output)
+    assert "notes" not in explained("ml/web", SNAPSHOT, POLICY)

@@ -8,15 +8,10 @@ figures as in annotation mode.
 
 from __future__ import annotations
 
-import json
-
 from click.testing import CliRunner
 
-from extender.cli.explain_command import explain
 from extender.cli.simulate import simulate as simulate_command
-from extender.cluster.snapshot import read_snapshot
-from extender.policy.loading import load_policy_file
-from extender.simulation.simulating import simulate
+from tests.explain.gpu_examples import SHARED_PLACEMENTS, assert_gpu_notes, explained, simulated
 from tests.helpers import ROOT
 
 SNAPSHOT = ROOT / "config" / "snapshot-devices-dra.yaml"
@@ -24,17 +19,13 @@ POLICY = ROOT / "config" / "policy-devices-dra.yaml"
 
 
 def test_simulate_places_share_pods_and_dra_pods_on_one_capacity() -> None:
-    result = simulate(read_snapshot(SNAPSHOT), load_policy_file(POLICY))
-    placed = {p.pod: p.node for p in result.placements}
+    placed, reasons = simulated(SNAPSHOT, POLICY)
     # web (CPU only) scores the same on gpu-odd and cpu-only: the seeded tie-break picks one.
     assert placed.pop("ml/web") in {"gpu-odd", "cpu-only"}
     # As with annotations: train takes the free A100 whole, infer-1 and -2 fill GPU-a100-0's cores
     # beside the notebook's claim, no-t4 fits there by memory. infer-3 and -4 (8Gi each on a T4, by its
     # policy), odd-size and the standard claim dra-share go to the T4s.
-    assert placed == {"ml/train": "gpu-a100", "ml/infer-1": "gpu-a100", "ml/infer-2": "gpu-a100",
-                      "ml/infer-3": "gpu-t4", "ml/infer-4": "gpu-t4", "ml/no-t4": "gpu-a100",
-                      "ml/odd-size": "gpu-t4", "ml/dra-share": "gpu-t4"}
-    reasons = {u.pod: u.reason for u in result.unschedulable}
+    assert placed == {**SHARED_PLACEMENTS, "ml/odd-size": "gpu-t4", "ml/dra-share": "gpu-t4"}
     assert reasons["ml/big-model"].startswith(
         "0/4 nodes are available: 1 Insufficient GPU cores, 1 Insufficient GPU memory, "
         "1 node(s) had too few GPUs of the requested type, 2 node(s) had no shared GPUs. preemption: ")
@@ -45,14 +36,7 @@ def test_the_cli_simulates_and_explains_the_example() -> None:
     result = CliRunner().invoke(simulate_command, [str(SNAPSHOT), "--policy", str(POLICY)])
     assert result.exit_code == 0, result.output
     assert "Placed 9/11 pods, 2 unschedulable." in result.output
-    result = CliRunner().invoke(explain, ["ml/big-model", "--snapshot", str(SNAPSHOT), "--policy", str(POLICY),
-                                          "-o", "json"])
-    assert result.exit_code == 0, result.output
-    body = json.loads(result.output)
-    assert body["best"] == ["gpu-a100"]
-    notes = body["notes"]
-    assert ("GPUs on gpu-a100: GPU-a100-0 (NVIDIA-A100-SXM4-40GB) 20480/40960 MiB, 50/100% cores free, "
-            "1 pod(s); GPU-a100-1 (NVIDIA-A100-SXM4-40GB) 40960/40960 MiB, 100/100% cores free, 0 pod(s)") in notes
-    assert any(n.startswith("GPUs on gpu-t4: ") and n.endswith("0 pod(s), unhealthy") for n in notes)
+    body = explained("ml/big-model", SNAPSHOT, POLICY)
+    assert_gpu_notes(body)
     rows = {row["node"]: row for row in body["nodes"]}
     assert "cores capacity 150 is not a percentage from 1 to 100" in rows["gpu-odd"]["detail"]

@@ -632,24 +632,16 @@ class ApiHandler:
         meta = obj["metadata"]
         name, namespace = meta["name"], meta.get("namespace") or ""
         pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise ApiError.conflict(
-                rt.kind,
-                name,
-                f"the UID in the precondition ({pre['uid']}) does not match the "
-                f"UID in record ({meta.get('uid')}). The object might have been deleted and "
-                f"then recreated",
-                rt.group,
-            )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise ApiError.conflict(
-                rt.kind,
-                name,
-                f"the ResourceVersion in the precondition "
-                f"({pre['resourceVersion']}) does not match the ResourceVersion in record "
-                f"({meta.get('resourceVersion')}). The object might have been modified",
-                rt.group,
-            )
+        for attr, label, outcome in (("uid", "UID", "deleted and then recreated"),
+                                     ("resourceVersion", "ResourceVersion", "modified")):
+            if pre.get(attr) and pre[attr] != meta.get(attr):
+                raise ApiError.conflict(
+                    rt.kind,
+                    name,
+                    f"the {label} in the precondition ({pre[attr]}) does not match the {label} in "
+                    f"record ({meta.get(attr)}). The object might have been {outcome}",
+                    rt.group,
+                )
         period = 0
         graceful = rt.storage == "pods"  # podStrategy implements CheckGracefulDelete
         if graceful:

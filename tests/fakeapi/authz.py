@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partialmethod
 from typing import Any
 
 from .status import ApiError, FieldError
@@ -85,43 +86,26 @@ class Authorizer:
     def _add(
         self,
         allow: bool,
-        verb: str,
-        resource: str,
-        subresource: str | None,
-        group: str,
-        namespace: str,
-        name: str,
+        verb: str = ANY,
+        resource: str = ANY,
+        subresource: str | None = None,
+        group: str = ANY,
+        namespace: str = ANY,
+        name: str = ANY,
     ) -> None:
+        """Add a rule for matching requests (rules added later override earlier ones).
+        ``subresource`` defaults to the main resource only, as in RBAC (``pods`` does not cover
+        ``pods/binding``); pass ``"*"`` for all, or ``resource="pods/binding"``."""
         if "/" in resource and subresource is None:
             resource, subresource = resource.split("/", 1)
         rule = Rule(allow, verb, group, resource, subresource or "", namespace, name)
         with self._lock:
             self._rules.append(rule)
 
-    def deny(
-        self,
-        verb: str = ANY,
-        resource: str = ANY,
-        subresource: str | None = None,
-        group: str = ANY,
-        namespace: str = ANY,
-        name: str = ANY,
-    ) -> None:
-        """Deny matching requests. ``subresource`` defaults to the main resource only, as in RBAC
-        (``pods`` does not cover ``pods/binding``); pass ``"*"`` for all, or ``resource="pods/binding"``."""
-        self._add(False, verb, resource, subresource, group, namespace, name)
-
-    def allow(
-        self,
-        verb: str = ANY,
-        resource: str = ANY,
-        subresource: str | None = None,
-        group: str = ANY,
-        namespace: str = ANY,
-        name: str = ANY,
-    ) -> None:
-        """Allow matching requests again (rules added later override earlier ones)."""
-        self._add(True, verb, resource, subresource, group, namespace, name)
+    #: ``deny(verb, resource, subresource, group, namespace, name)``: deny matching requests.
+    deny = partialmethod(_add, False)
+    #: ``allow(...)``, as ``deny``: allow matching requests again.
+    allow = partialmethod(_add, True)
 
     def deny_all(self) -> None:
         self._add(False, ANY, ANY, ANY, ANY, ANY, ANY)

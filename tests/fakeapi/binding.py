@@ -59,26 +59,18 @@ def assign(
         raise ApiError.not_found("pods", name)
     pod_meta = pod["metadata"]
     key = f"/registry/pods/{namespace}/{name}"
-    uid, rv = meta.get("uid") or "", meta.get("resourceVersion") or ""
-    if uid and uid != pod_meta.get("uid"):
-        raise ApiError.conflict(
-            "pods",
-            name,
-            _precondition_error(
-                key,
-                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod_meta.get('uid', '')}",
-            ),
-        )
-    if rv and rv != pod_meta.get("resourceVersion"):
-        raise ApiError.conflict(
-            "pods",
-            name,
-            _precondition_error(
-                key,
-                f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                f"ResourceVersion in object meta: {pod_meta.get('resourceVersion', '')}",
-            ),
-        )
+    for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = meta.get(field) or ""
+        if wanted and wanted != pod_meta.get(field):
+            raise ApiError.conflict(
+                "pods",
+                name,
+                _precondition_error(
+                    key,
+                    f"Precondition failed: {label} in precondition: {wanted}, "
+                    f"{label} in object meta: {pod_meta.get(field, '')}",
+                ),
+            )
     spec = pod.setdefault("spec", {})
     if pod_meta.get("deletionTimestamp"):
         raise ApiError.conflict(

@@ -139,11 +139,15 @@ def _as_field(value: Any) -> str:
     return str(value)
 
 
+def _with_meta(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, str]:
+    """``meta_fields`` plus ``names``, as generic.AddObjectMetaFieldsSet adds name and namespace
+    to a kind's own fields."""
+    return {**meta_fields(obj), **{n: _as_field(_dig(obj, n)) for n in names}}
+
+
 def pod_fields(obj: Mapping[str, Any]) -> dict[str, str]:
     """pod.ToSelectableFields: the labels kube-apiserver indexes for pods."""
     names = (
-        "metadata.name",
-        "metadata.namespace",
         "spec.nodeName",
         "spec.restartPolicy",
         "spec.schedulerName",
@@ -152,7 +156,7 @@ def pod_fields(obj: Mapping[str, Any]) -> dict[str, str]:
         "status.podIP",
         "status.nominatedNodeName",
     )
-    fields = {n: _as_field(_dig(obj, n)) for n in names}
+    fields = _with_meta(obj, names)
     fields["spec.hostNetwork"] = "true" if _dig(obj, "spec.hostNetwork") else "false"
     return fields
 
@@ -174,8 +178,6 @@ def namespace_fields(obj: Mapping[str, Any]) -> dict[str, str]:
 def event_fields(obj: Mapping[str, Any]) -> dict[str, str]:
     """Fields of a core/v1 Event (the storage form of both event APIs)."""
     names = (
-        "metadata.name",
-        "metadata.namespace",
         "involvedObject.kind",
         "involvedObject.namespace",
         "involvedObject.name",
@@ -187,7 +189,7 @@ def event_fields(obj: Mapping[str, Any]) -> dict[str, str]:
         "reportingComponent",
         "type",
     )
-    fields = {n: _as_field(_dig(obj, n)) for n in names}
+    fields = _with_meta(obj, names)
     fields["source"] = _as_field(_dig(obj, "source.component"))
     return fields
 

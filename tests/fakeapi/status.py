@@ -182,31 +182,24 @@ class ApiError(Exception):
     # -- constructors mirroring apierrors.NewXxx -------------------------------------------
 
     @classmethod
+    def _about(cls, code: int, reason: str, resource: str, name: str, group: str, before: str = "",
+               after: str = "") -> ApiError:
+        """An error about one named object: ``<before>pods "p"<after>``, its details naming it."""
+        return cls(code, reason, f'{before}{qualified(resource, group)} "{name}"{after}',
+                   _details(name, group, resource))
+
+    @classmethod
     def not_found(cls, resource: str, name: str, group: str = "") -> ApiError:
-        return cls(
-            404,
-            "NotFound",
-            f'{qualified(resource, group)} "{name}" not found',
-            _details(name, group, resource),
-        )
+        return cls._about(404, "NotFound", resource, name, group, after=" not found")
 
     @classmethod
     def already_exists(cls, resource: str, name: str, group: str = "") -> ApiError:
-        return cls(
-            409,
-            "AlreadyExists",
-            f'{qualified(resource, group)} "{name}" already exists',
-            _details(name, group, resource),
-        )
+        return cls._about(409, "AlreadyExists", resource, name, group, after=" already exists")
 
     @classmethod
     def conflict(cls, resource: str, name: str, cause: str, group: str = "") -> ApiError:
-        return cls(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": {cause}',
-            _details(name, group, resource),
-        )
+        return cls._about(409, "Conflict", resource, name, group, before="Operation cannot be fulfilled on ",
+                          after=f": {cause}")
 
     @classmethod
     def stale_update(cls, resource: str, name: str, group: str = "") -> ApiError:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from tests.fakeapi_tests.expected import binding, status
+
 
 def _status(resp) -> tuple[int, str, str]:
     body = resp.json()
@@ -22,13 +24,7 @@ def test_successful_binding(kube) -> None:
         labels={"topology.kubernetes.io/zone": "a"},
     )
     assert resp.status_code == 201
-    assert resp.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "code": 201,
-    }
+    assert resp.json() == status(201)
     bound = kube.get_pod("p")
     assert bound["spec"]["nodeName"] == "n1"  # the node need not exist: the server does not check
     assert bound["metadata"]["annotations"] == {"example.com/gpu": "0"}
@@ -47,16 +43,7 @@ def test_successful_binding(kube) -> None:
 
 def test_url_name_must_match_body_name(kube) -> None:
     kube.create_pod("p")
-    resp = kube.request(
-        "POST",
-        "/api/v1/namespaces/default/pods/p/binding",
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "other"},
-            "target": {"kind": "Node", "name": "n1"},
-        },
-    )
+    resp = kube.request("POST", "/api/v1/namespaces/default/pods/p/binding", binding("other", kind="Node", name="n1"))
     assert _status(resp) == (400, "BadRequest", "name in URL does not match name in Binding object")
 
 
@@ -112,13 +99,7 @@ def test_scheduling_gates(kube) -> None:
 
 def test_target_validation(kube) -> None:
     kube.create_pod("p")
-    body = {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {"name": "p"},
-        "target": {"kind": "Pod"},
-    }
-    resp = kube.request("POST", "/api/v1/namespaces/default/pods/p/binding", body)
+    resp = kube.request("POST", "/api/v1/namespaces/default/pods/p/binding", binding("p", kind="Pod"))
     # ValidatePodBinding's errors are not an API status: kube-apiserver answers 500, reason "".
     assert _status(resp) == (
         500,
@@ -130,16 +111,8 @@ def test_target_validation(kube) -> None:
 
 def test_legacy_bindings_endpoint(kube) -> None:
     kube.create_pod("p")
-    resp = kube.request(
-        "POST",
-        "/api/v1/namespaces/default/bindings",
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "p"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
-        },
-    )
+    resp = kube.request("POST", "/api/v1/namespaces/default/bindings",
+                        binding("p", apiVersion="v1", kind="Node", name="n1"))
     assert resp.status_code == 201
     assert kube.get_pod("p")["spec"]["nodeName"] == "n1"
 

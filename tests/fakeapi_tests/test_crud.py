@@ -8,6 +8,7 @@ import pytest
 from kubernetes.client import ApiException, V1Namespace, V1ObjectMeta
 
 from tests.fakeapi import KubeApiError
+from tests.fakeapi_tests.expected import status
 
 POD = {
     "apiVersion": "v1",
@@ -76,16 +77,7 @@ def test_list_items_have_no_type_meta_and_are_sorted(kube) -> None:
 def test_not_found_and_already_exists_are_real_status_objects(kube) -> None:
     resp = kube.request("GET", "/api/v1/namespaces/default/pods/nope")
     assert resp.status_code == 404
-    assert resp.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": 'pods "nope" not found',
-        "reason": "NotFound",
-        "details": {"name": "nope", "kind": "pods"},
-        "code": 404,
-    }
+    assert resp.json() == status(404, 'pods "nope" not found', "NotFound", {"name": "nope", "kind": "pods"})
     kube.create_pod("p")
     with pytest.raises(KubeApiError) as err:
         kube.create_pod("p")
@@ -137,14 +129,7 @@ def test_put_name_mismatch_is_a_bad_request_and_create_with_a_resource_version_a
     )
     # kube-apiserver v1.36 answers a bare 500 with no reason (found on the real server).
     assert resp.status_code == 500
-    assert resp.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "resourceVersion should not be set on objects to be created",
-        "code": 500,
-    }
+    assert resp.json() == status(500, "resourceVersion should not be set on objects to be created")
 
 
 def test_pod_node_name_cannot_be_patched(kube) -> None:

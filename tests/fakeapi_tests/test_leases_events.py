@@ -136,20 +136,17 @@ def test_events_written_through_one_api_are_read_through_the_other(kube) -> None
     assert kube.list_events("default", reason="Scheduled") == []
 
 
+def _core_event(name: str, namespace: str, reason: str, message: str, **fields: object) -> dict:
+    """A core/v1 Event about pod ``namespace``/p, with ``fields`` beside the required ones."""
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "p"},
+            "reason": reason, "message": message, **fields}
+
+
 def test_core_event_create_and_patch(kube) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": "p.2"},
-        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p"},
-        "reason": "Scheduled",
-        "message": "Successfully assigned default/p to n1",
-        "type": "Normal",
-        "count": 1,
-        "source": {"component": "extender"},
-        "firstTimestamp": "2025-01-01T00:00:00Z",
-        "lastTimestamp": "2025-01-01T00:00:00Z",
-    }
+    body = _core_event("p.2", "default", "Scheduled", "Successfully assigned default/p to n1", type="Normal",
+                       count=1, source={"component": "extender"}, firstTimestamp="2025-01-01T00:00:00Z",
+                       lastTimestamp="2025-01-01T00:00:00Z")
     kube.call("POST", CORE_EVENTS, body)
     patched = kube.call(
         "PATCH",
@@ -186,13 +183,5 @@ def test_events_k8s_io_validation(kube, change: dict, error: str) -> None:
 
 
 def test_core_event_namespace_must_match_involved_object(kube) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": "x"},
-        "involvedObject": {"kind": "Pod", "namespace": "other", "name": "p"},
-        "reason": "R",
-        "message": "m",
-    }
-    resp = kube.request("POST", CORE_EVENTS, body)
+    resp = kube.request("POST", CORE_EVENTS, _core_event("x", "other", "R", "m"))
     assert resp.status_code == 422 and "involvedObject.namespace" in resp.json()["message"]

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client import ApiException
 
+from .expected import status
 from .streams import RawWatch, types_and_names
 
 COMPACTS = pytest.mark.requires_fake(
@@ -106,17 +107,9 @@ def test_too_old_resource_version_gets_a_410_error_event(fake, raw_watch, kube) 
     w.wait_closed()
     assert w.status_code == 200  # the error comes as an event, after the headers
     assert len(w.events) == 1 and w.events[0]["type"] == "ERROR"
-    status = w.events[0]["object"]
     current = fake.resource_version
-    assert status == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"too old resource version: {first['metadata']['resourceVersion']} ({current})",
-        "reason": "Expired",
-        "code": 410,
-    }
+    assert w.events[0]["object"] == status(
+        410, f"too old resource version: {first['metadata']['resourceVersion']} ({current})", "Expired")
     assert w.error is None  # closed cleanly
 
 

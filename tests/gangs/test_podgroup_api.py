@@ -12,54 +12,23 @@ honest.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from extender.model import podgroups as pg
 from tests.fakeapi.client import KubeTestClient
-from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import running_fake
+from tests.gangs.servers import COSCHEDULING, SERVERS, gang_apiserver
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_FILE = ROOT / "deploy" / "components" / "podgroup-crd" / "scheduling.x-k8s.io_podgroups.yaml"
-GATES = ("--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true",
-         "--runtime-config=scheduling.k8s.io/v1alpha2=true")
 V1ALPHA2 = "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups"
-COSCHEDULING = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
 PODS = "/api/v1/namespaces/default/pods"
 
 
-def wait_served(client: KubeTestClient, path: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while client.request("GET", path).status_code != 200:
-        assert time.monotonic() < deadline, f"{path} not served after {timeout}s"
-        time.sleep(0.2)
-
-
-@pytest.fixture(scope="module", params=["fake", "kube-apiserver"])
+@pytest.fixture(scope="module", params=SERVERS)
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestClient]:
-    if request.param == "fake":
-        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
-            yield handle.client
-        return
-    assets = find_assets()
-    if assets is None:
-        pytest.skip("needs etcd and kube-apiserver v1.36 (KUBEBUILDER_ASSETS); CI builds none")
-    plane = EnvtestControlPlane(assets, extra_apiserver_args=GATES).start()
-    try:
-        api = KubeTestClient(plane.url, token=plane.token, verify=str(plane.ca_file))
-        api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                 yaml.safe_load(CRD_FILE.read_text()))
-        wait_served(api, COSCHEDULING)
-        yield api
-        api.close()
-    finally:
-        plane.stop()
+    with gang_apiserver(request.param, tmp_path_factory.mktemp("fakeapi")) as handle:
+        yield handle.client
 
 
 def gang(name: str, min_count: Any = 3, **spec: Any) -> dict[str, Any]:

@@ -202,6 +202,19 @@ def cluster_state(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (),
     return state
 
 
+def dra_state(nodes: list[dict[str, Any]], classes: list[dict[str, Any]], slices: list[dict[str, Any]],
+              claims: list[dict[str, Any]] = ()) -> Any:
+    """``cluster_state(nodes)`` with the DRA store holding these DeviceClasses, ResourceSlices and
+    ResourceClaims (no pods, no namespaces)."""
+    from extender.cluster import dra_store
+
+    state = cluster_state(nodes)
+    state.dra_store.replace(dra_store.CLASSES, list(classes))
+    state.dra_store.replace(dra_store.SLICES, list(slices))
+    state.dra_store.replace(dra_store.CLAIMS, list(claims))
+    return state
+
+
 def incoming(name: str = "new", *, labels: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
              namespace: str = "default", owner: tuple[str, str] | None = None, priority: int = 0,
              cpu: str = "100m") -> PodView:

@@ -12,10 +12,16 @@ from typing import Any
 import pytest
 
 from extender.errors import PolicyError
+from extender.policy.builtin import NodeReady, ResourceFit
 from extender.policy.loading import load_policy
 
 R = "requiredDuringSchedulingIgnoredDuringExecution"
 P = "preferredDuringSchedulingIgnoredDuringExecution"
+
+#: Plugins that take no arguments: any argument is unknown.
+NO_ARGUMENTS = [('filters', 'NodePorts'), ('filters', 'SchedulingGates'), ('filters', 'TaintToleration'),
+                ('scores', 'TaintPreferNoSchedule'), ('filters', 'VolumeRestrictions'), ('filters', 'VolumeZone'),
+                ('filters', 'NodeVolumeLimits'), ('filters', 'InterPodAffinity')]
 
 CASES = [
     ('filters', 'NodeReady', 3,
@@ -32,22 +38,7 @@ CASES = [
      'args.pressureConditions[0]: expected a non-empty string'),
     ('filters', 'NodeReady', {'pressureConditions': ['Ready']},
      'args.pressureConditions[0]: Ready is always checked'),
-    ('filters', 'NodePorts', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'SchedulingGates', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'TaintToleration', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('scores', 'TaintPreferNoSchedule', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'VolumeRestrictions', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'VolumeZone', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'NodeVolumeLimits', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
-    ('filters', 'InterPodAffinity', {'x': 1},
-     'args.x: unknown argument (allowed: none)'),
+    *[(section, name, {'x': 1}, 'args.x: unknown argument (allowed: none)') for section, name in NO_ARGUMENTS],
     ('filters', 'ResourceFit', {'ignoredResources': [1]},
      'args.ignoredResources[0]: expected a non-empty string'),
     ('filters', 'ResourceFit', {'ignoredResources': 'cpu'},
@@ -254,6 +245,27 @@ def _message(section: str, name: str, args: Any) -> str:
                          ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
 def test_each_mistake_reads_as_before(section: str, name: str, args: Any, message: str) -> None:
     assert _message(section, name, args) == f"p.yaml: {section}[0].{message}"
+
+
+#: The same checks where a plugin is built from its arguments directly (``from_args``): the
+#: message without the entry's path, which the loader adds.
+FROM_ARGS_CASES = [
+    (ResourceFit, {"ignoredResources": "x"}, "ignoredResources: expected a list of strings"),
+    (ResourceFit, {"ignoredResourceGroups": ["a/b"]}, "ignoredResourceGroups[0]: 'a/b' is a group, it must not contain '/'"),
+    (ResourceFit, {"ignored": []}, "ignored: unknown argument (allowed: ignoredResourceGroups, ignoredResources)"),
+    (NodeReady, {"pressureConditions": "MemoryPressure"}, "pressureConditions: expected a list of strings"),
+    (NodeReady, {"pressureConditions": [1]}, "pressureConditions[0]: expected a non-empty string"),
+    (NodeReady, {"pressureConditions": ["Ready"]}, "pressureConditions[0]: Ready is always checked"),
+    (NodeReady, {"pressure": []}, "pressure: unknown argument (allowed: pressureConditions)"),
+]
+
+
+@pytest.mark.parametrize(("plugin", "args", "message"), FROM_ARGS_CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(FROM_ARGS_CASES)])
+def test_from_args_says_the_same_without_the_path(plugin: Any, args: Any, message: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        plugin.from_args(args)
+    assert str(caught.value) == message
 
 
 def test_mistakes_in_two_plugins_are_reported_together() -> None:

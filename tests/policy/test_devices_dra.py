@@ -36,6 +36,7 @@ from extender.policy.engine import Engine
 from extender.policy.loading import load_policy
 from extender.policy.reservations import Reservation, all_actions, release_all
 from extender.policy.status import Code, Status
+from tests.policy.builders import dra_state
 
 DRIVER = "gpu.example.com"
 MIB = 1 << 20
@@ -112,15 +113,9 @@ def claim_pod(name: str, claim: str) -> PodView:
 
 @pytest.fixture
 def state() -> ClusterState:
-    state = ClusterState()
-    state.replace_nodes([node("n1"), node("n2")])
-    state.replace_pods([])
-    state.namespaces.replace([])
-    state.dra_store.replace(dra_store.CLASSES, [{"metadata": {"name": "shared-gpu"}, "spec": {"selectors": [
-        {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}])
-    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", gpu("g0"), gpu("g1"))])
-    state.dra_store.replace(dra_store.CLAIMS, [])
-    return state
+    shared_gpu = {"metadata": {"name": "shared-gpu"},
+                  "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+    return dra_state([node("n1"), node("n2")], [shared_gpu], [resource_slice("n2", gpu("g0"), gpu("g1"))])
 
 
 def refusals(state: ClusterState, view: PodView) -> dict[str, Status]:

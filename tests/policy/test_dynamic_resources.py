@@ -19,6 +19,7 @@ from extender.policy.defaults import default_policy
 from extender.policy.engine import Engine, PluginError
 from extender.policy.reservations import Reservation, all_actions, release_all
 from extender.policy.status import Code, Status
+from tests.policy.builders import dra_state
 
 DRIVER = "gpu.example.com"
 
@@ -66,14 +67,8 @@ def pod(name: str = "p", *claims: str, template: str = "", generated: dict[str, 
 
 @pytest.fixture
 def state() -> ClusterState:
-    state = ClusterState()
-    state.replace_nodes([node("n1"), node("n2")])
-    state.replace_pods([])
-    state.namespaces.replace([])
-    state.dra_store.replace(dra_store.CLASSES, [device_class()])
-    state.dra_store.replace(dra_store.SLICES, [resource_slice("n2", "gpu-0", "gpu-1")])
-    state.dra_store.replace(dra_store.CLAIMS, [claim("one"), claim("two", count=2), claim("other")])
-    return state
+    return dra_state([node("n1"), node("n2")], [device_class()], [resource_slice("n2", "gpu-0", "gpu-1")],
+                     [claim("one"), claim("two", count=2), claim("other")])
 
 
 ENGINE = Engine(default_policy("standalone"))
@@ -214,12 +209,8 @@ def test_prebind_refuses_a_claim_allocated_elsewhere_meanwhile(state: ClusterSta
 
 
 def test_first_available_scores_the_earlier_choice_higher() -> None:
-    state = ClusterState()
-    state.replace_nodes([node("n1"), node("n2")])
-    state.replace_pods([])
-    state.namespaces.replace([])
-    state.dra_store.replace(dra_store.CLASSES, [device_class()])
-    state.dra_store.replace(dra_store.SLICES, [resource_slice("n1", "a", model="h100"), resource_slice("n2", "b")])
+    state = dra_state([node("n1"), node("n2")], [device_class()],
+                      [resource_slice("n1", "a", model="h100"), resource_slice("n2", "b")])
     prioritized = {"metadata": {"name": "fa", "namespace": "default", "uid": "uid-fa", "resourceVersion": "1"},
                    "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
                        {"name": "big", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1,

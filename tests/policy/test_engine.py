@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from extender.policy.builtin import (
@@ -107,86 +110,54 @@ def test_default_standalone_prefers_the_emptier_node():
     assert "PreferredNodeAffinity" not in decision.raw_scores  # skipped: the pod has no preferences
 
 
-class Boom:
-    name = "Boom"
+def _raise(error: Exception) -> Any:
+    raise error
+
+
+class AnswerFilter:
+    """A filter plugin named ``name`` whose answer for any node is ``answer()`` (which may raise)."""
+
+    def __init__(self, name: str, answer: Callable[[], Any]) -> None:
+        self.name = name
+        self._answer = answer
 
     def filter(self, pod, node):
-        raise RuntimeError("kaput")
+        return self._answer()
 
 
-class WrongType:
-    name = "WrongType"
+class FixedScore:
+    """A score plugin named ``name`` that gives every node ``value``."""
 
-    def filter(self, pod, node):
-        return 42
-
-
-class ErrorStatus:
-    name = "ErrorStatus"
-
-    def filter(self, pod, node):
-        return Status(Code.ERROR, ("backend down",))
-
-
-class NaNScore:
-    name = "NaNScore"
+    def __init__(self, name: str, value: Any = 1) -> None:
+        self.name = name
+        self._value = value
 
     def score(self, pod, node):
-        return float("nan")
+        return self._value
 
 
-class OutOfRange:
-    name = "OutOfRange"
+class Normalizing(FixedScore):
+    """A FixedScore whose normalize_scores is ``normalize`` (which may raise)."""
 
-    def score(self, pod, node):
-        return 1
+    def __init__(self, name: str, normalize: Callable[[list[float]], Any]) -> None:
+        super().__init__(name)
+        self._normalize = normalize
 
     def normalize_scores(self, scores):
-        return [150.0 for _ in scores]
-
-
-class NoneScore:
-    name = "NoneScore"
-
-    def score(self, pod, node):
-        return None
-
-
-class BrokenNormalize:
-    name = "BrokenNormalize"
-
-    def score(self, pod, node):
-        return 1
-
-    def normalize_scores(self, scores):
-        raise ValueError("bad maths")
-
-
-class ShortNormalize(BrokenNormalize):
-    name = "ShortNormalize"
-
-    def normalize_scores(self, scores):
-        return []
-
-
-class Reason:
-    name = "Custom"
-
-    def filter(self, pod, node):
-        return "custom: too hot"
+        return self._normalize(scores)
 
 
 @pytest.mark.parametrize(
     ("policy", "message"),
     [
-        (Policy(filters=(Boom(),)), "filter Boom failed: kaput"),
-        (Policy(filters=(WrongType(),)), "filter WrongType returned int"),
-        (Policy(filters=(ErrorStatus(),)), "filter ErrorStatus failed: backend down"),
-        (Policy(scorers=(WeightedScorer(NaNScore(), 1),)), "scorer NaNScore returned nan"),
-        (Policy(scorers=(WeightedScorer(OutOfRange(), 1),)), "scorer OutOfRange gave 150.0, outside 0..100"),
-        (Policy(scorers=(WeightedScorer(NoneScore(), 1),)), "scorer NoneScore returned None"),
-        (Policy(scorers=(WeightedScorer(BrokenNormalize(), 1),)), "scorer BrokenNormalize failed to normalize: bad maths"),
-        (Policy(scorers=(WeightedScorer(ShortNormalize(), 1),)), "scorer ShortNormalize normalized 1 scores into 0"),
+        (Policy(filters=(AnswerFilter("Boom", lambda: _raise(RuntimeError("kaput"))),)), "filter Boom failed: kaput"),
+        (Policy(filters=(AnswerFilter("WrongType", lambda: 42),)), "filter WrongType returned int"),
+        (Policy(filters=(AnswerFilter("ErrorStatus", lambda: Status(Code.ERROR, ("backend down",))),)), "filter ErrorStatus failed: backend down"),
+        (Policy(scorers=(WeightedScorer(FixedScore("NaNScore", float("nan")), 1),)), "scorer NaNScore returned nan"),
+        (Policy(scorers=(WeightedScorer(Normalizing("OutOfRange", lambda scores: [150.0 for _ in scores]), 1),)), "scorer OutOfRange gave 150.0, outside 0..100"),
+        (Policy(scorers=(WeightedScorer(FixedScore("NoneScore", None), 1),)), "scorer NoneScore returned None"),
+        (Policy(scorers=(WeightedScorer(Normalizing("BrokenNormalize", lambda scores: _raise(ValueError("bad maths"))), 1),)), "scorer BrokenNormalize failed to normalize: bad maths"),
+        (Policy(scorers=(WeightedScorer(Normalizing("ShortNormalize", lambda scores: []), 1),)), "scorer ShortNormalize normalized 1 scores into 0"),
     ],
 )
 def test_plugin_errors_fail_the_attempt(policy, message):
@@ -195,7 +166,7 @@ def test_plugin_errors_fail_the_attempt(policy, message):
 
 
 def test_a_plain_string_reason_is_stamped_with_the_plugin_name():
-    decision = Engine(Policy(filters=(NodeReady(), Reason()))).filter(make_pod(), [make_node()])
+    decision = Engine(Policy(filters=(NodeReady(), AnswerFilter("Custom", lambda: "custom: too hot")))).filter(make_pod(), [make_node()])
     status = decision.failed["n"]
     assert (status.plugin, status.reasons, status.code) == ("Custom", ("custom: too hot",), Code.UNSCHEDULABLE)
 

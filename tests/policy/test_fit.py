@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from extender.errors import PolicyError
 from extender.policy.builtin import ResourceFit
 from extender.policy.builtin.fit import is_extended_resource
 from extender.policy.status import Code
@@ -96,15 +95,4 @@ def test_is_extended_resource(name, extended):
     assert is_extended_resource(name) is extended
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ({"ignoredResources": "x"}, "ignoredResources: expected a list of strings"),
-        ({"ignoredResourceGroups": ["a/b"]}, "ignoredResourceGroups[0]: 'a/b' is a group, it must not contain '/'"),
-        ({"ignored": []}, "ignored: unknown argument (allowed: ignoredResourceGroups, ignoredResources)"),
-    ],
-)
-def test_bad_args(args, message):
-    with pytest.raises(PolicyError) as exc:
-        ResourceFit.from_args(args)
-    assert str(exc.value) == message
+# Bad args: tests/policy/test_argument_messages.py (FROM_ARGS_CASES).

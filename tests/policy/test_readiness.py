@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from extender.errors import PolicyError
 from extender.policy.builtin import NodeReady, SchedulingGates
 from extender.policy.cluster_view import EMPTY_CLUSTER
 from extender.policy.status import Code
@@ -72,19 +71,7 @@ def test_node_ready_accepts_custom_conditions():
     assert reasons(result) == ("node(s) had condition KernelDeadlock",)
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ({"pressureConditions": "MemoryPressure"}, "pressureConditions: expected a list of strings"),
-        ({"pressureConditions": [1]}, "pressureConditions[0]: expected a non-empty string"),
-        ({"pressureConditions": ["Ready"]}, "pressureConditions[0]: Ready is always checked"),
-        ({"pressure": []}, "pressure: unknown argument (allowed: pressureConditions)"),
-    ],
-)
-def test_node_ready_bad_args(args, message):
-    with pytest.raises(PolicyError) as exc:
-        NodeReady.from_args(args)
-    assert str(exc.value) == message
+# Bad args: tests/policy/test_argument_messages.py (FROM_ARGS_CASES).
 
 
 def test_scheduling_gates_refuse_every_node_at_prefilter():

@@ -79,18 +79,20 @@ def pending_event(kube: Any, name: str) -> str:
     return kube.wait_for(found, message=f"BindingConditionsPending for {name}")
 
 
-def cluster(kube: Any) -> None:
+def schedule(kube: Any, make_scheduler: Any, pod: str, binding_timeout: float, **options: Any) -> None:
+    """node-1, and node-2 with the attachable gpu-0; claim gpu; a scheduler whose DynamicResources
+    has ``binding_timeout`` (``options`` as make_scheduler's); then ``pod``, using the claim."""
     for name in ("node-1", "node-2"):
         kube.create_node(name)
     create_class(kube)
     attachable_slice(kube, "node-2", "gpu-0")
+    create_claim(kube, "gpu")
+    make_scheduler([profile(binding_timeout)], **options)
+    create_pod(kube, pod, "gpu")
 
 
 def test_the_pod_is_bound_once_the_driver_sets_the_binding_condition(kube, make_scheduler):
-    cluster(kube)
-    create_claim(kube, "gpu")
-    make_scheduler([profile(60)])
-    create_pod(kube, "attach", "gpu")
+    schedule(kube, make_scheduler, "attach", 60)
     claim = allocated(kube, "gpu")
     result = claim["status"]["allocation"]["devices"]["results"][0]
     assert (result["device"], result["bindingConditions"], result["bindingFailureConditions"]) == (
@@ -106,10 +108,7 @@ def test_the_pod_is_bound_once_the_driver_sets_the_binding_condition(kube, make_
 
 
 def test_a_failure_condition_fails_the_bind_and_the_claim_is_allocated_anew(kube, make_scheduler):
-    cluster(kube)
-    create_claim(kube, "gpu")
-    make_scheduler([profile(60)], queue=SchedulingQueue(initial_backoff=0.1, max_backoff=0.5))
-    create_pod(kube, "doomed", "gpu")
+    schedule(kube, make_scheduler, "doomed", 60, queue=SchedulingQueue(initial_backoff=0.1, max_backoff=0.5))
     first = allocated(kube, "gpu")
     pending_event(kube, "doomed")
     set_condition(kube, "gpu", "AttachFailed", reason="NoFabricPort", message="port 7 is down")
@@ -132,10 +131,7 @@ def test_a_failure_condition_fails_the_bind_and_the_claim_is_allocated_anew(kube
 
 
 def test_the_binding_timeout_fails_the_bind(kube, make_scheduler):
-    cluster(kube)
-    create_claim(kube, "gpu")
-    make_scheduler([profile(1)], queue=SchedulingQueue(initial_backoff=5, max_backoff=5))
-    create_pod(kube, "slow", "gpu")
+    schedule(kube, make_scheduler, "slow", 1, queue=SchedulingQueue(initial_backoff=5, max_backoff=5))
     message = wait_failure(kube, "slow", "device binding timeout", timeout=15)
     assert "device binding timeout" in message
     assert node_of(kube, "slow") == ""

@@ -56,7 +56,12 @@ def setup() -> tuple[Scheduler, GangScheduling, Clock]:
 
 
 def hold_one(scheduler: Scheduler, gangs: GangScheduling) -> Any:
-    """A member popped, placed on n1 and held (1 of minCount 2), as a group cycle leaves it."""
+    """Group pg1 (minCount 2) and both its members queued; one member popped, placed on n1 and
+    held (1 of 2), as a group cycle leaves it."""
+    gangs._group_event(KEY, group(min_count=2))
+    scheduler.queue.add(member("p1"), SCHEDULER_NAME)
+    scheduler.queue.add(member("p2"), SCHEDULER_NAME)
+    gangs.member_queued(member("p2"))
     entry = scheduler.queue.pop(timeout=0)
     assert entry is not None
     scheduler.state.assume(entry.key, "n1", uid=entry.uid, view=entry.pod)
@@ -79,10 +84,6 @@ def test_members_wait_for_their_group_then_for_the_quorum() -> None:
 
 def test_a_held_member_whose_wait_runs_out_gives_its_place_back() -> None:
     scheduler, gangs, clock = setup()
-    gangs._group_event(KEY, group(min_count=2))
-    scheduler.queue.add(member("p1"), SCHEDULER_NAME)
-    scheduler.queue.add(member("p2"), SCHEDULER_NAME)
-    gangs.member_queued(member("p2"))
     entry = hold_one(scheduler, gangs)
     timeouts = metrics.GANG_TIMEOUTS._value.get()  # type: ignore[attr-defined]
     clock.now += pg.V1ALPHA2_TIMEOUT_SECONDS - 1
@@ -98,10 +99,6 @@ def test_a_held_member_whose_wait_runs_out_gives_its_place_back() -> None:
 
 def test_a_group_deleted_while_a_member_is_held_sends_it_back_to_wait_for_the_group() -> None:
     scheduler, gangs, clock = setup()
-    gangs._group_event(KEY, group(min_count=2))
-    scheduler.queue.add(member("p1"), SCHEDULER_NAME)
-    scheduler.queue.add(member("p2"), SCHEDULER_NAME)
-    gangs.member_queued(member("p2"))
     entry = hold_one(scheduler, gangs)
     gangs._group_event(KEY, None)
     assert scheduler.state.pod(entry.key).node_name == ""

@@ -11,11 +11,10 @@ namespace (a v1alpha2 group keeps its protection finalizer, and no controller re
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from extender import metrics
 from extender.cluster.state import ClusterState
@@ -24,9 +23,8 @@ from extender.model import podgroups as pg
 from extender.scheduler import queueing
 from extender.scheduler.standalone import Scheduler
 from tests.fakeapi.client import KubeTestClient
-from tests.fakeapi.envtest import EnvtestControlPlane, find_assets
-from tests.fakeapi.fixtures import ApiServerHandle, running_fake, start_envtest_handle
-from tests.gangs.test_podgroup_api import CRD_FILE, GATES, wait_served
+from tests.fakeapi.fixtures import ApiServerHandle
+from tests.gangs.servers import SERVERS, gang_apiserver
 from tests.scheduler.conftest import FAST_WATCH, SCHEDULER_NAME, RecordingBinder, standalone_profile
 
 pytestmark = pytest.mark.apiserver
@@ -35,25 +33,10 @@ GRACE_0 = {"terminationGracePeriodSeconds": 0}
 _namespaces = itertools.count()
 
 
-@pytest.fixture(scope="module", params=["fake", "kube-apiserver"])
+@pytest.fixture(scope="module", params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerHandle]:
-    if request.param == "fake":
-        with running_fake(tmp_path_factory.mktemp("fakeapi")) as handle:
-            yield handle
-        return
-    assets = find_assets()
-    if assets is None:
-        pytest.skip("needs etcd and kube-apiserver v1.36 (KUBEBUILDER_ASSETS); CI builds none")
-    plane = EnvtestControlPlane(assets, extra_apiserver_args=GATES).start()
-    try:
-        handle = start_envtest_handle(plane)
-        handle.client.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                           yaml.safe_load(CRD_FILE.read_text()))
-        wait_served(handle.client, "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups")
+    with gang_apiserver(request.param, tmp_path_factory.mktemp("fakeapi")) as handle:
         yield handle
-        handle.client.close()
-    finally:
-        plane.stop()
 
 
 class Gangs:
@@ -205,14 +188,20 @@ def test_2_gang_waits_for_its_quorum_then_schedules(gangs: Gangs) -> None:
     gangs.wait_bound("p1", "p2", "p3")
 
 
-def test_3_gang_waits_for_its_group_then_for_room(gangs: Gangs) -> None:
+def group_after_its_members(gangs: Gangs, make_group: Callable[[str], None]) -> None:
+    """Scenarios 3 and 9: a 2-CPU blocker fills half the node; members p1..p3 of pg1 wait at
+    the gate until ``make_group`` creates pg1, after them."""
     gangs.node()
     gangs.blocker()
     gangs.start()
     for name in ("p1", "p2", "p3"):
         gangs.member(name, "pg1")
     gangs.gated("p1", "p2", "p3")
-    gangs.gang("pg1")
+    make_group("pg1")
+
+
+def test_3_gang_waits_for_its_group_then_for_room(gangs: Gangs) -> None:
+    group_after_its_members(gangs, gangs.gang)
     gangs.wait_unschedulable("p1", "p2", "p3")
     condition = gangs.wait_condition("pg1", pg.REASON_UNSCHEDULABLE)
     assert (condition["status"], condition["message"]) == ("False", pg.KUBE_GROUP_UNSCHEDULABLE_MESSAGE)
@@ -262,15 +251,21 @@ def test_5_6_two_gangs_competing_for_the_same_room_do_not_deadlock(gangs: Gangs,
     assert gangs.condition("pg1" if reversed_order else "pg2")["reason"] == pg.REASON_UNSCHEDULABLE
 
 
-def test_7_gang_schedules_with_preemption(gangs: Gangs) -> None:
+def preempt_for_four_members(gangs: Gangs, make_group: Callable[[str], None]) -> None:
+    """Scenarios 7 and 10: a 2-CPU blocker at priority 10 fills half the node; ``make_group``
+    creates pg1, whose four 1-CPU members at priority 100 all bind, the blocker preempted."""
     gangs.node()
     gangs.blocker("low-priority-blocker", priority="gang-test-10")
     gangs.start()
-    gangs.gang("pg1")
+    make_group("pg1")
     for name in ("p1", "p2", "p3", "p4"):
         gangs.member(name, "pg1")
     gangs.wait_bound("p1", "p2", "p3", "p4", timeout=30)
     assert gangs.kube.get_pod("low-priority-blocker", gangs.ns) is None
+
+
+def test_7_gang_schedules_with_preemption(gangs: Gangs) -> None:
+    preempt_for_four_members(gangs, gangs.gang)
     assert gangs.wait_condition("pg1", pg.REASON_SCHEDULED)["status"] == "True"
 
 
@@ -286,13 +281,7 @@ def test_8_basic_group_schedules_without_gang_enforcement(gangs: Gangs) -> None:
 
 
 def test_9_basic_group_waits_for_its_group_then_part_of_it_for_room(gangs: Gangs) -> None:
-    gangs.node()
-    gangs.blocker()
-    gangs.start()
-    for name in ("p1", "p2", "p3"):
-        gangs.member(name, "pg1")
-    gangs.gated("p1", "p2", "p3")
-    gangs.basic("pg1")
+    group_after_its_members(gangs, gangs.basic)
     gangs.kube.wait_for(lambda: len(gangs.bound("p1", "p2", "p3")) == 2, timeout=20, message="2 bound")
     settle(gangs)
     assert len(gangs.bound("p1", "p2", "p3")) == 2
@@ -301,14 +290,7 @@ def test_9_basic_group_waits_for_its_group_then_part_of_it_for_room(gangs: Gangs
 
 
 def test_10_basic_group_schedules_with_preemption(gangs: Gangs) -> None:
-    gangs.node()
-    gangs.blocker("low-priority-blocker", priority="gang-test-10")
-    gangs.start()
-    gangs.basic("pg1")
-    for name in ("p1", "p2", "p3", "p4"):
-        gangs.member(name, "pg1")
-    gangs.wait_bound("p1", "p2", "p3", "p4", timeout=30)
-    assert gangs.kube.get_pod("low-priority-blocker", gangs.ns) is None
+    preempt_for_four_members(gangs, gangs.basic)
 
 
 # ---- Coscheduling's API, faults and metrics -------------------------------------------------------
@@ -389,26 +371,25 @@ def test_completion_is_measured(gangs: Gangs) -> None:
 ZONE = "topology.kubernetes.io/zone"
 
 
-def test_a_constrained_gang_goes_whole_to_the_one_domain_that_fits_it(gangs: Gangs) -> None:
-    gangs.node("a1", cpu="1", zone="a")
-    gangs.node("a2", cpu="1", zone="a")
-    gangs.node("b1", cpu="2", zone="b")
-    gangs.node("b2", cpu="2", zone="b")
+def constrained_gang(gangs: Gangs, *nodes: tuple[str, str, str]) -> None:
+    """``nodes`` as (name, cpu, zone), then pg1: a gang of three 1-CPU members that must share
+    one zone."""
+    for name, cpu, zone in nodes:
+        gangs.node(name, cpu=cpu, zone=zone)
     gangs.start()
     gangs.gang_in_one("pg1", 3, ZONE)
     for name in ("p1", "p2", "p3"):
         gangs.member(name, "pg1")
+
+
+def test_a_constrained_gang_goes_whole_to_the_one_domain_that_fits_it(gangs: Gangs) -> None:
+    constrained_gang(gangs, ("a1", "1", "a"), ("a2", "1", "a"), ("b1", "2", "b"), ("b2", "2", "b"))
     gangs.wait_bound("p1", "p2", "p3")
     assert {gangs.node_of(n) for n in ("p1", "p2", "p3")} <= {"b1", "b2"}
 
 
 def test_a_constrained_gang_no_domain_fits_waits_though_the_cluster_has_room(gangs: Gangs) -> None:
-    gangs.node("a1", cpu="2", zone="a")
-    gangs.node("b1", cpu="2", zone="b")
-    gangs.start()
-    gangs.gang_in_one("pg1", 3, ZONE)
-    for name in ("p1", "p2", "p3"):
-        gangs.member(name, "pg1")
+    constrained_gang(gangs, ("a1", "2", "a"), ("b1", "2", "b"))
     gangs.wait_unschedulable("p1", "p2", "p3")
     settle(gangs)
     assert gangs.bound("p1", "p2", "p3") == []

@@ -26,6 +26,20 @@ def term(labels: dict[str, str], key: str = HOSTNAME) -> dict[str, Any]:
     return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
 
 
+def affine(kube: Any, name: str, app: str, rule: str, peer: str) -> None:
+    """A pod for our scheduler labelled app=``app``, whose required ``rule`` (podAffinity or
+    podAntiAffinity) names the pods labelled app=``peer`` on the same node."""
+    kube.create_pod(name, scheduler_name=SCHEDULER_NAME, labels={"app": app},
+                    affinity={rule: {REQUIRED: [term({"app": peer})]}})
+
+
+def start_on_nodes(kube: Any, make_scheduler: Any, count: int) -> None:
+    """Nodes n0..n<count-1>, then the scheduler."""
+    for i in range(count):
+        kube.create_node(f"n{i}")
+    make_scheduler()
+
+
 def nodes_of(kube: Any, names: list[str]) -> dict[str, str]:
     found = {}
     for name in names:
@@ -55,13 +69,10 @@ def failed_reasons(kube: Any, name: str) -> str:
 
 
 def test_anti_affine_replicas_take_one_node_each_and_the_extra_one_waits(kube: Any, make_scheduler: Any) -> None:
-    for i in range(3):
-        kube.create_node(f"n{i}")
-    make_scheduler()
+    start_on_nodes(kube, make_scheduler, 3)
     names = [f"web-{i}" for i in range(4)]
     for name in names:
-        kube.create_pod(name, scheduler_name=SCHEDULER_NAME, labels={"app": "web"},
-                        affinity={"podAntiAffinity": {REQUIRED: [term({"app": "web"})]}})
+        affine(kube, name, "web", "podAntiAffinity", "web")
     placed = settle(kube, names, bound=3)
     assert sorted(n for n in placed.values() if n) == ["n0", "n1", "n2"]
     waiting = [name for name, node in placed.items() if not node]
@@ -76,20 +87,15 @@ def test_affine_pods_follow_the_running_database(kube: Any, make_scheduler: Any)
     make_scheduler()
     names = ["web-0", "web-1"]
     for name in names:
-        kube.create_pod(name, scheduler_name=SCHEDULER_NAME, labels={"app": "web"},
-                        affinity={"podAffinity": {REQUIRED: [term({"app": "db"})]}})
+        affine(kube, name, "web", "podAffinity", "db")
     assert settle(kube, names, bound=2) == {"web-0": "n2", "web-1": "n2"}
 
 
 def test_the_first_pod_of_a_self_affine_group_is_bound(kube: Any, make_scheduler: Any) -> None:
-    kube.create_node("n0")
-    kube.create_node("n1")
-    make_scheduler()
-    kube.create_pod("first", scheduler_name=SCHEDULER_NAME, labels={"app": "cache"},
-                    affinity={"podAffinity": {REQUIRED: [term({"app": "cache"})]}})
+    start_on_nodes(kube, make_scheduler, 2)
+    affine(kube, "first", "cache", "podAffinity", "cache")
     assert settle(kube, ["first"], bound=1)["first"] in ("n0", "n1")
-    kube.create_pod("second", scheduler_name=SCHEDULER_NAME, labels={"app": "cache"},
-                    affinity={"podAffinity": {REQUIRED: [term({"app": "cache"})]}})
+    affine(kube, "second", "cache", "podAffinity", "cache")
     together = settle(kube, ["first", "second"], bound=2)
     assert together["first"] == together["second"]
 
@@ -126,9 +132,7 @@ def test_zone_spread_with_a_full_zone_keeps_the_pod_that_would_break_the_skew(
 
 
 def test_host_port_pods_take_one_node_each(kube: Any, make_scheduler: Any) -> None:
-    kube.create_node("n0")
-    kube.create_node("n1")
-    make_scheduler()
+    start_on_nodes(kube, make_scheduler, 2)
     names = [f"agent-{i}" for i in range(3)]
     containers = [{"name": "agent", "image": "registry.k8s.io/pause:3.10",
                    "ports": [{"containerPort": 8080, "hostPort": 8080}]}]
@@ -144,19 +148,15 @@ def test_a_waiting_anti_affine_pod_is_placed_when_its_rival_leaves(kube: Any, ma
     kube.create_node("n0")
     kube.create_pod("rival", labels={"app": "web"}, node_name="n0")
     make_scheduler()
-    kube.create_pod("web", scheduler_name=SCHEDULER_NAME, labels={"app": "web"},
-                    affinity={"podAntiAffinity": {REQUIRED: [term({"app": "web"})]}})
+    affine(kube, "web", "web", "podAntiAffinity", "web")
     failed_reasons(kube, "web")
     kube.delete_pod("rival", grace_period_seconds=0)
     assert settle(kube, ["web"], bound=1) == {"web": "n0"}
 
 
 def test_a_waiting_affine_pod_is_placed_when_its_partner_arrives(kube: Any, make_scheduler: Any) -> None:
-    kube.create_node("n0")
-    kube.create_node("n1")
-    make_scheduler()
-    kube.create_pod("web", scheduler_name=SCHEDULER_NAME, labels={"app": "web"},
-                    affinity={"podAffinity": {REQUIRED: [term({"app": "db"})]}})
+    start_on_nodes(kube, make_scheduler, 2)
+    affine(kube, "web", "web", "podAffinity", "db")
     failed_reasons(kube, "web")
     kube.create_pod("db", labels={"app": "db"}, node_name="n1")
     assert settle(kube, ["web"], bound=1) == {"web": "n1"}
