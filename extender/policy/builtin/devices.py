@@ -59,7 +59,7 @@ from extender.model.gpushare import PodShape
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import enqueue, names
-from extender.policy.builtin import arguments, dra_devices, gpu_choice
+from extender.policy.builtin import arguments, dra_devices, gpu_choice, gpu_claims
 from extender.policy.builtin.device_requests import pod_device_request
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.enqueue import EventHint
@@ -183,6 +183,9 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     # The `fgd` and `random` choices (gpu_choice.py); None for binpack and spread.
     chooser: gpu_choice.Chooser | None = field(default=None, compare=False, repr=False)
     args_key: str = ""
+    # Place the pods' own shared-GPU claims (gpu_claims.py); off when the policy lists
+    # DynamicResources, which then allocates them (policy/loading.py).
+    places_claims: bool = True
 
     def events_to_register(self) -> Sequence[EventHint]:
         """DynamicResources' events (with a deviceClass its shares are DRA allocations), a node's
@@ -201,6 +204,9 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         return cls(strategy, values["deviceClass"], chooser, key if chooser is not None else "")
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
+        claimed = self._claim_gpus(pod, cluster)
+        if claimed is not None:
+            return claimed if isinstance(claimed, Status) else self._claim_check(claimed, cluster)
         if self.chooser is not None:
             self.chooser.observe(pod)
         request = pod_device_request(pod)
@@ -212,6 +218,19 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         # identity (the state builds a node's NodeInfo again when its use changes). Preemption's
         # updated checks (UpdatableCheck, through the Check) read changes of their own: no memo.
         return Check(_DeviceCheck(request, cluster, self.strategy), memo_key=(names.DEVICE_FIT, request))
+
+    def _claim_gpus(self, pod: PodView, cluster: ClusterView) -> gpu_claims.ClaimGpus | Status | None:
+        """The pod's own shared-GPU claim when this DeviceFit places claims (None: it asks otherwise)."""
+        if not self.places_claims or not gpu_claims.names_claims(pod):
+            return None
+        return gpu_claims.pod_claim_gpus(pod, cluster.dra())
+
+    def _claim_check(self, claimed: gpu_claims.ClaimGpus, cluster: ClusterView) -> NodeCheck:
+        if self.chooser is not None and self.chooser.fragmentation is not None:
+            self.chooser.fragmentation.observe(claimed.shape)  # the `fgd` choice's learned workload
+        # memo_key: the node's DRA shares are part of its NodeInfo (ClusterState builds it again
+        # when they change), so the verdict is a function of the claim's request and the NodeInfo.
+        return Check(gpu_claims.ClaimCheck(claimed, cluster.dra(), self.strategy), memo_key=claimed.memo_key)
 
     def prime(self, shapes: Sequence[PodShape]) -> None:
         """The `fgd` choice's target workload, pinned (gpu_choice.WorkloadPrimed); others ignore it."""
@@ -254,6 +273,12 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         """Pick the devices and claim them in the cluster state before the next pod is considered."""
+        own_claim = self._claim_gpus(pod, cluster)
+        if own_claim is not None:
+            if isinstance(own_claim, Status):
+                return own_claim
+            return gpu_claims.reserve(own_claim, pod, node, cluster.dra(), self.strategy,
+                                      None if self.chooser is None else self.chooser.choose)
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return request
