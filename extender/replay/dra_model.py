@@ -22,7 +22,6 @@ choose the GPUs as in the annotation model, and the allocation is the DRA alloca
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -133,11 +132,17 @@ def dra_pod(raw: Mapping[str, Any], uid: str) -> tuple[dict[str, Any], dict[str,
         return dict(raw), None
     if len(request.containers) != 1:
         raise DraModelError("only single-container GPU requests can be replayed")
-    pod = copy.deepcopy(dict(raw))
+    # Copied where it changes (the metadata, the containers' resources), shared elsewhere: a
+    # replay holds thousands of these.
+    pod = {**raw, "metadata": {**metadata}, "spec": {**spec}}
     meta = pod["metadata"]
     meta["annotations"] = {k: v for k, v in annotations.items() if k not in (TYPE_ANNOTATION, AVOID_TYPE_ANNOTATION)}
     for field in ("initContainers", "containers"):
-        for container in pod["spec"].get(field) or []:
+        if not isinstance(spec.get(field), list):
+            continue
+        pod["spec"][field] = [{**c, "resources": {**(c.get("resources") or {})}} if isinstance(c, Mapping) else c
+                              for c in spec[field]]
+        for container in pod["spec"][field]:
             resources = container.get("resources") or {}
             uses = False
             for part in ("requests", "limits"):

@@ -104,12 +104,15 @@ class SharedGpu:
 
     def share(self, container: ContainerRequest) -> tuple[tuple[int, int], dict[str, capacities.Quantity]] | str:
         """What DRA would record for the container's request on this device: (MiB, percent) and the
-        consumedCapacity; or why the device cannot take it. Kept per amount asked: a filter asks
-        for every node, and pods of one shape ask the same."""
+        consumedCapacity; or why the device cannot take it. Kept per amount asked (a filter asks
+        for every node, and pods of one shape ask the same), in a table shared by the devices with
+        the same capacities (_share_table); a refusal, which names the device, is not kept."""
         key = (container.memory, container.cores)
         known = self._shares.get(key)
         if known is None:
-            known = self._shares[key] = self._consumed(container)
+            known = self._consumed(container)
+            if not isinstance(known, str):
+                self._shares[key] = known
         return known
 
     def _consumed(self, container: ContainerRequest) -> tuple[tuple[int, int], dict[str, capacities.Quantity]] | str:
@@ -223,7 +226,23 @@ def _shared_gpu(device_id: DeviceID, device: DraDevice, index: int, shown: set[s
     view = Device(name, kind, math.floor(device.capacities[MEMORY].value.value / MIB),
                   FULL_CORES if cores is None else int(cores.value.value),
                   not any(taint.blocks_allocation for taint in device.taints), index)
-    return SharedGpu(view, device_id, device)
+    return SharedGpu(view, device_id, device, _share_table(device))
+
+
+# Devices with the same memory and cores capacities (and policies) consume the same for a share:
+# one table of shares for all of them (thousands of identical GPUs in a large cluster).
+_SHARE_TABLES: dict[tuple[Any, Any], dict[Any, Any]] = {}
+_SHARE_TABLES_KEPT = 10_000
+
+
+def _share_table(device: DraDevice) -> dict[Any, Any]:
+    key = (device.capacities[MEMORY], device.capacities.get(CORES))
+    table = _SHARE_TABLES.get(key)
+    if table is None:
+        if len(_SHARE_TABLES) >= _SHARE_TABLES_KEPT:
+            _SHARE_TABLES.clear()
+        table = _SHARE_TABLES[key] = {}
+    return table
 
 
 def _reaches(slice_: ResourceSlice, device: DraDevice, node: NodeView) -> bool:

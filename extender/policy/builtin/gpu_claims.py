@@ -218,6 +218,32 @@ def node_gpus(dra: DraView, device_class: DeviceClass, node: NodeView) -> tuple[
     return found, inventory
 
 
+class _PerNodeInfo:
+    """Results remembered per (key, node) while the node's NodeInfo is the same object: the cluster
+    state builds a node's NodeInfo again when its pods or its DRA shares or slices change
+    (ClusterState._devices_changed), so a result read from the NodeInfo and the node's DRA state
+    holds while it does. Bounded; shared by the threads of a process (a lost entry is recomputed)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._values: dict[tuple[Any, str], tuple[NodeInfo, Any]] = {}
+        self._limit = limit
+
+    def get(self, key: Any, info: NodeInfo, compute: Callable[[], Any]) -> Any:
+        entry = (key, info.name)
+        known = self._values.get(entry)
+        if known is not None and known[0] is info:
+            return known[1]
+        value = compute()
+        if len(self._values) >= self._limit:
+            self._values.clear()
+        self._values[entry] = (info, value)
+        return value
+
+
+_states = _PerNodeInfo()
+_verdicts = _PerNodeInfo()
+
+
 # Every device: the shared GPUs of a node whatever class a pod would ask for them by.
 ANY_CLASS = DeviceClass("", (), (), None, {})
 
@@ -231,8 +257,13 @@ def node_state(info: NodeInfo, dra: DraView, class_name: str | None) -> GpuNode:
         device_class = dra.device_class(class_name) if dra.enabled else None
     if device_class is None:
         return gpu_node(None, {}, info.free("cpu"))
-    found, inventory = node_gpus(dra, device_class, info.node)
-    return gpu_node(inventory, found.use(dra), info.free("cpu"))
+    known_class = device_class
+
+    def compute() -> GpuNode:
+        found, inventory = node_gpus(dra, known_class, info.node)
+        return gpu_node(inventory, found.use(dra), info.free("cpu"))
+
+    return _states.get((class_name, id(dra)), info, compute)  # type: ignore[no-any-return]
 
 
 def _selected(gpus: ClaimGpus, found: dra_devices.DraInventory) -> dra_devices.DraInventory | Status:
@@ -273,6 +304,10 @@ class ClaimCheck:
     strategy: str
 
     def __call__(self, info: NodeInfo) -> Status | None:
+        return _verdicts.get((self.gpus.memo_key, self.strategy, id(self.dra)), info,  # type: ignore[no-any-return]
+                             lambda: self._verdict(info))
+
+    def _verdict(self, info: NodeInfo) -> Status | None:
         found = _on_node(self.gpus, self.dra, info)
         if isinstance(found, Status):
             return found
