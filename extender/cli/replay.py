@@ -106,7 +106,7 @@ def replay(nodes: str | None, snapshot: str | None, pods: str, policies: tuple[s
     try:
         _TRACE = read_trace(nodes=nodes, snapshot=snapshot, pods=pods)
         if devices == "dra":
-            _TRACE = dra_trace(_TRACE)  # once, before the workers fork
+            _TRACE = dra_trace(_TRACE, snapshot or nodes or "")  # once, before the workers fork
         for path in policies:
             load_policy_file(path)
     except ExtenderError as exc:

@@ -166,14 +166,15 @@ def dra_pod(raw: Mapping[str, Any], uid: str) -> tuple[dict[str, Any], dict[str,
     return pod, claim
 
 
-def dra_trace(trace: Trace) -> Trace:
-    """The trace with its GPUs as DRA devices (the pods are turned into claim users as they arrive)."""
+def dra_trace(trace: Trace, where: str = "") -> Trace:
+    """The trace with its GPUs as DRA devices (the pods are turned into claim users as they arrive);
+    `where` names the cluster's file in errors (default: the trace's source)."""
     if trace.dra:
         return trace
     try:
         nodes, objects = as_dra(trace.nodes, trace.snapshot_pods)
     except InvalidObject as exc:
-        raise TraceError(f"{trace.source}: {exc}") from None
+        raise TraceError(f"{where or trace.source}: {exc}") from None
     return replace(trace, nodes=nodes, dra=objects)
 
 

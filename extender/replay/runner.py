@@ -17,12 +17,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from extender.cluster.dra_store import CLAIMS, CLASSES, SLICES
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
+from extender.dra.capacity import canonical_text
 from extender.dra.objects import DeviceID
 from extender.errors import ExtenderError
 from extender.model.gpushare import MILLI, PodShape, Workload, top_shapes
@@ -250,9 +252,9 @@ def _check_dra_capacity(state: ClusterState, trace: Trace) -> None:
             taken = consumed.get(DeviceID(published.driver, published.pool, device.name), {})
             for name, capacity in device.capacities.items():
                 if taken.get(name, 0) > capacity.value.value:
-                    raise ReplayError(f"{trace.source}: DRA device {published.pool}/{device.name} has "
-                                      f"{float(taken[name]):g} of its {name} consumed, more than its "
-                                      f"{capacity.value.text}")
+                    amount = canonical_text(Fraction(taken[name]), binary=capacity.value.text.endswith("i"))
+                    raise ReplayError(f"{trace.source}: DRA device {published.pool}/{device.name} has {amount} of "
+                                      f"its {name} consumed, more than its {capacity.value.text}")
     for claim in dra.claims():
         if claim.allocation is None or not claim.reserved_for or dra.pending_allocation(claim.uid) is not None:
             raise ReplayError(f"{trace.source}: claim {claim.key} of a placed pod is not allocated and reserved")
