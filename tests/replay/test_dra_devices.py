@@ -284,3 +284,18 @@ def test_bad_devices_input_is_one_line(trace_files, tmp_path):
     assert result.output.strip().splitlines() == [
         f"Error: {snapshot}: pod replay/held of the snapshot holds GPU shares (extender.example/gpu-assignment): "
         "--devices dra replays snapshots without bound GPU pods"]
+
+
+def test_claims_it_does_not_see_or_that_are_allocated_are_left_alone():
+    """A webhook does not watch claims (kube-scheduler allocates them): DeviceFit ignores the pod's
+    claims there, as before, and so it does once a claim is allocated (by DynamicResources)."""
+    state = _cluster([openb_node("n", 32000, 65536, 2, "T4")])
+    fit = next(p for p in _policy("binpack").filters if p.name == "DeviceFit")
+    unseen = PodView.from_dict({"metadata": {"name": "u", "namespace": "replay", "uid": "u"},
+                                "spec": {"containers": [{"name": "c"}],
+                                         "resourceClaims": [{"name": "gpu", "resourceClaimName": "elsewhere"}]},
+                                "status": {"phase": "Pending"}})
+    assert gpu_claims.pod_claim_gpus(unseen, state.dra()) is None and fit.prefilter(unseen, state) is None
+    pod = _pod(state, "placed", 500)
+    assert _place(state, _policy("binpack"), pod) == "n"
+    assert gpu_claims.pod_claim_gpus(pod, state.dra()) is None  # allocated and reserved now

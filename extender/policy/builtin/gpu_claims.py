@@ -141,23 +141,23 @@ def _amount(request: ClaimRequest, name: str, unit: int) -> int | None:
 
 
 def pod_claim_gpus(pod: PodView, dra: DraView) -> ClaimGpus | Status | None:
-    """The pod's shared-GPU claim; None when the pod names no claim; a Status (unresolvable)
-    when its claims are not one that DeviceFit places, saying why."""
-    if not names_claims(pod):
+    """The pod's shared-GPU claim to allocate; a Status (unresolvable) when its claims are not one
+    that DeviceFit places, saying why; None when there is none to place: the pod names no claim,
+    or claims this process does not see (DRA off, claims not watched: a webhook, whose claims
+    kube-scheduler allocates), or its claim is allocated already (by DynamicResources, or
+    kube-scheduler): DeviceFit then leaves the pod's claims alone, as it always has."""
+    if not names_claims(pod) or not dra.enabled:
         return None
-    if not dra.enabled:
-        return _unresolvable(REASON_NOT_PLACED, "the API server does not serve resource.k8s.io/v1")
     found = pod_claims(pod, dra)
     if isinstance(found, Waiting):
-        return _unresolvable(found.reason)
+        return None
+    if any(c.allocation is not None or dra.pending_allocation(c.uid) is not None for c in found):
+        return None
     if len(found) != 1:
         return _unresolvable(REASON_NOT_PLACED, f"the pod names {len(found)} claims; DeviceFit places one "
                              "(list DynamicResources in the policy to allocate others)")
     claim = found[0]
     where = f"claim {claim.key}"
-    if claim.allocation is not None or dra.pending_allocation(claim.uid) is not None:
-        return _unresolvable(REASON_NOT_PLACED, f"{where} is allocated already (list DynamicResources in the policy "
-                             "to schedule pods whose claims are allocated)")
     request = claim.requests[0].exactly if len(claim.requests) == 1 else None
     why = ""
     if request is None or claim.constraints:
