@@ -299,3 +299,31 @@ def test_claims_it_does_not_see_or_that_are_allocated_are_left_alone():
     pod = _pod(state, "placed", 500)
     assert _place(state, _policy("binpack"), pod) == "n"
     assert gpu_claims.pod_claim_gpus(pod, state.dra()) is None  # allocated and reserved now
+
+
+def test_fgd_and_random_choose_on_dra_devices_with_extended_resources_too():
+    """DeviceFit's `fgd` choice with `deviceClass` (pods asking through extended resources, the
+    shares recorded as DRA allocations): the GPU that strands least, where binpack takes the fullest."""
+    def run_with(strategy: str) -> tuple[list[str], tuple[int, ...]]:
+        state = _cluster([openb_node("n", 32000, 65536, 2, "T4")])
+        args = {"strategy": strategy, "deviceClass": dra_model.DEVICE_CLASS}
+        if strategy == "fgd":
+            args["workload"] = [{"cpu": 1000, "gpuMilli": 600, "gpus": 1}]
+        policy = load_policy({"apiVersion": "extender/v1alpha1", "kind": "Policy", "filters": [
+            {"name": "ResourceFit", "args": {"ignoredResourceGroups": ["extender.example"]}},
+            {"name": "DeviceFit", "args": args}]})
+        got = []
+        for name, milli in (("a", 400), ("b", 400)):
+            raw = openb_pod(name, 1000, 1024, 1, milli, ())
+            raw["metadata"]["uid"] = f"uid-{name}"
+            pod = PodView.from_dict(raw)
+            assert _place(state, policy, pod) == "n"
+            claim = state.dra_store.extended_claim_of(pod.uid)
+            assert claim is not None and claim.allocation is not None
+            got += [result.device for result in claim.allocation.results]
+        return got, gpu_state(state.node_info("n"), state, "").free  # the scorers read it from DRA
+
+    assert run_with("binpack") == (["gpu0", "gpu0"], (200, 1000))
+    assert run_with("fgd") == (["gpu0", "gpu1"], (600, 600))  # (600, 600) strands nothing for the 600 shares
+    chosen, free = run_with("random")
+    assert set(chosen) <= {"gpu0", "gpu1"} and sum(free) == 1200

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.devices import (
     ASSIGNMENT_ANNOTATION,
     BINPACK,
@@ -196,9 +195,6 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
         values = arguments.load(_FIT_ARGS, args)
         strategy = values["strategy"]
-        if strategy in (RANDOM, FGD) and values["deviceClass"]:
-            raise PolicyError(f"args.strategy: {strategy} chooses among annotation inventories; "
-                              "it does not apply with deviceClass")
         chooser = gpu_choice.Chooser(strategy, values) if strategy in (RANDOM, FGD) else None
         key = repr(sorted((k, v) for k, v in values.items() if k not in ("strategy", "deviceClass")))
         return cls(strategy, values["deviceClass"], chooser, key if chooser is not None else "")
@@ -317,7 +313,8 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         shares = dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
         if isinstance(shares, Status):
             return shares
-        held = dra_devices.reserve(shares, node, ASSIGNMENT_ANNOTATION)
+        held = dra_devices.reserve(shares, node, ASSIGNMENT_ANNOTATION,
+                                   None if self.chooser is None else self.chooser.choose)
         if isinstance(held, Status):
             return held
         return Reservation(self.name, held.annotations, held.actions, held.release, held.undo)

@@ -56,6 +56,7 @@ from extender.model.devices import (
     ContainerRequest,
     Device,
     DeviceRequest,
+    Inventory,
     Shares,
     Shortfall,
     Use,
@@ -317,14 +318,25 @@ class DraShares:
                              "their own beside the shared GPUs' (a pod's status names one): request them through a "
                              "ResourceClaim, or from nodes that advertise them")
 
-    def choose(self, info: NodeInfo) -> tuple[DraInventory, tuple[tuple[str, Shares], ...]] | Status:
+    def choose(self, info: NodeInfo, chooser: Chooser | None = None
+               ) -> tuple[DraInventory, tuple[tuple[str, Shares], ...]] | Status:
+        """The devices for the pod on the node; `chooser` (DeviceFit's `random` or `fgd`, at
+        Reserve) picks them first, where every share it picks is one the device's policy allows."""
         refused = self.one_claim(info)
         if refused is not None:
             return refused
         found = self.node_inventory(info)
         if isinstance(found, Status):
             return found
-        result = choose(found.devices, found.use(self.dra), self.request, self.strategy, found.needs)
+        use = found.use(self.dra)
+        if chooser is not None:
+            picked = chooser(self.pod, self.request, info, Inventory(found.devices), use)
+            if picked is not None and all(not isinstance(found.needs(container, found.by_id[d].view), str)
+                                          for container, (_, shares) in zip(self.request.containers, picked,
+                                                                            strict=True)
+                                          for d, _, _ in shares):
+                return found, _rounded(picked, self.request, found)
+        result = choose(found.devices, use, self.request, self.strategy, found.needs)
         return _shortfall_status(result, found) if isinstance(result, Shortfall) else (found, result)
 
     def __call__(self, info: NodeInfo) -> Status | None:
@@ -452,10 +464,30 @@ class DraReservation:
     release: Callable[[], None]
 
 
-def reserve(shares: DraShares, info: NodeInfo, annotation: str) -> DraReservation | Status:
+def _rounded(picked: tuple[tuple[str, Shares], ...], request: DeviceRequest, found: DraInventory
+             ) -> tuple[tuple[str, Shares], ...]:
+    """A chooser's shares as the devices' request policies round them (what DRA records)."""
+    out = []
+    for container, (name, shares) in zip(request.containers, picked, strict=True):
+        rounded = []
+        for device_id, _, _ in shares:
+            needs = found.needs(container, found.by_id[device_id].view)
+            assert not isinstance(needs, str)  # checked by the caller
+            rounded.append((device_id, *needs))
+        out.append((name, tuple(rounded)))
+    return tuple(out)
+
+
+# (pod, request, node, inventory, use) -> the chosen shares, or None: gpu_choice.Chooser.choose.
+Chooser = Callable[[PodView, DeviceRequest, NodeInfo, Inventory, Mapping[str, Use]],
+                   "tuple[tuple[str, Shares], ...] | None"]
+
+
+def reserve(shares: DraShares, info: NodeInfo, annotation: str, chooser: Chooser | None = None
+            ) -> DraReservation | Status:
     """Choose the devices on the node, hold their shares in flight in the DRA store (the next pod
     sees them taken), and describe the claim PreBind creates, allocates and reserves."""
-    result = shares.choose(info)
+    result = shares.choose(info, chooser)
     if isinstance(result, Status):
         return result
     found, chosen = result

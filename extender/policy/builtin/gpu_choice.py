@@ -267,10 +267,10 @@ def pod_gpus(pod: PodView, cluster: ClusterView) -> tuple[PodShape, str] | None:
 
 
 def gpu_state(info: NodeInfo, cluster: ClusterView, source: str) -> GpuNode:
-    """The node's free CPU and GPUs from the model `source` names (pod_gpus)."""
-    if source == ANNOTATION:
-        return node_state(info, cluster)
-    if source == NO_GPUS:
+    """The node's free CPU and GPUs from the model `source` names (pod_gpus). A pod asking through
+    extended resources, or for no GPU, reads the node's inventory annotation, else (DeviceFit's
+    `deviceClass` mode, or a node on DRA) the node's shared GPUs on DRA, of any class."""
+    if source in (ANNOTATION, NO_GPUS):
         if node_inventory(raw_annotations(info.node.raw)) is not None:
             return node_state(info, cluster)
         return gpu_claims.node_state(info, cluster.dra(), None)
