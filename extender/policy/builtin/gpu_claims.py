@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 import re
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.dra.allocator import AllocationError, Unallocatable, allocate, request_selects
@@ -195,9 +196,28 @@ def pod_claim_gpus(pod: PodView, dra: DraView) -> ClaimGpus | Status | None:
 
 # ---- a node's shared GPUs of a class -------------------------------------------------------
 
-_inventories: dict[tuple[str, str], tuple[Sequence[Pool], DeviceClass, dra_devices.DraInventory, Inventory]] = {}
-_inventories_lock = threading.Lock()
+@dataclass
+class _Remembered:
+    """What this module remembers of one DRA store (the cluster state's): dropped with it, so a
+    process running one replay after another does not keep the states of the earlier ones."""
+
+    inventories: dict[tuple[str, str], tuple[Sequence[Pool], DeviceClass, dra_devices.DraInventory, Inventory]] = \
+        field(default_factory=dict)
+    states: _PerNodeInfo = field(default_factory=lambda: _PerNodeInfo())
+    verdicts: _PerNodeInfo = field(default_factory=lambda: _PerNodeInfo())
+
+
+_remembered: weakref.WeakKeyDictionary[Any, _Remembered] = weakref.WeakKeyDictionary()
+_remembered_lock = threading.Lock()
 _INVENTORIES_KEPT = 50_000
+
+
+def _of(dra: DraView) -> _Remembered:
+    known = _remembered.get(dra)
+    if known is None:
+        with _remembered_lock:
+            known = _remembered.setdefault(dra, _Remembered())
+    return known
 
 
 def node_gpus(dra: DraView, device_class: DeviceClass, node: NodeView) -> tuple[dra_devices.DraInventory, Inventory]:
@@ -206,15 +226,15 @@ def node_gpus(dra: DraView, device_class: DeviceClass, node: NodeView) -> tuple[
     class are the same objects, so the policies' per-node reads cost a look-up."""
     pools = dra.pools_for(node.name, node.labels)
     key = (node.name, device_class.name)
-    known = _inventories.get(key)
+    inventories = _of(dra).inventories
+    known = inventories.get(key)
     if known is not None and known[0] is pools and known[1] is device_class:
         return known[2], known[3]
     found = dra_devices.inventory(dra, device_class, node)
     inventory = Inventory(found.devices, found.error)
-    with _inventories_lock:
-        if len(_inventories) >= _INVENTORIES_KEPT:
-            _inventories.clear()
-        _inventories[key] = (pools, device_class, found, inventory)
+    if len(inventories) >= _INVENTORIES_KEPT:
+        inventories.clear()
+    inventories[key] = (pools, device_class, found, inventory)
     return found, inventory
 
 
@@ -240,9 +260,6 @@ class _PerNodeInfo:
         return value
 
 
-_states = _PerNodeInfo()
-_verdicts = _PerNodeInfo()
-
 
 # Every device: the shared GPUs of a node whatever class a pod would ask for them by.
 ANY_CLASS = DeviceClass("", (), (), None, {})
@@ -263,7 +280,7 @@ def node_state(info: NodeInfo, dra: DraView, class_name: str | None) -> GpuNode:
         found, inventory = node_gpus(dra, known_class, info.node)
         return gpu_node(inventory, found.use(dra), info.free("cpu"))
 
-    return _states.get((class_name, id(dra)), info, compute)  # type: ignore[no-any-return]
+    return _of(dra).states.get(class_name, info, compute)  # type: ignore[no-any-return]
 
 
 def _selected(gpus: ClaimGpus, found: dra_devices.DraInventory) -> dra_devices.DraInventory | Status:
@@ -304,8 +321,8 @@ class ClaimCheck:
     strategy: str
 
     def __call__(self, info: NodeInfo) -> Status | None:
-        return _verdicts.get((self.gpus.memo_key, self.strategy, id(self.dra)), info,  # type: ignore[no-any-return]
-                             lambda: self._verdict(info))
+        return _of(self.dra).verdicts.get((self.gpus.memo_key, self.strategy), info,  # type: ignore[no-any-return]
+                                          lambda: self._verdict(info))
 
     def _verdict(self, info: NodeInfo) -> Status | None:
         found = _on_node(self.gpus, self.dra, info)
