@@ -327,3 +327,38 @@ def test_fgd_and_random_choose_on_dra_devices_with_extended_resources_too():
     assert run_with("fgd") == (["gpu0", "gpu1"], (600, 600))  # (600, 600) strands nothing for the 600 shares
     chosen, free = run_with("random")
     assert set(chosen) <= {"gpu0", "gpu1"} and sum(free) == 1200
+
+
+def test_the_stores_running_totals_are_what_summing_every_allocation_gives():
+    """DraStore keeps consumed capacity and sharers as allocations come and go (SharedTotals): at
+    every step the same as objects.consumed_capacity over the allocations held (a device or a
+    capacity name only while some share reports it)."""
+    from collections import Counter
+
+    from extender.cluster.dra_store import SharedTotals
+    from extender.dra.objects import Allocation, consumed_capacity
+
+    rng = random.Random(3)
+
+    def allocation(i: int) -> Allocation:
+        results = []
+        for j in range(rng.randrange(1, 4)):
+            consumed = {name: f"{rng.randrange(1, 9)}" for name in rng.sample(["memory", "cores"], rng.randrange(3))}
+            results.append({"request": "gpu", "driver": "d", "pool": "p", "device": f"g{rng.randrange(3)}",
+                            "shareID": f"s{i}-{j}", **({"consumedCapacity": consumed} if consumed else {})})
+        if rng.random() < 0.3:
+            results.append({"request": "gpu", "driver": "d", "pool": "p", "device": "whole"})  # no share
+        return Allocation.parse({"devices": {"results": results}})
+
+    totals = SharedTotals()
+    held: dict[int, Allocation] = {}
+    for step in range(300):
+        if held and rng.random() < 0.45:
+            key = rng.choice(sorted(held))
+            totals.add(held.pop(key), -1)
+        else:
+            held[step] = allocation(step)
+            totals.add(held[step], 1)
+        assert totals.consumed == consumed_capacity(held.values())
+        assert totals.sharers == Counter(r.id for a in held.values() for r in {x.id: x for x in a.results
+                                                                             if x.share_id}.values())
