@@ -183,8 +183,9 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     chooser: gpu_choice.Chooser | None = field(default=None, compare=False, repr=False)
     args_key: str = ""
     # Place the pods' own shared-GPU claims (gpu_claims.py); off when the policy lists
-    # DynamicResources, which then allocates them (policy/loading.py).
-    places_claims: bool = True
+    # DynamicResources, which then allocates them (policy/loading.py). Not an argument: derived
+    # from the policy's other filters, so left out of the comparison of two DeviceFits.
+    places_claims: bool = field(default=True, compare=False)
 
     def events_to_register(self) -> Sequence[EventHint]:
         """DynamicResources' events (with a deviceClass its shares are DRA allocations), a node's
