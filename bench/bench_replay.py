@@ -3,6 +3,7 @@ the cost of one replay (seconds, CPU seconds, peak RSS, CPU seconds per 1,000 po
 
     python -m bench.bench_replay --traces default,gpushare40 --seeds 42-51
     python -m bench.bench_replay --speed          # one FGD replay of default at tune 1.3
+    python -m bench.bench_replay --speed --devices annotation,dra   # the same on DRA devices, and the curves compared
 
 It prints numbers, it asserts none (docs/replay.md quotes them). The traces are read from
 --dir (default ../shared/traces/openb beside the checkout); the published means are those of the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from multiprocessing import get_context
 from pathlib import Path
 
 from extender.cli.replay import parse_seeds
@@ -77,14 +79,27 @@ def _run(task: tuple[str, int]) -> RunResult:
     return run(_TRACE, policy, seed)  # type: ignore[arg-type]
 
 
-def speed(directory: Path, config: Path) -> None:
+def _speed_run(task: tuple[Path, Path, str]) -> RunResult:
+    directory, config, devices = task
     trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
                        pods=str(directory / "openb_pod_list_default.csv"))
-    result = run(trace, str(config / "fgd.yaml"), 42)
-    quarters = ", ".join(f"{s:.2f}" for s in result.per_thousand)
-    print(f"FGD on default, tune 1.3, seed 42: {result.pods} pods on {len(trace.nodes)} nodes, "
-          f"{result.placed} placed; {result.seconds:.1f} s wall, {result.cpu_seconds:.1f} s CPU, "
-          f"peak RSS {result.rss_mb:.0f} MB; CPU s per 1,000 pods by quarter: {quarters}")
+    return run(trace, str(config / "fgd.yaml"), 42, devices=devices)
+
+
+def speed(directory: Path, config: Path, devices: list[str]) -> None:
+    """One FGD replay of default per device model, each in a fresh process (its own peak RSS)."""
+    results = []
+    for model in devices:
+        with get_context("fork").Pool(1) as pool:
+            result = pool.apply(_speed_run, ((directory, config, model),))
+        results.append(result)
+        quarters = ", ".join(f"{s:.2f}" for s in result.per_thousand)
+        print(f"FGD on default, tune 1.3, seed 42, devices {model}: {result.pods} pods, "
+              f"{result.placed} placed; {result.seconds:.1f} s wall, {result.cpu_seconds:.1f} s CPU, "
+              f"peak RSS {result.rss_mb:.0f} MB; CPU s per 1,000 pods by quarter: {quarters}")
+    if len(results) > 1:
+        same = all(r.curve == results[0].curve and r.fragmentation == results[0].fragmentation for r in results)
+        print(f"the same curve in every device model: {'yes' if same else 'NO'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,12 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--speed", action="store_true", help="only the cost of one FGD replay of default")
+    parser.add_argument("--devices", default="annotation",
+                        help="with --speed: the device models to time, comma-separated (annotation,dra)")
     args = parser.parse_args(argv)
     if not (args.dir / "openb_node_list_gpu_node.csv").exists():
         print(f"no openb traces in {args.dir} (--dir)", file=sys.stderr)
         return 2
     if args.speed:
-        speed(args.dir, args.config)
+        speed(args.dir, args.config, args.devices.split(","))
         return 0
     reproduce(args.dir, args.traces.split(","), args.policies.split(","), parse_seeds([args.seeds]), args.config,
               args.jobs)

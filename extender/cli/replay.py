@@ -44,15 +44,15 @@ def parse_seeds(values: Sequence[str]) -> list[int]:
     return seeds
 
 
-def _one(task: tuple[str, int, float, str]) -> Any:
+def _one(task: tuple[str, int, float, str, str]) -> Any:
     # late: the worker imports the engine once, in its own process
     from extender.replay.runner import run
 
-    policy, seed, tune, workload = task
-    return run(_TRACE, policy, seed, tune=tune, workload=workload)
+    policy, seed, tune, workload, devices = task
+    return run(_TRACE, policy, seed, tune=tune, workload=workload, devices=devices)
 
 
-def _results(tasks: list[tuple[str, int, float, str]], jobs: int) -> Iterator[Any]:
+def _results(tasks: list[tuple[str, int, float, str, str]], jobs: int) -> Iterator[Any]:
     if jobs <= 1 or len(tasks) == 1:
         yield from map(_one, tasks)
         return
@@ -75,13 +75,16 @@ def _results(tasks: list[tuple[str, int, float, str]], jobs: int) -> Iterator[An
               help="GPU demand to replay, as a multiple of the cluster's GPUs (pods cloned or dropped at random).")
 @click.option("--workload", type=click.Choice(["trace", "online"]), default="trace", show_default=True,
               help="FGD's target workload: the whole trace's shapes (as the paper), or learned as pods arrive.")
+@click.option("--devices", type=click.Choice(["annotation", "dra"]), default="annotation", show_default=True,
+              help="How the GPUs are published and asked for: node inventory annotations and extended resources, "
+                   "or DRA devices with consumable capacity and a ResourceClaim per GPU pod.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None,
               help="Processes running the runs (default: the number of cores).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run on standard output.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write curves.csv, curves.png, report.html, table.txt and runs.jsonl in this folder.")
 def replay(nodes: str | None, snapshot: str | None, pods: str, policies: tuple[str, ...], seeds: tuple[str, ...],
-           tune: float, workload: str, jobs: int | None, as_json: bool, out_dir: str | None) -> None:
+           tune: float, workload: str, devices: str, jobs: int | None, as_json: bool, out_dir: str | None) -> None:
     """Replay a trace through each --policy for each --seed and report the GPU allocation ratio.
 
     Each pod is placed or dropped before the next one arrives (no retry, no preemption). The
@@ -92,6 +95,7 @@ def replay(nodes: str | None, snapshot: str | None, pods: str, policies: tuple[s
     # late: the engine and matplotlib's check load only when replaying (`extender --help` needs neither)
     from extender.policy.loading import load_policy_file
     from extender.replay import report
+    from extender.replay.dra_model import dra_trace
     from extender.replay.runner import RunResult, policy_name
     from extender.replay.traces import read_trace
 
@@ -101,11 +105,13 @@ def replay(nodes: str | None, snapshot: str | None, pods: str, policies: tuple[s
                                    "pip install 'extender[replay]'")
     try:
         _TRACE = read_trace(nodes=nodes, snapshot=snapshot, pods=pods)
+        if devices == "dra":
+            _TRACE = dra_trace(_TRACE, snapshot or nodes or "")  # once, before the workers fork
         for path in policies:
             load_policy_file(path)
     except ExtenderError as exc:
         raise click.ClickException(str(exc)) from None
-    tasks = [(policy, seed, tune, workload) for policy in policies for seed in seed_list]
+    tasks = [(policy, seed, tune, workload, devices) for policy in policies for seed in seed_list]
     workers = jobs or os.cpu_count() or 1
     results: list[RunResult] = []
     try:

@@ -39,7 +39,6 @@ from extender.dra.objects import (
     PoolCache,
     ResourceClaim,
     ResourceSlice,
-    consumed_capacity,
     gather_pools,
     with_taint_rules,
 )
@@ -116,11 +115,72 @@ class AllocatorStats:
     backtracks: int = 0
 
 
+class SharedTotals:
+    """consumed_capacity() and the sharers of a set of allocations with shares, kept as allocations
+    come and go (`add(allocation, +1 / -1)`) instead of summed again: the same values as
+    objects.consumed_capacity, a device or capacity name present while some share reports it."""
+
+    def __init__(self, allocations: Iterable[Allocation] = ()) -> None:
+        self.consumed: dict[DeviceID, dict[str, Fraction]] = {}
+        self.sharers: Counter[DeviceID] = Counter()
+        self._results: Counter[DeviceID] = Counter()
+        self._named: Counter[tuple[DeviceID, str]] = Counter()
+        for allocation in allocations:
+            self.add(allocation, 1)
+
+    def add(self, allocation: Allocation, sign: int) -> None:
+        devices: set[DeviceID] = set()
+        for result in allocation.results:
+            if result.admin_access or result.share_id is None:
+                continue
+            device = result.id
+            devices.add(device)
+            total = self.consumed.setdefault(device, {})
+            for name, quantity in (result.consumed or {}).items():
+                key = (device, name)
+                self._named[key] += sign
+                if self._named[key] > 0:
+                    total[name] = total.get(name, Fraction(0)) + sign * quantity.value
+                else:
+                    del self._named[key]
+                    total.pop(name, None)
+            self._results[device] += sign
+            if self._results[device] <= 0:
+                del self._results[device]
+                del self.consumed[device]
+        for device in devices:
+            self.sharers[device] += sign
+            if self.sharers[device] <= 0:
+                del self.sharers[device]
+
+
+def _allocation_nodes(allocation: Allocation) -> set[str] | None:
+    """The nodes an allocation is pinned to by name (its node selector's metadata.name terms);
+    None when it may be on any node (no selector, or one by labels)."""
+    selector = allocation.node_selector
+    if not isinstance(selector, Mapping):
+        return None
+    nodes: set[str] = set()
+    for term in selector.get("nodeSelectorTerms") or ():
+        fields = term.get("matchFields") if isinstance(term, Mapping) else None
+        names = [f.get("values") for f in fields or () if isinstance(f, Mapping) and f.get("key") == "metadata.name"
+                 and f.get("operator") == "In"]
+        if not names or not isinstance(names[0], list) or term.get("matchExpressions"):
+            return None
+        nodes.update(str(name) for name in names[0])
+    return nodes or None
+
+
 class DraStore:
     """Implements `extender.policy.dra_view.DraView` over watched (or snapshot) DRA objects."""
 
-    def __init__(self, notify: Notify | None = None) -> None:
+    def __init__(self, notify: Notify | None = None,
+                 on_nodes: Callable[[Collection[str] | None], None] | None = None) -> None:
         self._notify = notify or (lambda event, obj: None)
+        # Told the nodes whose shared devices' use or slices changed (None: any node may have):
+        # the cluster state builds their NodeInfos again, so that the engine's per-node memos of
+        # checks that read a node's DRA devices (DeviceFit's shared-GPU claims) see the change.
+        self._on_nodes = on_nodes or (lambda nodes: None)
         self._lock = threading.RLock()
         self._classes: dict[str, DeviceClass] = {}
         self._extended: dict[str, DeviceClass] = {}  # extended resource name -> the class serving it
@@ -141,8 +201,7 @@ class DraStore:
         self._held: Counter[DeviceID] = Counter()  # devices held by stored allocations (and in flight)
         self._in_flight: dict[str, tuple[str, Allocation]] = {}  # claim uid -> (claim key, allocation)
         self._shared: dict[str, Allocation] = {}  # claim key or in-flight key -> an allocation with shares
-        self._consumed: dict[DeviceID, dict[str, Fraction]] | None = {}  # consumed_capacity(_shared), None: stale
-        self._sharers: Counter[DeviceID] | None = Counter()  # allocations sharing each device, None: stale
+        self._totals = SharedTotals()  # consumed_capacity(_shared) and the sharers, kept as _shared changes
         self._unsynced: set[str] = set()
         self.enabled = True
         self.disabled_reason = ""
@@ -231,32 +290,33 @@ class DraStore:
 
     def consumed(self) -> Mapping[DeviceID, Mapping[str, Fraction]]:
         """What the shares of devices that allow multiple allocations take of them, stored and in
-        flight (kube-scheduler's AllocatedState: shared device ids and aggregated capacity)."""
-        consumed = self._consumed
-        if consumed is None:
-            with self._lock:
-                consumed = self._consumed = consumed_capacity(list(self._shared.values()))
-        return consumed
+        flight (kube-scheduler's AllocatedState: shared device ids and aggregated capacity). A
+        live view, kept up to date with every allocation (not rebuilt per change: a replay makes
+        thousands of them); read it, do not keep it across allocations."""
+        return self._totals.consumed
 
     def sharers(self) -> Mapping[DeviceID, int]:
         """How many allocations (stored and in flight) hold a share of each device that allows
-        multiple allocations: the "pods" a shared GPU shows in DeviceFit's DRA mode."""
-        sharers = self._sharers
-        if sharers is None:
-            with self._lock:
-                sharers = self._sharers = Counter(
-                    device for allocation in list(self._shared.values())
-                    for device in {r.id for r in allocation.results if r.share_id is not None and not r.admin_access})
-        return sharers
+        multiple allocations: the "pods" a shared GPU shows in DeviceFit's DRA mode. A live view."""
+        return self._totals.sharers
 
     def _share(self, key: str, allocation: Allocation | None) -> None:
         """Track an allocation with shares under `key` (None: it has none any more)."""
-        if allocation is not None and _shares(allocation):
-            self._shared[key] = allocation
-        elif self._shared.pop(key, None) is None:
+        old = self._shared.get(key)
+        new = allocation if allocation is not None and _shares(allocation) else None
+        if old is None and new is None:
             return
-        self._consumed = None
-        self._sharers = None
+        if new is not None:
+            self._shared[key] = new
+        else:
+            del self._shared[key]
+        if old is not None:
+            self._totals.add(old, -1)
+        if new is not None:
+            self._totals.add(new, 1)
+        nodes = _allocation_nodes(old) if old is not None else set()
+        more = _allocation_nodes(new) if new is not None else set()
+        self._on_nodes(None if nodes is None or more is None else nodes | more)
 
     def record_allocation(self, outcome: str, seconds: float, backtracks: int) -> None:
         """One allocator run (`outcome`: allocated, unallocatable or error), for the metrics."""
@@ -300,8 +360,8 @@ class DraStore:
                 self._by_uid = {}
                 self._extended_claims = {}
                 self._shared = {key: a for key, (_, a) in self._in_flight.items() if _shares(a)}
-                self._consumed = None
-                self._sharers = None
+                self._totals = SharedTotals(self._shared.values())
+                self._on_nodes(None)
                 self._held = Counter()
                 for item in parsed:
                     self._file_claim(item)
@@ -374,6 +434,7 @@ class DraStore:
             self._node_generation[node_name] = self._node_generation.get(node_name, 0) + 1
         else:
             self._shared_generation += 1
+        self._on_nodes({node_name} if node_name else None)
 
     @staticmethod
     def _own_node(item: ResourceSlice) -> str | None:

@@ -38,7 +38,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -133,7 +133,8 @@ class ClusterState:
         self._pod_hooks: tuple[PodHook, ...] = (self.devices.pod_changed,)
         self._usage_provider: Callable[[], UsageTable] | None = None
         self.volumes = VolumeStore(self.listeners.notify)  # claims, volumes, classes, CSI objects
-        self.dra_store = DraStore(self.listeners.notify)  # DRA: device classes, resource slices and claims
+        # DRA: device classes, resource slices and claims; a change of a node's shared devices builds its NodeInfo again.
+        self.dra_store = DraStore(self.listeners.notify, on_nodes=self._devices_changed)
         # Bumped whenever the node set or a node's labels or taints change: what
         # topology domains are made of. `memo` results are only valid within one value.
         self.node_generation = 0
@@ -613,6 +614,10 @@ class ClusterState:
     def _invalidate(self, name: str) -> None:
         """The node's pods changed: its NodeInfo is built again when next read."""
         self._stale.add(name)
+
+    def _devices_changed(self, names: Collection[str] | None) -> None:
+        """The DRA devices (slices, shares) of these nodes changed (None: of any node)."""
+        self._stale.update(self._views if names is None else (n for n in names if n in self._views))
 
     def _fresh(self) -> None:
         """Build the NodeInfos of the nodes whose pods changed since they were last read."""

@@ -142,8 +142,12 @@ def first_available_score(claims: Sequence[ResourceClaim], allocations: Sequence
 def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str], pools: Sequence[Pool],
              device_class: Callable[[str], DeviceClass | None], in_use: Collection[DeviceID], *,
              consumed: Mapping[DeviceID, Mapping[str, Fraction]] = {},  # noqa: B006 - read only
-             max_backtracks: int | None = None) -> NodeAllocation | Unallocatable:
+             max_backtracks: int | None = None, prefer: Sequence[DeviceID] = ()) -> NodeAllocation | Unallocatable:
     """Allocate `claims` together on one node from `pools` (`gather_pools` for that node).
+
+    `prefer`: devices to try first, in this order, before the others in pool order. It changes
+    which of the valid allocations is found, never whether one is: kube-scheduler takes the
+    first devices that fit; DeviceFit puts the GPUs its strategy chose first (gpu_claims.py).
 
     `in_use` holds the devices allocated exclusively to other claims or in flight (results
     with no shareID, `DeviceResult.exclusive`); it should be a set. `consumed` holds every
@@ -152,7 +156,7 @@ def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[st
     are taken from their counter sets. Raises AllocationError where kube-scheduler's Filter
     returns an error.
     """
-    search = _Search(claims, node_name, labels, pools, device_class, in_use, consumed, max_backtracks)
+    search = _Search(claims, node_name, labels, pools, device_class, in_use, consumed, max_backtracks, prefer)
     search.prepare()
     if not search.run():
         if any(pool.invalid for pool in pools):
@@ -160,6 +164,13 @@ def allocate(claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[st
         return Unallocatable(search.explain)
     return NodeAllocation(lambda: tuple(search.allocation(index) for index in range(len(claims))), search.backtracks,
                           claims)
+
+
+def _preferred_first(candidates: Sequence[Candidate], prefer: Sequence[DeviceID]) -> list[Candidate]:
+    """The candidates with `prefer`'s devices first, in its order; the rest in pool order."""
+    rank = {device_id: i for i, device_id in enumerate(prefer)}
+    first = sorted((c for c in candidates if c[0] in rank), key=lambda c: rank[c[0]])
+    return [*first, *(c for c in candidates if c[0] not in rank)]
 
 
 class _TooManyResults(Exception):
@@ -431,7 +442,7 @@ class _Search:
     def __init__(self, claims: Sequence[ResourceClaim], node_name: str, labels: Mapping[str, str],
                  pools: Sequence[Pool], device_class: Callable[[str], DeviceClass | None],
                  in_use: Collection[DeviceID], consumed: Mapping[DeviceID, Mapping[str, Fraction]],
-                 max_backtracks: int | None) -> None:
+                 max_backtracks: int | None, prefer: Sequence[DeviceID] = ()) -> None:
         self.claims = claims
         self.node_name = node_name
         self.labels = labels
@@ -445,6 +456,8 @@ class _Search:
         self.by_pool: list[tuple[Candidate, ...]] = [pool.devices for pool in pools]
         usable = [pool.devices for pool in pools if not pool.incomplete and not pool.invalid]
         self.candidates: Sequence[Candidate] = usable[0] if len(usable) == 1 else [c for d in usable for c in d]
+        if prefer:
+            self.candidates = _preferred_first(self.candidates, prefer)
         self.wanted: dict[tuple[int, int, int], _Wanted] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
         self.constraints: list[list[_AttributeConstraint]] = []
@@ -947,3 +960,10 @@ def _selectors_hold(owner: str, expressions: Sequence[str], device: Device) -> b
             stage = "runtime" if isinstance(known, _RuntimeFailure) else "compile"
             raise AllocationError(f"{owner}: selector #{i}: CEL {stage} error: {known}")
     return True
+
+
+def request_selects(owner: str, expressions: Sequence[str], device: Device) -> bool:
+    """Whether a request's selectors hold on the device (each verdict remembered on the device);
+    AllocationError on a CEL error, naming `owner`: for code that lists the devices a request
+    may get outside a search (DeviceFit's shared-GPU claims)."""
+    return _selectors_hold(owner, expressions, device)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from os import PathLike
 from typing import Any
 
@@ -28,8 +29,9 @@ import yaml
 from marshmallow import ValidationError, fields, validate
 
 from extender.errors import ExtenderError, PolicyError
-from extender.policy import schemas
+from extender.policy import names, schemas
 from extender.policy.builtin import arguments
+from extender.policy.builtin.devices import DeviceFit
 from extender.policy.engine import Policy, WeightedScorer
 from extender.policy.plugins import extension_points
 from extender.policy.registry import Registry, default_registry
@@ -192,12 +194,20 @@ def load_policy(
     if errors:
         raise PolicyError(f"{source}: " + "; ".join(errors))
     return Policy(
-        filters=tuple(built["filters"]),
+        filters=_claims_placed_once(tuple(built["filters"])),
         scorers=tuple(built["scores"]),
         source=source,
         digest=_digest(text_or_mapping),
         settings=dict(settings),
     )
+
+
+def _claims_placed_once(filters: tuple[Any, ...]) -> tuple[Any, ...]:
+    """With DynamicResources listed, it allocates every claim: DeviceFit leaves the pods' own
+    shared-GPU claims to it (gpu_claims.py), so one plugin allocates each claim."""
+    if not any(getattr(plugin, "name", "") == names.DYNAMIC_RESOURCES for plugin in filters):
+        return filters
+    return tuple(replace(p, places_claims=False) if isinstance(p, DeviceFit) else p for p in filters)
 
 
 def load_policy_file(path: str | PathLike[str], registry: Registry | None = None) -> Policy:

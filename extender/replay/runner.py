@@ -17,19 +17,24 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from extender.cluster.dra_store import CLAIMS, CLASSES, SLICES
 from extender.cluster.memory_binder import MemoryBinder
 from extender.cluster.state import ClusterState
+from extender.dra.capacity import canonical_text
+from extender.dra.objects import DeviceID
 from extender.errors import ExtenderError
 from extender.model.gpushare import MILLI, PodShape, Workload, top_shapes
 from extender.model.pods import PodView
-from extender.policy.builtin.gpu_choice import Fragmentation, WorkloadPrimed, node_state
+from extender.policy.builtin.gpu_choice import ANNOTATION, Fragmentation, WorkloadPrimed, gpu_state
 from extender.policy.engine import Engine, Policy
 from extender.policy.loading import load_policy_file
 from extender.replay.arrivals import Arrivals, arrivals, renamed_nodes
 from extender.replay.curves import Curve, percent_x
+from extender.replay.dra_model import DEVICE_CLASS, DEVICES, dra_pod, dra_trace, renamed_slices
 from extender.replay.traces import Trace
 from extender.simulation.placing import Placer, Taken
 
@@ -94,15 +99,16 @@ class _Fragmentation:
     """The cluster's fragmentation (FGD's measure against the trace's workload), kept per node:
     one node is measured again per placement (the measure is remembered per node state)."""
 
-    def __init__(self, state: ClusterState, workload: Workload) -> None:
+    def __init__(self, state: ClusterState, workload: Workload, source: str = ANNOTATION) -> None:
         self.state = state
+        self.source = source
         self.measure = Fragmentation(workload.shapes).measure
         self.per_node = {info.name: self._of(info.name) for info in state.all_node_infos()}
         self.total = sum(self.per_node.values())
 
     def _of(self, name: str) -> float:
         info = self.state.node_info(name)
-        return 0.0 if info is None else self.measure(node_state(info, self.state))
+        return 0.0 if info is None else self.measure(gpu_state(info, self.state, self.source))
 
     def changed(self, name: str) -> None:
         value = self._of(name)
@@ -112,14 +118,22 @@ class _Fragmentation:
 
 def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workload: str = "trace",
         progress: Callable[[int], None] | None = None, order: Arrivals | None = None,
-        placed_on: Callable[[int, str | None], None] | None = None) -> RunResult:
+        placed_on: Callable[[int, str | None], None] | None = None, devices: str = "annotation") -> RunResult:
     """Replay `trace` with the policy at `policy_path` for `seed`.
+
+    `devices`: "annotation" (the GPUs as node inventories, the pods' extended resources) or "dra"
+    (the GPUs as DRA devices with consumable capacity, each GPU pod with a claim of its own:
+    replay/dra_model.py); the same arrivals and the same policy file either way.
 
     `order`: the pods and node names to use instead of the seed's (`tune` is then unused): the
     live check (bench/replay_live.py) replays a slice in the order it gave the real cluster.
     `placed_on(i, node)`: called for each pod (its 0-based index in the order) with its node,
     or None when it was dropped, so a caller can compare placements pod by pod."""
     wall, cpu = time.perf_counter(), time.process_time()
+    if devices not in DEVICES:
+        raise ReplayError(f"devices: {devices!r} is not one of {', '.join(DEVICES)}")
+    if devices == "dra":
+        trace = dra_trace(trace)
     try:
         policy = load_policy_file(policy_path)  # fresh: a learned workload must not leak between runs
     except ExtenderError as exc:
@@ -134,11 +148,17 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
     state.replace_nodes(renamed_nodes(trace.nodes, order.node_names))
     if trace.snapshot_pods:
         state.replace_pods(trace.snapshot_pods)
+    source = ANNOTATION
+    if trace.dra:
+        source = DEVICE_CLASS
+        state.dra_store.replace(CLASSES, [item for item in trace.dra if item.get("kind") == "DeviceClass"])
+        state.dra_store.replace(SLICES, renamed_slices(trace.dra, order.node_names))
+        state.dra_store.replace(CLAIMS, [])
     capacity = trace.gpu_capacity
     if capacity <= 0:
         raise ReplayError(f"{trace.source}: the cluster has no GPUs to replay against")
     placer = Placer(Engine(policy, memo_shapes=MEMO_SHAPES), state, MemoryBinder(state), random.Random(seed), 100)
-    frag = _Fragmentation(state, target)
+    frag = _Fragmentation(state, target, source)
     curve, frag_curve = Curve(), Curve()
     arrived = used = placed = 0
     failed: dict[str, int] = {}
@@ -151,6 +171,11 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
         metadata = dict(raw["metadata"])
         metadata["uid"] = f"{seed}-{index}"
         raw["metadata"] = metadata
+        claim = None
+        if trace.dra:
+            raw, claim = _with_claim(raw, metadata["uid"], trace)
+            if claim is not None:
+                state.dra_store.upsert(CLAIMS, claim)
         view = PodView.from_dict(raw)
         taken = placer.take(view, preempting=False)
         outcome = placer.bind(taken) if isinstance(taken, Taken) else taken
@@ -161,6 +186,8 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
             if placed_on is not None:
                 placed_on(index - 1, taken.placement.node)
         else:
+            if claim is not None:  # a dropped pod's claim goes with it
+                state.dra_store.delete(CLAIMS, f"{claim['metadata']['namespace']}/{claim['metadata']['name']}")
             if placed_on is not None:
                 placed_on(index - 1, None)
             label = _shape_label(pod.shape)
@@ -178,7 +205,7 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
             progress(500)
     if progress is not None:
         progress(total % 500)
-    _check_use(state, used, capacity, trace)
+    _check_use(state, used, capacity, trace, source)
     return RunResult(policy_name(policy_path), seed, total, placed, time.perf_counter() - wall,
                      time.process_time() - cpu, _rss_mb(), curve.points(), frag_curve.points(),
                      tuple(quarter_times), used, failed)
@@ -191,12 +218,21 @@ def _counts(shapes: Sequence[PodShape]) -> Mapping[PodShape, float]:
     return counts
 
 
-def _check_use(state: ClusterState, used: int, capacity: int, trace: Trace) -> None:
-    """The GPU milli the state derives from the bound pods' assignments must be what was placed,
-    and no GPU may be over its capacity."""
+def _with_claim(raw: dict[str, Any], uid: str, trace: Trace) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    try:
+        return dra_pod(raw, uid)
+    except ExtenderError as exc:
+        raise ReplayError(f"{trace.source}: pod {raw['metadata'].get('name')}: {exc}") from None
+
+
+def _check_use(state: ClusterState, used: int, capacity: int, trace: Trace, source: str = ANNOTATION) -> None:
+    """The GPU milli the state derives from the bound pods' assignments (or, with DRA devices, from
+    the claims' allocations) must be what was placed, and no GPU may be over its capacity."""
+    if trace.dra:
+        _check_dra_capacity(state, trace)
     derived = 0
     for info in state.all_node_infos():
-        gpu = node_state(info, state)
+        gpu = gpu_state(info, state, source)
         if any(f < 0 for f in gpu.free):
             raise ReplayError(f"{trace.source}: a GPU of {info.name} is over its capacity: {gpu.free}")
         derived += MILLI * gpu.gpus - gpu.gpu_free
@@ -204,3 +240,21 @@ def _check_use(state: ClusterState, used: int, capacity: int, trace: Trace) -> N
         return  # the snapshot's own pods hold GPUs too
     if derived != used:
         raise ReplayError(f"{trace.source}: the assignments hold {derived} milli-GPU, the placements {used}")
+
+
+def _check_dra_capacity(state: ClusterState, trace: Trace) -> None:
+    """No DRA device may have more of any capacity consumed than it has, and no claim may still be
+    in flight (every placed pod's claim is allocated and reserved for it)."""
+    dra = state.dra_store
+    consumed = dra.consumed()
+    for published in dra.slices():
+        for device in published.devices:
+            taken = consumed.get(DeviceID(published.driver, published.pool, device.name), {})
+            for name, capacity in device.capacities.items():
+                if taken.get(name, 0) > capacity.value.value:
+                    amount = canonical_text(Fraction(taken[name]), binary=capacity.value.text.endswith("i"))
+                    raise ReplayError(f"{trace.source}: DRA device {published.pool}/{device.name} has {amount} of "
+                                      f"its {name} consumed, more than its {capacity.value.text}")
+    for claim in dra.claims():
+        if claim.allocation is None or not claim.reserved_for or dra.pending_allocation(claim.uid) is not None:
+            raise ReplayError(f"{trace.source}: claim {claim.key} of a placed pod is not allocated and reserved")

@@ -71,11 +71,17 @@ class Trace:
     pods: tuple[TracePod, ...]
     source: str
     snapshot_pods: tuple[Mapping[str, Any], ...] = ()  # already placed (a snapshot's bound pods)
+    # --devices dra (replay/dra_model.py): the DeviceClass and the ResourceSlices publishing the
+    # GPUs, the nodes then having no inventory annotation; empty for the annotation model.
+    dra: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def gpu_capacity(self) -> int:
-        """Every GPU of the cluster in milli (healthy inventory devices)."""
+        """Every GPU of the cluster in milli (healthy inventory devices, or untainted DRA devices)."""
         total = 0
+        for item in self.dra:
+            if item.get("kind") == "ResourceSlice":
+                total += MILLI * sum(1 for d in item["spec"]["devices"] if not d.get("taints"))
         for node in self.nodes:
             inventory = node_inventory(node.get("metadata", {}).get("annotations"))
             if inventory is not None and not inventory.error:

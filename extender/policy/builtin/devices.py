@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
 
-from extender.errors import PolicyError
 from extender.model.devices import (
     ASSIGNMENT_ANNOTATION,
     BINPACK,
@@ -59,7 +58,7 @@ from extender.model.gpushare import PodShape
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy import enqueue, names
-from extender.policy.builtin import arguments, dra_devices, gpu_choice
+from extender.policy.builtin import arguments, dra_devices, gpu_choice, gpu_claims
 from extender.policy.builtin.device_requests import pod_device_request
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView, PodChange
 from extender.policy.enqueue import EventHint
@@ -183,6 +182,10 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     # The `fgd` and `random` choices (gpu_choice.py); None for binpack and spread.
     chooser: gpu_choice.Chooser | None = field(default=None, compare=False, repr=False)
     args_key: str = ""
+    # Place the pods' own shared-GPU claims (gpu_claims.py); off when the policy lists
+    # DynamicResources, which then allocates them (policy/loading.py). Not an argument: derived
+    # from the policy's other filters, so left out of the comparison of two DeviceFits.
+    places_claims: bool = field(default=True, compare=False)
 
     def events_to_register(self) -> Sequence[EventHint]:
         """DynamicResources' events (with a deviceClass its shares are DRA allocations), a node's
@@ -193,14 +196,14 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
     def from_args(cls, args: Mapping[str, Any]) -> DeviceFit:
         values = arguments.load(_FIT_ARGS, args)
         strategy = values["strategy"]
-        if strategy in (RANDOM, FGD) and values["deviceClass"]:
-            raise PolicyError(f"args.strategy: {strategy} chooses among annotation inventories; "
-                              "it does not apply with deviceClass")
         chooser = gpu_choice.Chooser(strategy, values) if strategy in (RANDOM, FGD) else None
         key = repr(sorted((k, v) for k, v in values.items() if k not in ("strategy", "deviceClass")))
         return cls(strategy, values["deviceClass"], chooser, key if chooser is not None else "")
 
     def prefilter(self, pod: PodView, cluster: ClusterView) -> NodeCheck | Status | None:
+        claimed = self._claim_gpus(pod, cluster)
+        if claimed is not None:
+            return claimed if isinstance(claimed, Status) else self._claim_check(claimed, cluster)
         if self.chooser is not None:
             self.chooser.observe(pod)
         request = pod_device_request(pod)
@@ -212,6 +215,19 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         # identity (the state builds a node's NodeInfo again when its use changes). Preemption's
         # updated checks (UpdatableCheck, through the Check) read changes of their own: no memo.
         return Check(_DeviceCheck(request, cluster, self.strategy), memo_key=(names.DEVICE_FIT, request))
+
+    def _claim_gpus(self, pod: PodView, cluster: ClusterView) -> gpu_claims.ClaimGpus | Status | None:
+        """The pod's own shared-GPU claim when this DeviceFit places claims (None: it asks otherwise)."""
+        if not self.places_claims or not gpu_claims.names_claims(pod):
+            return None
+        return gpu_claims.pod_claim_gpus(pod, cluster.dra())
+
+    def _claim_check(self, claimed: gpu_claims.ClaimGpus, cluster: ClusterView) -> NodeCheck:
+        if self.chooser is not None and self.chooser.fragmentation is not None:
+            self.chooser.fragmentation.observe(claimed.shape)  # the `fgd` choice's learned workload
+        # memo_key: the node's DRA shares are part of its NodeInfo (ClusterState builds it again
+        # when they change), so the verdict is a function of the claim's request and the NodeInfo.
+        return Check(gpu_claims.ClaimCheck(claimed, cluster.dra(), self.strategy), memo_key=claimed.memo_key)
 
     def prime(self, shapes: Sequence[PodShape]) -> None:
         """The `fgd` choice's target workload, pinned (gpu_choice.WorkloadPrimed); others ignore it."""
@@ -254,6 +270,12 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
 
     def reserve(self, pod: PodView, node: NodeInfo, cluster: ClusterView) -> Reservation | Status | None:
         """Pick the devices and claim them in the cluster state before the next pod is considered."""
+        own_claim = self._claim_gpus(pod, cluster)
+        if own_claim is not None:
+            if isinstance(own_claim, Status):
+                return own_claim
+            return gpu_claims.reserve(own_claim, pod, node, cluster.dra(), self.strategy,
+                                      None if self.chooser is None else self.chooser.choose)
         request = pod_device_request(pod)
         if request is None or isinstance(request, Status):
             return request
@@ -292,7 +314,8 @@ class DeviceFit(PreFilterPlugin, FilterPlugin, ReservePlugin, PostFilterPlugin):
         shares = dra_devices.prepare(pod, request, cluster.dra(), self.device_class, self.strategy)
         if isinstance(shares, Status):
             return shares
-        held = dra_devices.reserve(shares, node, ASSIGNMENT_ANNOTATION)
+        held = dra_devices.reserve(shares, node, ASSIGNMENT_ANNOTATION,
+                                   None if self.chooser is None else self.chooser.choose)
         if isinstance(held, Status):
             return held
         return Reservation(self.name, held.annotations, held.actions, held.release, held.undo)

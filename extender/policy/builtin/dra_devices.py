@@ -56,6 +56,7 @@ from extender.model.devices import (
     ContainerRequest,
     Device,
     DeviceRequest,
+    Inventory,
     Shares,
     Shortfall,
     Use,
@@ -104,12 +105,15 @@ class SharedGpu:
 
     def share(self, container: ContainerRequest) -> tuple[tuple[int, int], dict[str, capacities.Quantity]] | str:
         """What DRA would record for the container's request on this device: (MiB, percent) and the
-        consumedCapacity; or why the device cannot take it. Kept per amount asked: a filter asks
-        for every node, and pods of one shape ask the same."""
+        consumedCapacity; or why the device cannot take it. Kept per amount asked (a filter asks
+        for every node, and pods of one shape ask the same), in a table shared by the devices with
+        the same capacities (_share_table); a refusal, which names the device, is not kept."""
         key = (container.memory, container.cores)
         known = self._shares.get(key)
         if known is None:
-            known = self._shares[key] = self._consumed(container)
+            known = self._consumed(container)
+            if not isinstance(known, str):
+                self._shares[key] = known
         return known
 
     def _consumed(self, container: ContainerRequest) -> tuple[tuple[int, int], dict[str, capacities.Quantity]] | str:
@@ -223,7 +227,23 @@ def _shared_gpu(device_id: DeviceID, device: DraDevice, index: int, shown: set[s
     view = Device(name, kind, math.floor(device.capacities[MEMORY].value.value / MIB),
                   FULL_CORES if cores is None else int(cores.value.value),
                   not any(taint.blocks_allocation for taint in device.taints), index)
-    return SharedGpu(view, device_id, device)
+    return SharedGpu(view, device_id, device, _share_table(device))
+
+
+# Devices with the same memory and cores capacities (and policies) consume the same for a share:
+# one table of shares for all of them (thousands of identical GPUs in a large cluster).
+_SHARE_TABLES: dict[tuple[Any, Any], dict[Any, Any]] = {}
+_SHARE_TABLES_KEPT = 10_000
+
+
+def _share_table(device: DraDevice) -> dict[Any, Any]:
+    key = (device.capacities[MEMORY], device.capacities.get(CORES))
+    table = _SHARE_TABLES.get(key)
+    if table is None:
+        if len(_SHARE_TABLES) >= _SHARE_TABLES_KEPT:
+            _SHARE_TABLES.clear()
+        table = _SHARE_TABLES[key] = {}
+    return table
 
 
 def _reaches(slice_: ResourceSlice, device: DraDevice, node: NodeView) -> bool:
@@ -298,14 +318,25 @@ class DraShares:
                              "their own beside the shared GPUs' (a pod's status names one): request them through a "
                              "ResourceClaim, or from nodes that advertise them")
 
-    def choose(self, info: NodeInfo) -> tuple[DraInventory, tuple[tuple[str, Shares], ...]] | Status:
+    def choose(self, info: NodeInfo, chooser: Chooser | None = None
+               ) -> tuple[DraInventory, tuple[tuple[str, Shares], ...]] | Status:
+        """The devices for the pod on the node; `chooser` (DeviceFit's `random` or `fgd`, at
+        Reserve) picks them first, where every share it picks is one the device's policy allows."""
         refused = self.one_claim(info)
         if refused is not None:
             return refused
         found = self.node_inventory(info)
         if isinstance(found, Status):
             return found
-        result = choose(found.devices, found.use(self.dra), self.request, self.strategy, found.needs)
+        use = found.use(self.dra)
+        if chooser is not None:
+            picked = chooser(self.pod, self.request, info, Inventory(found.devices), use)
+            if picked is not None and all(not isinstance(found.needs(container, found.by_id[d].view), str)
+                                          for container, (_, shares) in zip(self.request.containers, picked,
+                                                                            strict=True)
+                                          for d, _, _ in shares):
+                return found, _rounded(picked, self.request, found)
+        result = choose(found.devices, use, self.request, self.strategy, found.needs)
         return _shortfall_status(result, found) if isinstance(result, Shortfall) else (found, result)
 
     def __call__(self, info: NodeInfo) -> Status | None:
@@ -433,10 +464,30 @@ class DraReservation:
     release: Callable[[], None]
 
 
-def reserve(shares: DraShares, info: NodeInfo, annotation: str) -> DraReservation | Status:
+def _rounded(picked: tuple[tuple[str, Shares], ...], request: DeviceRequest, found: DraInventory
+             ) -> tuple[tuple[str, Shares], ...]:
+    """A chooser's shares as the devices' request policies round them (what DRA records)."""
+    out = []
+    for container, (name, shares) in zip(request.containers, picked, strict=True):
+        rounded = []
+        for device_id, _, _ in shares:
+            needs = found.needs(container, found.by_id[device_id].view)
+            assert not isinstance(needs, str)  # checked by the caller
+            rounded.append((device_id, *needs))
+        out.append((name, tuple(rounded)))
+    return tuple(out)
+
+
+# (pod, request, node, inventory, use) -> the chosen shares, or None: gpu_choice.Chooser.choose.
+Chooser = Callable[[PodView, DeviceRequest, NodeInfo, Inventory, Mapping[str, Use]],
+                   "tuple[tuple[str, Shares], ...] | None"]
+
+
+def reserve(shares: DraShares, info: NodeInfo, annotation: str, chooser: Chooser | None = None
+            ) -> DraReservation | Status:
     """Choose the devices on the node, hold their shares in flight in the DRA store (the next pod
     sees them taken), and describe the claim PreBind creates, allocates and reserves."""
-    result = shares.choose(info)
+    result = shares.choose(info, chooser)
     if isinstance(result, Status):
         return result
     found, chosen = result

@@ -33,12 +33,14 @@ from extender.model.gpushare import (
     fragmentation,
     gpu_node,
     lowest_free,
+    shape_from_requests,
     sigmoid_score,
     top_shapes,
 )
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
-from extender.policy.builtin import arguments
+from extender.model.records import PodRecord
+from extender.policy.builtin import arguments, gpu_claims
 from extender.policy.builtin.device_requests import pod_device_request
 from extender.policy.cluster_view import ClusterView
 
@@ -242,3 +244,44 @@ class Chooser:
         container = request.containers[0]
         shares = tuple((healthy[i].id, *whole_needs(container, healthy[i])) for i in picked)
         return ((container.container, shares),)
+
+
+# ---- both device models ----------------------------------------------------------------------
+# A pod asks for shared GPUs through extended resources (the annotation inventory) or through a
+# ResourceClaim of its own (DRA devices with consumable capacity, gpu_claims.py). The scorers and
+# the replay read the pod and a node through these two, whichever the pod uses.
+
+ANNOTATION = ""  # the source of a pod's GPUs in the annotation model; else its DeviceClass's name
+NO_GPUS = "*"  # a pod without GPUs: a node's GPUs from its inventory annotation, else its DRA devices
+
+
+def pod_gpus(pod: PodView, cluster: ClusterView) -> tuple[PodShape, str] | None:
+    """The pod's shape and where its GPUs come from: ANNOTATION, or the DeviceClass of its shared-GPU
+    claim. None for what the policies do not model (several GPU containers, whole and shares mixed)."""
+    if gpu_claims.names_claims(pod):
+        claimed = gpu_claims.pod_claim_gpus(pod, cluster.dra())
+        if isinstance(claimed, gpu_claims.ClaimGpus):
+            return claimed.shape, claimed.device_class.name
+    shape = pod_shape(pod)
+    return None if shape is None else (shape, ANNOTATION if shape.count else NO_GPUS)
+
+
+def gpu_state(info: NodeInfo, cluster: ClusterView, source: str) -> GpuNode:
+    """The node's free CPU and GPUs from the model `source` names (pod_gpus). A pod asking through
+    extended resources, or for no GPU, reads the node's inventory annotation, else (DeviceFit's
+    `deviceClass` mode, or a node on DRA) the node's shared GPUs on DRA, of any class."""
+    if source in (ANNOTATION, NO_GPUS):
+        if node_inventory(raw_annotations(info.node.raw)) is not None:
+            return node_state(info, cluster)
+        return gpu_claims.node_state(info, cluster.dra(), None)
+    return gpu_claims.node_state(info, cluster.dra(), source)
+
+
+def held_shape(record: PodRecord) -> PodShape:
+    """A placed pod's shape from its requests, or, for a pod whose GPUs came from a claim (no GPU
+    requests), from its assignment annotation's shares: what GpuClustering tags it by."""
+    shape = shape_from_requests(record.requests)
+    if shape.count or not record.devices:
+        return shape
+    cores = record.devices[0][2]
+    return PodShape(shape.cpu, min(MILLI, cores * 10) if cores else MILLI, len(record.devices))

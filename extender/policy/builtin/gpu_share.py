@@ -19,16 +19,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from extender.model.gpushare import MILLI, GpuNode, PodShape, shape_from_requests
+from extender.model.gpushare import MILLI, GpuNode, PodShape
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin import arguments
 from extender.policy.builtin.gpu_choice import (
+    ANNOTATION,
     CACHE_LIMIT,
     WORKLOAD_ARGS,
     Fragmentation,
-    node_state,
-    pod_shape,
+    gpu_state,
+    held_shape,
+    pod_gpus,
     seeded,
 )
 from extender.policy.cluster_view import EMPTY_CLUSTER, ClusterView
@@ -55,14 +57,15 @@ class _Remembered:
 
 
 def _scorer(name: str, shape: PodShape, cluster: ClusterView, rule: Callable[[GpuNode], float],
-            cache: _Remembered, version: Any = None) -> NodeScore:
-    """The per-node function of a rule over node states, remembered per state."""
+            cache: _Remembered, version: Any = None, source: str = ANNOTATION) -> NodeScore:
+    """The per-node function of a rule over node states, remembered per state; `source`: the
+    device model the pod's GPUs come from (gpu_choice.pod_gpus)."""
 
     def score(info: NodeInfo) -> float:
-        state = node_state(info, cluster)
+        state = gpu_state(info, cluster, source)
         return cache.get((shape, state, version), lambda: rule(state))  # type: ignore[no-any-return]  # the cache returns what the rule made: a float
 
-    return Score(score, memo_key=(name, shape, version))  # all it reads of the pod
+    return Score(score, memo_key=(name, shape, version, source))  # all it reads of the pod
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,11 @@ class _GpuScorer(PreScorePlugin, ScorePlugin, NormalizeScores):
         raise NotImplementedError
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
-        shape = pod_shape(pod)
-        if shape is None:
+        found = pod_gpus(pod, cluster)
+        if found is None:
             return None
-        return _scorer(self.name, shape, cluster, lambda state: self.rule(shape, state), self._cache)
+        shape, source = found
+        return _scorer(self.name, shape, cluster, lambda state: self.rule(shape, state), self._cache, source=source)
 
     def score(self, pod: PodView, node: NodeInfo) -> float:
         fn = self.prescore(pod, EMPTY_CLUSTER, [node])
@@ -150,7 +154,7 @@ class GpuPacking(_GpuScorer):
 
 
 def _nodes_tags(info: NodeInfo) -> frozenset[str]:
-    return frozenset(tag for tag in (shape_from_requests(p.requests).tag() for p in info.pods) if tag)
+    return frozenset(tag for tag in (held_shape(p).tag() for p in info.pods) if tag)
 
 
 @dataclass(frozen=True)
@@ -160,20 +164,21 @@ class GpuClustering(_GpuScorer):
     name: ClassVar[str] = "GpuClustering"
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
-        shape = pod_shape(pod)
-        if shape is None:
+        found = pod_gpus(pod, cluster)
+        if found is None:
             return None
+        shape, source = found
         tag = shape.tag()
         cache = self._cache
 
         def score(info: NodeInfo) -> float:
             if not tag:
                 return 0
-            state = node_state(info, cluster)
+            state = gpu_state(info, cluster, source)
             tags = _nodes_tags(info)
             return cache.get((tag, state, tags), lambda: _clustering(tag, state, tags))  # type: ignore[no-any-return]  # the cache returns what _clustering made: a float
 
-        return Score(score, memo_key=(self.name, shape))  # all it reads of the pod
+        return Score(score, memo_key=(self.name, shape, source))  # all it reads of the pod
 
 
 def _clustering(tag: str, state: GpuNode, tags: frozenset[str]) -> int:
@@ -231,17 +236,18 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
         return cls(Fragmentation.from_values(values), repr(sorted(values.items())))
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
-        shape = pod_shape(pod)
-        if shape is None:
+        found = pod_gpus(pod, cluster)
+        if found is None:
             return None
+        shape, source = found
         frag = self.fragmentation
         frag.observe(shape)
         version = frag.version
 
         def score(info: NodeInfo) -> float:
-            return frag.best(shape, node_state(info, cluster))[0]
+            return frag.best(shape, gpu_state(info, cluster, source))[0]
 
-        return Score(score, memo_key=(self.name, shape, version))  # all it reads of the pod
+        return Score(score, memo_key=(self.name, shape, version, source))  # all it reads of the pod
 
     def score(self, pod: PodView, node: NodeInfo) -> float:
         fn = self.prescore(pod, EMPTY_CLUSTER, [node])
