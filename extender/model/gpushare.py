@@ -167,6 +167,40 @@ def fragmentation(node: GpuNode, workload: Workload) -> float:
     return result
 
 
+def fed_fragmentation(node: GpuNode, workload: Workload) -> float:
+    """FGD's expected fragmentation, counting as fragments also the free GPUs a shape could use
+    but the node cannot feed: the recommended policy's measure (docs/replay.md, "Beyond FGD").
+
+    FGD calls every GPU with room for a shape usable by it. On openb's busiest machines (8 GPUs,
+    12 cores each) the CPU runs out first: a node with 5 free GPUs and 22 free cores serves two
+    pods of 11 cores, and the other 3 GPUs wait idle until the pods leave. Here a shape that fits
+    can use only as many GPUs as the node can host pods of it: for a share, one GPU per pod the
+    free CPU allows (the fullest first, the largest free ones); for k whole GPUs, k per pod, as
+    many pods as both the free GPUs and the CPU allow. The rest of the free milli is a fragment
+    for that shape. A node whose CPU is kept for the GPUs it has thus scores better than one
+    whose CPU went to CPU-only pods, which is where openb's unplaced whole-GPU pods came from."""
+    free = node.free
+    total_free = sum(free)
+    if not total_free:
+        return 0.0
+    result = 0.0
+    for weight, shape in workload.shapes:
+        milli = shape.milli
+        if not milli or (shape.types and not shape.accepts(node.model)) or node.cpu_free < shape.cpu:
+            result += weight * total_free
+            continue
+        serving = [f for f in free if f >= milli]
+        pods = len(serving) if shape.shares else len(serving) // shape.count
+        if shape.cpu:
+            pods = min(pods, node.cpu_free // shape.cpu)
+        gpus = pods if shape.shares else pods * shape.count
+        if gpus < len(serving):
+            serving.sort(reverse=True)
+            del serving[gpus:]
+        result += weight * (total_free - sum(serving))
+    return result
+
+
 def sigmoid_score(delta: float) -> int:
     """FGD's node score, 0..100: int(100·sigmoid(Δ/1000)), Δ the fragmentation removed (milli)."""
     x = delta / MILLI

@@ -52,7 +52,7 @@ CASES = [
     ('filters', 'DeviceFit', {'strategy': 3},
      'args.strategy: 3 is not one of binpack, spread, random, fgd'),
     ('filters', 'DeviceFit', {'strategies': 3},
-     'args.strategies: unknown argument (allowed: deviceClass, epoch, halfLife, seed, strategy, workload)'),
+     'args.strategies: unknown argument (allowed: deviceClass, epoch, halfLife, learnOnly, measure, seed, strategy, workload)'),
     ('scores', 'DeviceAllocation', {'strategy': 'x'},
      "args.strategy: 'x' is not one of binpack, spread"),
     ('filters', 'UnsupportedConstraints', {'checks': ['x']},

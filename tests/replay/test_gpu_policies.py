@@ -13,6 +13,7 @@ from extender.model.gpushare import (
     GpuNode,
     PodShape,
     Workload,
+    fed_fragmentation,
     fragmentation,
     gpu_node,
     sigmoid_score,
@@ -45,6 +46,51 @@ def test_fragmentation_counts_what_each_target_shape_cannot_use():
     assert fragmentation(node, Workload(((1.0, PodShape(2000, 500, 1, ("v100",))),))) == 1300  # wrong model
     assert fragmentation(node, Workload(((1.0, PodShape(20_000, 500, 1)),))) == 1300  # too little CPU
     assert fragmentation(node, Workload(((1.0, PodShape(0, 1000, 2)),))) == 1300  # too few whole GPUs
+
+
+def test_the_cpu_fed_measure_counts_the_free_gpus_the_cpu_cannot_feed():
+    # 8 free GPUs, 22 free cores: two pods of 11 cores and one GPU each, so 6 GPUs wait for CPU.
+    # FGD calls the node unfragmented for that shape; the CPU-fed measure counts those 6 GPUs.
+    node = GpuNode(22_000, (1000,) * 8, "g2")
+    whole = Workload(((1.0, PodShape(11_000, 1000, 1)),))
+    assert fragmentation(node, whole) == 0
+    assert fed_fragmentation(node, whole) == 6000
+    # shares: one GPU per pod the CPU allows, the fullest-free first (900 and 700 of 900, 700, 600, 200)
+    node = GpuNode(8_000, (600, 900, 200, 700), "t4")
+    share = Workload(((1.0, PodShape(4_000, 500, 1)),))
+    assert fragmentation(node, share) == 200
+    assert fed_fragmentation(node, share) == 2400 - 1600
+    # k whole GPUs per pod: 3 free GPUs serve one 2-GPU pod; the third is a fragment for it
+    pair = Workload(((1.0, PodShape(0, 1000, 2)),))
+    assert fragmentation(GpuNode(64_000, (1000, 1000, 1000), "t4"), pair) == 0
+    assert fed_fragmentation(GpuNode(64_000, (1000, 1000, 1000), "t4"), pair) == 1000
+    # where the CPU is not short, both measures agree (the checks of the test above)
+    for workload in (Workload(((0.5, PodShape(2000, 500, 1)), (0.5, PodShape(1000, 0, 0)))),
+                     Workload(((1.0, PodShape(20_000, 500, 1)),)), Workload(((1.0, PodShape(0, 1000, 2)),))):
+        node = GpuNode(10_000, (1000, 300), "t4")
+        assert fed_fragmentation(node, workload) == fragmentation(node, workload)
+
+
+def test_a_cpu_fed_choice_keeps_cpu_for_the_gpus():
+    # target: whole GPUs with 11 cores. A CPU-only pod of 32 cores on the 8-GPU node of 96 cores
+    # leaves 64 (5 pods: 3 GPUs unfed); on the 2-GPU node of 104 cores it leaves 72 (both fed).
+    frag = Fragmentation(((1.0, PodShape(11_000, 1000, 1)),), measure="cpuFed")
+    cpu_only = PodShape(32_000, 0, 0)
+    big, small = GpuNode(96_000, (1000,) * 8, "g2"), GpuNode(104_000, (1000,) * 2, "t4")
+    assert frag.best(cpu_only, small)[0] == 50 > frag.best(cpu_only, big)[0]
+    fgd = Fragmentation(((1.0, PodShape(11_000, 1000, 1)),))
+    assert fgd.best(cpu_only, small)[0] == fgd.best(cpu_only, big)[0] == 50  # FGD cannot tell them apart
+
+
+def test_a_learn_only_workload_is_never_primed():
+    shapes = [PodShape(1000, 500, 1)] * 3
+    primed, learning = Fragmentation(), Fragmentation(learn_only=True)
+    primed.prime(shapes)
+    learning.prime(shapes)
+    assert primed.workload.shapes == ((1.0, PodShape(1000, 500, 1)),)
+    assert learning.workload.shapes == () and learning.learner is not None
+    learning.observe(PodShape(2000, 1000, 1))
+    assert learning.workload.shapes == ((1.0, PodShape(2000, 1000, 1)),)
 
 
 def test_fgd_score_is_the_sigmoid_of_the_fragmentation_removed():
@@ -114,7 +160,7 @@ def test_random_draws_one_feasible_node_per_pod_reproducibly():
     assert len(set(chosen(1))) > 5
 
 
-@pytest.mark.parametrize("name", ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"])
+@pytest.mark.parametrize("name", ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "recommended"])
 def test_every_shipped_replay_policy_loads(name):
     with open(f"config/replay/{name}.yaml", encoding="utf-8") as handle:
         policy = load_policy(handle.read(), name)
@@ -127,6 +173,8 @@ def test_every_shipped_replay_policy_loads(name):
     ({"workload": [{"cpu": 1, "gpuMilli": 2000, "gpus": 1}]}, "gpuMilli: expected an integer from 0 to 1000"),
     ({"workload": [{"cpu": 1, "gpuMilli": 500, "gpus": 0}]}, "both 0 (a CPU-only shape) or both set"),
     ({"workload": [{"cpu": 1, "gpuMilli": 500, "gpus": 1, "color": 1}]}, "color: unknown field"),
+    ({"measure": "fast"}, "measure: 'fast' is not one of fgd, cpuFed"),
+    ({"learnOnly": "yes"}, "learnOnly: expected true or false"),
 ])
 def test_a_bad_pinned_workload_is_named(args, problem):
     from extender.errors import PolicyError

@@ -30,6 +30,7 @@ from extender.model.gpushare import (
     WorkloadLearner,
     after,
     device_shape,
+    fed_fragmentation,
     fragmentation,
     gpu_node,
     lowest_free,
@@ -108,11 +109,17 @@ def _read_workload(raw: Any) -> Any:
     return tuple(read(item) for item in raw)
 
 
+MEASURES = {"fgd": fragmentation, "cpuFed": fed_fragmentation}
+
 WORKLOAD_ARGS = {
     # "learned": the shapes of the pods seen (a decaying histogram); a list: pinned.
     "workload": arguments.Value(_read_workload, default="learned"),
     "halfLife": arguments.integer(minimum=0, maximum=10**9, default=5000),
     "epoch": arguments.integer(minimum=1, maximum=10**9, default=200),
+    # fgd: the paper's measure; cpuFed: also the free GPUs the node's CPU cannot feed (model.gpushare).
+    "measure": arguments.one_of(tuple(MEASURES), f"{{value!r}} is not one of {', '.join(MEASURES)}", default="fgd"),
+    # true: a replay never hands it the trace's shapes; it learns from the pods it sees, as live.
+    "learnOnly": arguments.boolean(default=False),
 }
 
 
@@ -120,12 +127,15 @@ class Fragmentation:
     """FGD's target workload and its measure, shared by the scorer and DeviceFit's `fgd` choice."""
 
     def __init__(self, pinned: tuple[tuple[float, PodShape], ...] = (), half_life: int = 5000,
-                 epoch: int = 200) -> None:
+                 epoch: int = 200, measure: str = "fgd", learn_only: bool = False) -> None:
         self.learner = None if pinned else WorkloadLearner(half_life=half_life, epoch=epoch)
+        self._measure = MEASURES[measure]
+        self.learn_only = learn_only
         total = sum(w for w, _ in pinned)
         self._pinned = Workload(tuple((w / total, s) for w, s in pinned)) if pinned else Workload()
         self._lock = threading.Lock()
         self._primed = 0
+        self._cached_version: int | None = None
         self._frag: dict[Any, float] = {}
         self._scores: dict[Any, tuple[int, tuple[int, ...]]] = {}
 
@@ -133,7 +143,7 @@ class Fragmentation:
     def from_values(cls, values: Mapping[str, Any]) -> Fragmentation:
         """From the checked WORKLOAD_ARGS."""
         pinned = () if values["workload"] == "learned" else tuple(values["workload"])
-        return cls(pinned, values["halfLife"], values["epoch"])
+        return cls(pinned, values["halfLife"], values["epoch"], values["measure"], values["learnOnly"])
 
     @property
     def workload(self) -> Workload:
@@ -150,7 +160,11 @@ class Fragmentation:
 
     def prime(self, shapes: Sequence[PodShape]) -> None:
         """Pin the workload to these shapes' distribution for good (a replay's trace, as the paper
-        gives FGD the whole trace's shapes; the list stays fixed for the run)."""
+        gives FGD the whole trace's shapes; the list stays fixed for the run). With `learnOnly`
+        it keeps learning: a policy that claims to know only the pods seen so far must not be
+        given the whole trace's distribution."""
+        if self.learn_only:
+            return
         counts: dict[PodShape, float] = {}
         for shape in shapes:
             counts[shape] = counts.get(shape, 0.0) + 1
@@ -160,12 +174,17 @@ class Fragmentation:
             self._primed += 1
 
     def measure(self, state: GpuNode) -> float:
-        key = (state, self.version)
+        version = self.version
+        if version != self._cached_version:  # a new workload: nothing remembered holds any more
+            self._cached_version = version
+            self._frag.clear()
+            self._scores.clear()
+        key = (state, version)
         value = self._frag.get(key)
         if value is None:
             if len(self._frag) >= CACHE_LIMIT:
                 self._frag.clear()
-            value = self._frag[key] = fragmentation(state, self.workload)
+            value = self._frag[key] = self._measure(state, self.workload)
         return value
 
     def best(self, shape: PodShape, state: GpuNode) -> tuple[int, tuple[int, ...]]:

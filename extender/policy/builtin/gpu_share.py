@@ -1,6 +1,6 @@
 """The GPU-sharing placement policies of the FGD paper, as scorers: GpuRandom, GpuDotProduct,
-GpuClustering, GpuPacking, GpuBestFit and GpuFragmentation (FGD), plus the project's own
-GpuFragmentationFit (docs/replay.md says what each optimises, and which GPU it picks).
+GpuClustering, GpuPacking, GpuBestFit and GpuFragmentation (FGD; with `measure: cpuFed`, the
+project's recommended policy). docs/replay.md says what each optimises, and which GPU it picks.
 
 They read the shared GPUs of docs/devices.md (the inventory annotation and its use) and the
 node's free CPU; DeviceFit filters and, at Reserve, picks the GPU inside the node with the same
@@ -223,7 +223,8 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
     """FGD: the node whose expected fragmentation the pod reduces most (or grows least) wins.
     Args: `workload` ("learned", or pinned shapes {cpu, gpuMilli, gpus, types, weight}),
     `halfLife` and `epoch` (the learned histogram's decay, in pods, and how often it is
-    published)."""
+    published), `measure` (`fgd`, the paper's; `cpuFed`, which also counts the free GPUs the
+    node's CPU cannot feed) and `learnOnly` (never given a replay's trace shapes)."""
 
     name: ClassVar[str] = "GpuFragmentation"
     needs_pods = True
