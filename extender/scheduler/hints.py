@@ -102,20 +102,21 @@ class QueueingHints:
             split = self._split[key] = _Split.of(self.table(*key))
         if unrefused and split.all_yes:
             return None
-        yes, no, ask = split.yes, split.no, split.ask
+        plans = split.plans
 
         def wakes(pod: PodView, rejected_by: frozenset[str]) -> bool:
-            # Set operations first (C loops: this runs for every waiting pod on every event).
+            # This runs for every waiting pod on every event: what the refusing plugins say is
+            # worked out once per distinct set of them, and only their hints run per pod.
             if not rejected_by:
                 return unrefused
-            if not yes.isdisjoint(rejected_by):
-                return True
-            if rejected_by <= no:
-                return False
-            for plugin in rejected_by - no:
-                hints = ask.get(plugin)
-                if hints is None or any(hint(pod, obj) for hint in hints):
-                    return True  # a name no policy knows (reloaded since), or its hint says yes
+            plan = plans.get(rejected_by)
+            if plan is None:
+                plan = plans[rejected_by] = split.plan(rejected_by)
+            if plan is True or plan is False:
+                return plan
+            for hint in plan:
+                if hint(pod, obj):
+                    return True
             return False
 
         return wakes
@@ -124,11 +125,28 @@ class QueueingHints:
 class _Split:
     """One event's table as sets: the plugins that say yes, those that say no, those to ask."""
 
-    __slots__ = ("all_yes", "ask", "no", "yes")
+    __slots__ = ("all_yes", "ask", "no", "plans", "yes")
 
     def __init__(self, yes: frozenset[str], no: frozenset[str], ask: dict[str, tuple[Hint, ...]]) -> None:
         self.yes, self.no, self.ask = yes, no, ask
         self.all_yes = not no and not ask
+        # rejected_by -> plan(rejected_by), filled by the queue's wakes (a few distinct sets)
+        self.plans: dict[frozenset[str], bool | tuple[Hint, ...]] = {}
+
+    def plan(self, rejected_by: frozenset[str]) -> bool | tuple[Hint, ...]:
+        """For a pod these plugins refused: True (one says yes, or a name no policy knows any
+        more: reloaded since), False (all say no), else the hints to ask of the pod."""
+        if not self.yes.isdisjoint(rejected_by):
+            return True
+        if rejected_by <= self.no:
+            return False
+        hints: list[Hint] = []
+        for plugin in sorted(rejected_by - self.no):
+            found = self.ask.get(plugin)
+            if found is None:
+                return True
+            hints.extend(found)
+        return tuple(hints)
 
     @classmethod
     def of(cls, table: Mapping[str, Answer]) -> _Split:
