@@ -15,7 +15,7 @@ the same state (hundreds of identical empty machines) and not per node name.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.model.devices import (
@@ -139,6 +139,47 @@ def gpu_node(inventory: Inventory | None, totals: Mapping[str, Use], cpu_free: i
     return GpuNode(cpu_free, tuple(free), model)
 
 
+def _expected(node: GpuNode, workload: Workload, stranded: Callable[[GpuNode, PodShape, int], int]) -> float:
+    """The mean over the target workload of the free GPU milli that cannot serve each shape:
+    all of it for a shape with no GPU, a shape the node's model is not for, or one the node
+    lacks the CPU for; otherwise what `stranded` says of the shape (given the total free)."""
+    total_free = sum(node.free)
+    if not total_free:
+        return 0.0
+    result = 0.0
+    for weight, shape in workload.shapes:
+        if not shape.milli or (shape.types and not shape.accepts(node.model)) or node.cpu_free < shape.cpu:
+            result += weight * total_free
+        else:
+            result += weight * stranded(node, shape, total_free)
+    return result
+
+
+def _too_full(node: GpuNode, shape: PodShape, total_free: int) -> int:
+    """FGD: the free milli of the GPUs too full for the shape (all of it with too few GPUs left)."""
+    serving = 0
+    stranded = 0
+    for f in node.free:
+        if f >= shape.milli:
+            serving += 1
+        else:
+            stranded += f
+    return stranded if serving >= shape.count else total_free
+
+
+def _unfed(node: GpuNode, shape: PodShape, total_free: int) -> int:
+    """The free milli outside the GPUs the node can host pods of the shape on (fed_fragmentation)."""
+    serving = [f for f in node.free if f >= shape.milli]
+    pods = len(serving) if shape.shares else len(serving) // shape.count
+    if shape.cpu:
+        pods = min(pods, node.cpu_free // shape.cpu)
+    gpus = pods if shape.shares else pods * shape.count
+    if gpus < len(serving):
+        serving.sort(reverse=True)
+        del serving[gpus:]
+    return total_free - sum(serving)
+
+
 def fragmentation(node: GpuNode, workload: Workload) -> float:
     """FGD's expected fragmentation of the node, in milli-GPU: for each target shape, the free
     GPU milli that cannot serve it, weighted by the shape's share of the workload.
@@ -146,25 +187,7 @@ def fragmentation(node: GpuNode, workload: Workload) -> float:
     Everything free is a fragment for a shape with no GPU, a shape the node's model is not
     for, or one that does not fit (too few GPUs with room, or too little CPU); for a shape that
     fits, only the free milli of the GPUs too full to serve it."""
-    free = node.free
-    total_free = sum(free)
-    if not total_free:
-        return 0.0
-    result = 0.0
-    for weight, shape in workload.shapes:
-        milli = shape.milli
-        if not milli or (shape.types and not shape.accepts(node.model)) or node.cpu_free < shape.cpu:
-            result += weight * total_free
-            continue
-        serving = 0
-        stranded = 0
-        for f in free:
-            if f >= milli:
-                serving += 1
-            else:
-                stranded += f
-        result += weight * (stranded if serving >= shape.count else total_free)
-    return result
+    return _expected(node, workload, _too_full)
 
 
 def fed_fragmentation(node: GpuNode, workload: Workload) -> float:
@@ -175,30 +198,11 @@ def fed_fragmentation(node: GpuNode, workload: Workload) -> float:
     12 cores each) the CPU runs out first: a node with 5 free GPUs and 22 free cores serves two
     pods of 11 cores, and the other 3 GPUs wait idle until the pods leave. Here a shape that fits
     can use only as many GPUs as the node can host pods of it: for a share, one GPU per pod the
-    free CPU allows (the fullest first, the largest free ones); for k whole GPUs, k per pod, as
-    many pods as both the free GPUs and the CPU allow. The rest of the free milli is a fragment
-    for that shape. A node whose CPU is kept for the GPUs it has thus scores better than one
-    whose CPU went to CPU-only pods, which is where openb's unplaced whole-GPU pods came from."""
-    free = node.free
-    total_free = sum(free)
-    if not total_free:
-        return 0.0
-    result = 0.0
-    for weight, shape in workload.shapes:
-        milli = shape.milli
-        if not milli or (shape.types and not shape.accepts(node.model)) or node.cpu_free < shape.cpu:
-            result += weight * total_free
-            continue
-        serving = [f for f in free if f >= milli]
-        pods = len(serving) if shape.shares else len(serving) // shape.count
-        if shape.cpu:
-            pods = min(pods, node.cpu_free // shape.cpu)
-        gpus = pods if shape.shares else pods * shape.count
-        if gpus < len(serving):
-            serving.sort(reverse=True)
-            del serving[gpus:]
-        result += weight * (total_free - sum(serving))
-    return result
+    free CPU allows (the largest free ones); for k whole GPUs, k per pod, as many pods as both
+    the free GPUs and the CPU allow. The rest of the free milli is a fragment for that shape. A
+    node whose CPU is kept for the GPUs it has thus scores better than one whose CPU went to
+    CPU-only pods, which is where openb's unplaced whole-GPU pods came from."""
+    return _expected(node, workload, _unfed)
 
 
 def sigmoid_score(delta: float) -> int:
