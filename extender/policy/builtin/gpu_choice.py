@@ -56,15 +56,6 @@ def pod_shape(pod: PodView) -> PodShape | None:
     return device_shape(request, pod.requests.get("cpu", 0))
 
 
-def node_state(info: NodeInfo, cluster: ClusterView) -> GpuNode:
-    """The node's free CPU and GPUs, as the policies read them."""
-    inventory = node_inventory(raw_annotations(info.node.raw))
-    totals = cluster.device_use(info.name).totals if inventory is not None else {}
-    return gpu_node(inventory, totals, info.free("cpu"))
-
-
-
-
 def seeded(seed: int, *parts: str) -> random.Random:
     digest = hashlib.blake2b("\0".join((str(seed), *parts)).encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(digest, "big"))
@@ -290,8 +281,9 @@ def gpu_state(info: NodeInfo, cluster: ClusterView, source: str) -> GpuNode:
     extended resources, or for no GPU, reads the node's inventory annotation, else (DeviceFit's
     `deviceClass` mode, or a node on DRA) the node's shared GPUs on DRA, of any class."""
     if source in (ANNOTATION, NO_GPUS):
-        if node_inventory(raw_annotations(info.node.raw)) is not None:
-            return node_state(info, cluster)
+        inventory = node_inventory(raw_annotations(info.node.raw))
+        if inventory is not None:
+            return gpu_node(inventory, cluster.device_use(info.name).totals, info.free("cpu"))
         return gpu_claims.node_state(info, cluster.dra(), None)
     return gpu_claims.node_state(info, cluster.dra(), source)
 
