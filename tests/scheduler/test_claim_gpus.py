@@ -19,28 +19,18 @@ from extender.policy.loading import load_policy_file
 from extender.scheduler.profiles import Profile
 from tests.helpers import ROOT
 from tests.scheduler.conftest import SCHEDULER_NAME
+from tests.scheduler.test_devices_dra import CLASS, gpus_on_node_2
 from tests.scheduler.test_dra import DRIVER, create, get_claim, wait_bound, wait_failure
 
 pytestmark = pytest.mark.apiserver
 
-CLASS = "shared-gpu"
-
 
 def two_gpu_node(kube: Any) -> None:
     """node-2 has two shared T4s of 1000Mi and 100 cores; node-1 none."""
-    for name in ("node-1", "node-2"):
-        kube.create_node(name)
-    create(kube, "deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                                   "metadata": {"name": CLASS},
-                                   "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
-    create(kube, "resourceslices", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-2-gpus"},
-        "spec": {"driver": DRIVER, "nodeName": "node-2",
-                 "pool": {"name": "node-2", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": f"gpu-{i}", "allowMultipleAllocations": True,
-                              "attributes": {"uuid": {"string": f"GPU-{i}"}, "productName": {"string": "Tesla-T4"}},
-                              "capacity": {"memory": {"value": "1000Mi"}, "cores": {"value": "100"}}}
-                             for i in range(2)]}})
+    gpus_on_node_2(kube, [{"name": f"gpu-{i}", "allowMultipleAllocations": True,
+                           "attributes": {"uuid": {"string": f"GPU-{i}"}, "productName": {"string": "Tesla-T4"}},
+                           "capacity": {"memory": {"value": "1000Mi"}, "cores": {"value": "100"}}}
+                          for i in range(2)])
 
 
 def claim_pod(kube: Any, name: str, milli: int) -> dict[str, Any]:

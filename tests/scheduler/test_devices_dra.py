@@ -38,22 +38,26 @@ def profile() -> Profile:
     return Profile.from_engine(SCHEDULER_NAME, Engine(load_policy_file(ROOT / "config" / "policy-devices-dra.yaml")))
 
 
-def shared_gpu_cluster(kube: Any) -> None:
-    """node-2 has one shared GPU of 8Gi and 100 cores (memory in steps of 1Gi); node-1 none."""
+def gpus_on_node_2(kube: Any, devices: list[dict[str, Any]]) -> None:
+    """node-1 and node-2, the shared-GPU DeviceClass, and `devices` in one ResourceSlice of node-2."""
     for name in ("node-1", "node-2"):
         kube.create_node(name)
     create(kube, "deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                    "metadata": {"name": CLASS},
                                    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
     create(kube, "resourceslices", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-2-shared"},
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-2-gpus"},
         "spec": {"driver": DRIVER, "nodeName": "node-2",
-                 "pool": {"name": "node-2", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
-                              "attributes": {"uuid": {"string": "GPU-0"}},
-                              "capacity": {"memory": {"value": "8Gi", "requestPolicy": {
-                                  "default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}},
-                                  "cores": {"value": "100"}}}]}})
+                 "pool": {"name": "node-2", "generation": 1, "resourceSliceCount": 1}, "devices": devices}})
+
+
+def shared_gpu_cluster(kube: Any) -> None:
+    """node-2 has one shared GPU of 8Gi and 100 cores (memory in steps of 1Gi); node-1 none."""
+    gpus_on_node_2(kube, [{"name": "gpu-0", "allowMultipleAllocations": True,
+                           "attributes": {"uuid": {"string": "GPU-0"}},
+                           "capacity": {"memory": {"value": "8Gi", "requestPolicy": {
+                               "default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}},
+                               "cores": {"value": "100"}}}])
 
 
 def dra_claim(kube: Any, name: str, memory: str) -> None:
