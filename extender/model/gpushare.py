@@ -205,6 +205,51 @@ def fed_fragmentation(node: GpuNode, workload: Workload) -> float:
     return _expected(node, workload, _unfed)
 
 
+@dataclass(frozen=True, slots=True)
+class ModelPressure:
+    """How hard the pods that pin a GPU model press on its free GPUs, per model: `rho[m]` is the
+    share of the target workload's GPU demand pinned to m (a shape naming several models split
+    over them by their free GPUs) over m's share of the cluster's free GPU milli.
+
+    FGD's measure sees how a placement fragments a node, never what it takes from whom: a pod
+    that may run on any model scores the same on a T4 machine as on a G2 one, though only the T4
+    machines can take the pods that ask for a T4. `cost` is what a placement on m takes from the
+    pinned pods, in milli: the pod's GPU milli times how much more m is pressed than the models
+    the pod accepts are on average (weighted by their free GPUs). A pod pinned to m alone costs
+    nothing there, and with no pinned shape in the workload nothing costs anything."""
+
+    rho: Mapping[str, float]
+    free: Mapping[str, int]
+
+    def cost(self, shape: PodShape, model: str) -> float:
+        pressed = self.rho.get(model, 0.0)
+        if not shape.gpu or not pressed:
+            return 0.0
+        accepted = [m for m in self.free if self.free[m] and shape.accepts(m)]
+        total = sum(self.free[m] for m in accepted)
+        mean = sum(self.free[m] * self.rho.get(m, 0.0) for m in accepted) / total if total else pressed
+        return shape.gpu * max(0.0, pressed - mean)
+
+
+def model_pressure(free: Mapping[str, int], workload: Workload) -> ModelPressure:
+    """The pressure of the workload's pinned shapes on each model's `free` GPU milli."""
+    demand = sum(weight * shape.gpu for weight, shape in workload.shapes)
+    total_free = sum(free.values())
+    pinned = dict.fromkeys(free, 0.0)
+    for weight, shape in workload.shapes:
+        if not shape.types or not shape.gpu:
+            continue
+        models = [m for m in free if shape.accepts(m)]
+        supply = sum(free[m] for m in models)
+        for m in models:
+            if supply:
+                pinned[m] += weight * shape.gpu * free[m] / supply
+    if not demand or not total_free:
+        return ModelPressure({}, dict(free))
+    rho = {m: (pinned[m] / demand) / (free[m] / total_free) for m in free if free[m] and pinned[m]}
+    return ModelPressure(rho, dict(free))
+
+
 def sigmoid_score(delta: float) -> int:
     """FGD's node score, 0..100: int(100·sigmoid(Δ/1000)), Δ the fragmentation removed (milli)."""
     x = delta / MILLI

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from extender.cluster.state import ClusterState
 from extender.model.devices import Device, Inventory, Use
 from extender.model.gpushare import (
     GpuNode,
@@ -16,17 +17,22 @@ from extender.model.gpushare import (
     fed_fragmentation,
     fragmentation,
     gpu_node,
+    model_pressure,
     sigmoid_score,
 )
+from extender.model.pods import PodView
 from extender.policy.builtin.gpu_choice import Fragmentation
 from extender.policy.builtin.gpu_share import (
     GpuBestFit,
     GpuDotProduct,
+    GpuFragmentation,
     GpuPacking,
     GpuRandom,
 )
 from extender.policy.loading import load_policy
+from extender.replay.traces import read_trace
 from tests.policy.builders import make_node, make_pod
+from tests.replay.traces import write_nodes, write_pods
 
 
 def test_a_gpus_free_share_is_the_smaller_of_its_free_memory_and_compute():
@@ -80,6 +86,55 @@ def test_a_cpu_fed_choice_keeps_cpu_for_the_gpus():
     assert frag.best(cpu_only, small)[0] == 50 > frag.best(cpu_only, big)[0]
     fgd = Fragmentation(((1.0, PodShape(11_000, 1000, 1)),))
     assert fgd.best(cpu_only, small)[0] == fgd.best(cpu_only, big)[0] == 50  # FGD cannot tell them apart
+
+
+def test_model_pressure_is_the_pinned_demand_share_over_the_free_share():
+    # half the GPU demand may run anywhere, a quarter asks for a T4, a quarter for a T4 or a V100;
+    # the free GPUs: 2 on T4s, 2 on V100s, 6 on G2s. The T4-or-V100 quarter splits by free GPUs.
+    anywhere, t4, t4_or_v100 = PodShape(4000, 1000, 1), PodShape(4000, 1000, 1, ("t4",)), \
+        PodShape(4000, 500, 2, ("t4", "v100"))
+    workload = Workload(((0.5, anywhere), (0.25, t4), (0.25, t4_or_v100)))
+    pressure = model_pressure({"t4": 2000, "v100": 2000, "g2": 6000}, workload)
+    # demand 1000; pinned to t4: 250 + 125, to v100: 125; free shares 0.2, 0.2, 0.6
+    assert pressure.rho == pytest.approx({"t4": 0.375 / 0.2, "v100": 0.125 / 0.2})
+    # a pod that runs anywhere pays on a T4 its GPU milli times (1.875 - the free-weighted mean 0.5)
+    assert pressure.cost(anywhere, "t4") == pytest.approx(1000 * (1.875 - 0.5))
+    assert pressure.cost(PodShape(1000, 400, 1), "v100") == pytest.approx(400 * (0.625 - 0.5))
+    assert pressure.cost(anywhere, "g2") == 0  # no pinned demand there
+    assert pressure.cost(t4, "t4") == 0  # the pinned pod itself: nowhere else to go
+    # T4 or V100: the mean over those two (1.25): a T4 costs 1000 (0.625), a V100 nothing
+    assert pressure.cost(t4_or_v100, "t4") == pytest.approx(1000 * 0.625) and pressure.cost(t4_or_v100, "v100") == 0
+    assert pressure.cost(PodShape(4000, 0, 0), "t4") == 0  # a CPU-only pod takes no GPU
+    # nothing pinned: no pressure anywhere
+    assert model_pressure({"t4": 2000, "g2": 6000}, Workload(((1.0, anywhere),))).rho == {}
+
+
+def test_a_pod_that_runs_anywhere_leaves_the_pinned_model_alone(tmp_path):
+    # two nodes alike but for the model; the workload: half may run anywhere, half asks for a T4.
+    nodes = write_nodes(tmp_path / "nodes.csv", ["t4-node,64000,262144,2,T4", "g2-node,64000,262144,2,G2"])
+    pods = write_pods(tmp_path / "pods.csv", ["anywhere,4000,8192,1,1000,", "pinned,4000,8192,1,1000,T4"])
+    trace = read_trace(nodes=str(nodes), pods=str(pods))
+    state = ClusterState()
+    state.replace_nodes(list(trace.nodes))
+    workload = [{"cpu": 4000, "gpuMilli": 1000, "gpus": 1, "weight": 0.5},
+                {"cpu": 4000, "gpuMilli": 1000, "gpus": 1, "types": ["T4"], "weight": 0.5}]
+    fgd = GpuFragmentation.from_args({"workload": workload})
+    pressed = GpuFragmentation.from_args({"workload": workload, "modelPressure": 1})
+    anywhere, pinned = (PodView.from_dict(dict(pod.raw)) for pod in trace.pods)
+
+    def cluster_scores(plugin: GpuFragmentation, pod: PodView, state: ClusterState) -> dict[str, float]:
+        infos = state.all_node_infos()
+        fn = plugin.prescore(pod, state, infos)
+        assert fn is not None
+        return {info.name: fn(info) for info in infos}
+
+    # FGD: on the G2 the pod removes 500 of the pinned half's unusable 1000 (sigmoid(0.5): 62); on the
+    # T4 nothing changes (50). Pressure: rho(t4) = 0.5 / 0.5 = 1, the mean over both models 0.5, so
+    # the T4 also costs 1000 * 0.5: sigmoid(-0.5) = 37.
+    assert cluster_scores(fgd, anywhere, state) == {"t4-node": 50, "g2-node": 62}
+    assert cluster_scores(pressed, anywhere, state) == {"t4-node": 37, "g2-node": 62}
+    # the pinned pod pays nothing on its own model
+    assert cluster_scores(pressed, pinned, state) == cluster_scores(fgd, pinned, state)
 
 
 def test_a_learn_only_workload_is_never_primed():
@@ -175,6 +230,7 @@ def test_every_shipped_replay_policy_loads(name):
     ({"workload": [{"cpu": 1, "gpuMilli": 500, "gpus": 1, "color": 1}]}, "color: unknown field"),
     ({"measure": "fast"}, "measure: 'fast' is not one of fgd, cpuFed"),
     ({"learnOnly": "yes"}, "learnOnly: expected true or false"),
+    ({"modelPressure": -1}, "modelPressure: must be at least 0"),
 ])
 def test_a_bad_pinned_workload_is_named(args, problem):
     from extender.errors import PolicyError

@@ -14,7 +14,7 @@ from extender.replay.runner import run
 from extender.replay.traces import read_trace
 from tests.replay.traces import small_cluster, write_pods
 
-POLICIES = ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"]
+POLICIES = ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "recommended"]
 
 
 @pytest.fixture

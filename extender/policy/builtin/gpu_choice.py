@@ -188,15 +188,18 @@ class Fragmentation:
             found = self._scores[key] = self._best(shape, state)
         return found
 
+    def removed(self, shape: PodShape, state: GpuNode, gpus: tuple[int, ...]) -> float:
+        """The fragmentation the pod removes from the node by taking `gpus` (negative: adds)."""
+        return self.measure(state) - self.measure(after(state, shape, gpus))
+
     def _best(self, shape: PodShape, state: GpuNode) -> tuple[int, tuple[int, ...]]:
-        before = self.measure(state)
         if not shape.shares:
             gpus = lowest_free(state.free, shape.count) if shape.count else ()
-            return sigmoid_score(before - self.measure(after(state, shape, gpus))), gpus
+            return sigmoid_score(self.removed(shape, state, gpus)), gpus
         best: tuple[int, tuple[int, ...]] = (-1, ())
         for i, free in enumerate(state.free):
             if free >= shape.milli:
-                score = sigmoid_score(before - self.measure(after(state, shape, (i,))))
+                score = sigmoid_score(self.removed(shape, state, (i,)))
                 if score > best[0]:
                     best = (score, (i,))
         return best

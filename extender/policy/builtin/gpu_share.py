@@ -1,6 +1,6 @@
 """The GPU-sharing placement policies of the FGD paper, as scorers: GpuRandom, GpuDotProduct,
-GpuClustering, GpuPacking, GpuBestFit and GpuFragmentation (FGD; with `measure: cpuFed`, the
-project's recommended policy). docs/replay.md says what each optimises, and which GPU it picks.
+GpuClustering, GpuPacking, GpuBestFit and GpuFragmentation (FGD; with `measure: cpuFed` and
+`modelPressure`, the project's recommended policy). docs/replay.md says what each optimises, and which GPU it picks.
 
 They read the shared GPUs of docs/devices.md (the inventory annotation and its use) and the
 node's free CPU; DeviceFit filters and, at Reserve, picks the GPU inside the node with the same
@@ -15,17 +15,27 @@ and the engine's per-node memo (`memo_key`) skips the nodes that did not change.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from extender.model.gpushare import MILLI, GpuNode, PodShape
+from extender.model.gpushare import (
+    MILLI,
+    GpuNode,
+    ModelPressure,
+    PodShape,
+    Workload,
+    model_pressure,
+    sigmoid_score,
+)
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.builtin import arguments
 from extender.policy.builtin.gpu_choice import (
     ANNOTATION,
     CACHE_LIMIT,
+    NO_GPUS,
     WORKLOAD_ARGS,
     Fragmentation,
     gpu_state,
@@ -218,23 +228,71 @@ class GpuRandom(PreScorePlugin, ScorePlugin, NormalizeScores):
         return list(scores)
 
 
+PRESSURE_EVERY = 50  # pods scored between two readings of the cluster's free GPUs per model
+
+
+class PressureGauge:
+    """The pinned models' pressure (model.gpushare.ModelPressure) on the cluster's free GPUs,
+    read again every PRESSURE_EVERY pods scored: summing every node's GPUs for every pod would
+    cost more than scoring them, and the pressure moves slowly. `epoch` names the reading, so the
+    engine's per-node memo never keeps a score made under an older one. Shared by the threads
+    of a webhook worker, hence the lock."""
+
+    def __init__(self, weight: float, every: int = PRESSURE_EVERY) -> None:
+        self.weight = weight
+        self.every = every
+        self.epoch = 0
+        self._scored = 0
+        self._current = ModelPressure({}, {})
+        self._lock = threading.Lock()
+
+    def read(self, workload: Workload, cluster: ClusterView) -> tuple[int, ModelPressure]:
+        with self._lock:
+            if self._scored % self.every == 0:
+                self._current = model_pressure(_free_by_model(cluster), workload)
+                self.epoch += 1
+            self._scored += 1
+            return self.epoch, self._current
+
+
+def _free_by_model(cluster: ClusterView) -> dict[str, int]:
+    free: dict[str, int] = {}
+    for info in cluster.all_node_infos():
+        state = gpu_state(info, cluster, NO_GPUS)
+        if state.model:
+            free[state.model] = free.get(state.model, 0) + state.gpu_free
+    return free
+
+
+FRAGMENTATION_ARGS = {
+    **WORKLOAD_ARGS,
+    # 0: FGD alone; w > 0: a placement's score also pays w times what it takes from the pods that
+    # pin the node's GPU model (model.gpushare.ModelPressure), in milli of fragmentation.
+    "modelPressure": arguments.number(minimum=0, default=0.0),
+}
+
+
 @dataclass(frozen=True)
 class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
     """FGD: the node whose expected fragmentation the pod reduces most (or grows least) wins.
     Args: `workload` ("learned", or pinned shapes {cpu, gpuMilli, gpus, types, weight}),
     `halfLife` and `epoch` (the learned histogram's decay, in pods, and how often it is
     published), `measure` (`fgd`, the paper's; `cpuFed`, which also counts the free GPUs the
-    node's CPU cannot feed) and `learnOnly` (never given a replay's trace shapes)."""
+    node's CPU cannot feed), `learnOnly` (never given a replay's trace shapes) and
+    `modelPressure` (the weight of what a placement takes from the pods that pin a GPU model)."""
 
     name: ClassVar[str] = "GpuFragmentation"
     needs_pods = True
     fragmentation: Fragmentation = field(default_factory=Fragmentation, compare=False, repr=False)
     args_key: Any = None
+    pressure: PressureGauge | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> GpuFragmentation:
-        values = arguments.load(arguments.schema(WORKLOAD_ARGS), args)
-        return cls(Fragmentation.from_values(values), repr(sorted(values.items())))
+        values = arguments.load(arguments.schema(FRAGMENTATION_ARGS), args)
+        weight = values["modelPressure"]
+        return cls(Fragmentation.from_values(values), repr(sorted(values.items())),
+                   PressureGauge(weight) if weight else None)
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
         found = pod_gpus(pod, cluster)
@@ -244,11 +302,21 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
         frag = self.fragmentation
         frag.observe(shape)
         version = frag.version
+        gauge = self.pressure
+        epoch, pressure = gauge.read(frag.workload, cluster) if gauge is not None and shape.gpu else (0, None)
+        if gauge is None or pressure is None or not pressure.rho:
+            def score(info: NodeInfo) -> float:
+                return frag.best(shape, gpu_state(info, cluster, source))[0]
 
-        def score(info: NodeInfo) -> float:
-            return frag.best(shape, gpu_state(info, cluster, source))[0]
+            return Score(score, memo_key=(self.name, shape, version, source))  # all it reads of the pod
 
-        return Score(score, memo_key=(self.name, shape, version, source))  # all it reads of the pod
+        def pressed(info: NodeInfo) -> float:
+            state = gpu_state(info, cluster, source)
+            value, gpus = frag.best(shape, state)
+            cost = gauge.weight * pressure.cost(shape, state.model)
+            return sigmoid_score(frag.removed(shape, state, gpus) - cost) if cost else value
+
+        return Score(pressed, memo_key=(self.name, shape, version, source, epoch))
 
     def score(self, pod: PodView, node: NodeInfo) -> float:
         fn = self.prescore(pod, EMPTY_CLUSTER, [node])
