@@ -56,7 +56,9 @@ def _results(tasks: list[tuple[str, int, float, str, str]], jobs: int) -> Iterat
     if jobs <= 1 or len(tasks) == 1:
         yield from map(_one, tasks)
         return
-    with get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+    # one run per worker: a process's peak RSS only rises, and a worker that made several DRA runs
+    # one after the other grew past 500 MB where one run takes under 300 (docs/replay.md)
+    with get_context("fork").Pool(min(jobs, len(tasks)), maxtasksperchild=1) as pool:
         yield from pool.imap_unordered(_one, tasks)
 
 
