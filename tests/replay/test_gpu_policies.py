@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ from extender.policy.builtin.gpu_share import (
     GpuFragmentation,
     GpuPacking,
     GpuRandom,
+    PressureGauge,
 )
 from extender.policy.loading import load_policy
 from extender.replay.traces import read_trace
@@ -109,18 +111,37 @@ def test_model_pressure_is_the_pinned_demand_share_over_the_free_share():
     assert model_pressure({"t4": 2000, "g2": 6000}, Workload(((1.0, anywhere),))).rho == {}
 
 
-def test_a_pod_that_runs_anywhere_leaves_the_pinned_model_alone(tmp_path):
-    # two nodes alike but for the model; the workload: half may run anywhere, half asks for a T4.
+def _t4_and_g2(tmp_path: Path) -> tuple[ClusterState, list[PodView]]:
+    """Two nodes alike but for the GPU model, and two pods: one runs anywhere, one asks for a T4."""
     nodes = write_nodes(tmp_path / "nodes.csv", ["t4-node,64000,262144,2,T4", "g2-node,64000,262144,2,G2"])
     pods = write_pods(tmp_path / "pods.csv", ["anywhere,4000,8192,1,1000,", "pinned,4000,8192,1,1000,T4"])
     trace = read_trace(nodes=str(nodes), pods=str(pods))
     state = ClusterState()
     state.replace_nodes(list(trace.nodes))
+    return state, [PodView.from_dict(dict(pod.raw)) for pod in trace.pods]
+
+
+def test_the_pressure_is_read_again_every_few_pods(tmp_path):
+    state, _ = _t4_and_g2(tmp_path)
+    workload = Workload(((0.5, PodShape(4000, 1000, 1)), (0.5, PodShape(4000, 1000, 1, ("t4",)))))
+    gauge = PressureGauge(1.0, every=2)
+    first, second, third = (gauge.read(workload, state) for _ in range(3))
+    assert first[1].rho == pytest.approx({"t4": 1.0})  # half the demand on half the free GPUs
+    assert first[0] == second[0] == 1 and second[1] is first[1]
+    assert third[0] == 2  # a new reading, under a new epoch: the engine's memo keys change with it
+    state.replace_nodes([n.node.raw for n in state.all_node_infos() if n.name != "t4-node"])
+    assert gauge.read(workload, state) == third  # the fourth pod still scores under the third's reading
+    epoch, pressure = gauge.read(workload, state)
+    assert epoch == 3 and pressure.free == {"g2": 2000} and pressure.rho == {}  # no T4 left to press
+
+
+def test_a_pod_that_runs_anywhere_leaves_the_pinned_model_alone(tmp_path):
+    # the workload: half may run anywhere, half asks for a T4.
+    state, (anywhere, pinned) = _t4_and_g2(tmp_path)
     workload = [{"cpu": 4000, "gpuMilli": 1000, "gpus": 1, "weight": 0.5},
                 {"cpu": 4000, "gpuMilli": 1000, "gpus": 1, "types": ["T4"], "weight": 0.5}]
     fgd = GpuFragmentation.from_args({"workload": workload})
     pressed = GpuFragmentation.from_args({"workload": workload, "modelPressure": 1})
-    anywhere, pinned = (PodView.from_dict(dict(pod.raw)) for pod in trace.pods)
 
     def cluster_scores(plugin: GpuFragmentation, pod: PodView, state: ClusterState) -> dict[str, float]:
         infos = state.all_node_infos()
