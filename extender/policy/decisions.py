@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from extender.model.nodes import NodeInfo
 from extender.model.pods import PodView
 from extender.policy.status import Code, Status
+
+_REASONS = attrgetter("reasons")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +33,16 @@ class FitError:
     @classmethod
     def of(cls, statuses: Iterable[Status], available: int, total: int,
            extra: Iterable[tuple[str, int]] = ()) -> FitError:
-        """The FitError of the refusals `statuses` (one per node), plus `extra` (reason, nodes)."""
+        """The FitError of the refusals `statuses` (one per node), plus `extra` (reason, nodes).
+
+        Counted by each status's reasons first, in C (Counter over a map): a failed attempt
+        has a status per node, thousands, and a few distinct reasons among them; a Python loop
+        of Counter.update per node was a tenth of the standalone scheduler's time on the
+        EventHandling workloads (each failed attempt counts twice: its own and preemption's)."""
         counts: Counter[str] = Counter()
-        for status in statuses:
-            counts.update(status.reasons)
+        for reasons, nodes in Counter(map(_REASONS, statuses)).items():
+            for reason in reasons:
+                counts[reason] += nodes
         for reason, nodes in extra:
             counts[reason] += nodes
         return cls(available, total, tuple(sorted(f"{count} {reason}" for reason, count in counts.items())))

@@ -38,6 +38,8 @@ NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING_ON_NOMINATED = "not eligible due to a terminating pod on the nominated node."
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# One Status for every node no eviction can help (frozen: shared, not built per node per attempt).
+_NOT_HELPFUL = Status(Code.UNRESOLVABLE, (NOT_HELPFUL,))
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
 _NOT_STARTED = "~"  # sorts after every RFC 3339 time: a pod not started yet counts as started now
@@ -185,12 +187,13 @@ def preempt(cycle: FilterCycle, decision: Decision, nodes: Sequence[NodeInfo], c
         return Outcome(None, why_not)
     statuses: dict[str, Status] = {}
     potential = []
+    failed, unschedulable = decision.failed, Code.UNSCHEDULABLE  # read once: this loop runs per node per failed attempt
     for info in nodes:
-        status = decision.failed.get(info.name)
-        if status is not None and status.code == Code.UNSCHEDULABLE:
+        status = failed.get(info.name)
+        if status is not None and status.code == unschedulable:
             potential.append(info)
         else:
-            statuses[info.name] = Status(Code.UNRESOLVABLE, (NOT_HELPFUL,))
+            statuses[info.name] = _NOT_HELPFUL
     if not potential:
         return _no_candidate(statuses, len(nodes))
     wanted = len(potential) if exhaustive else candidates_to_find(len(potential))
