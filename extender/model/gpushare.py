@@ -213,7 +213,7 @@ class ModelPressure:
 
     FGD's measure sees how a placement fragments a node, never what it takes from whom: a pod
     that may run on any model scores the same on a T4 machine as on a G2 one, though only the T4
-    machines can take the pods that ask for a T4. `cost` is what a placement on m takes from the
+    machines can take the pods that ask for a T4. `costs` is what a placement on m takes from the
     pinned pods, in milli: the pod's GPU milli times how much more m is pressed than the models
     the pod accepts are on average (weighted by their free GPUs). A pod pinned to m alone costs
     nothing there, and with no pinned shape in the workload nothing costs anything."""
@@ -221,14 +221,17 @@ class ModelPressure:
     rho: Mapping[str, float]
     free: Mapping[str, int]
 
-    def cost(self, shape: PodShape, model: str) -> float:
-        pressed = self.rho.get(model, 0.0)
-        if not shape.gpu or not pressed:
-            return 0.0
+    def costs(self, shape: PodShape) -> dict[str, float]:
+        """Per model the pod accepts, what placing it there takes from the pinned pods, in milli
+        (the models where it takes nothing left out). One look-up per node, once per pod."""
+        if not shape.gpu or not self.rho:
+            return {}
         accepted = [m for m in self.free if self.free[m] and shape.accepts(m)]
         total = sum(self.free[m] for m in accepted)
-        mean = sum(self.free[m] * self.rho.get(m, 0.0) for m in accepted) / total if total else pressed
-        return shape.gpu * max(0.0, pressed - mean)
+        if not total:
+            return {}
+        mean = sum(self.free[m] * self.rho.get(m, 0.0) for m in accepted) / total
+        return {m: shape.gpu * (self.rho[m] - mean) for m in accepted if self.rho.get(m, 0.0) > mean}
 
 
 def model_pressure(free: Mapping[str, int], workload: Workload) -> ModelPressure:
@@ -241,9 +244,8 @@ def model_pressure(free: Mapping[str, int], workload: Workload) -> ModelPressure
             continue
         models = [m for m in free if shape.accepts(m)]
         supply = sum(free[m] for m in models)
-        for m in models:
-            if supply:
-                pinned[m] += weight * shape.gpu * free[m] / supply
+        for m in models if supply else ():
+            pinned[m] += weight * shape.gpu * free[m] / supply
     if not demand or not total_free:
         return ModelPressure({}, dict(free))
     rho = {m: (pinned[m] / demand) / (free[m] / total_free) for m in free if free[m] and pinned[m]}

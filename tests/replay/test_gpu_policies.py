@@ -100,13 +100,13 @@ def test_model_pressure_is_the_pinned_demand_share_over_the_free_share():
     # demand 1000; pinned to t4: 250 + 125, to v100: 125; free shares 0.2, 0.2, 0.6
     assert pressure.rho == pytest.approx({"t4": 0.375 / 0.2, "v100": 0.125 / 0.2})
     # a pod that runs anywhere pays on a T4 its GPU milli times (1.875 - the free-weighted mean 0.5)
-    assert pressure.cost(anywhere, "t4") == pytest.approx(1000 * (1.875 - 0.5))
-    assert pressure.cost(PodShape(1000, 400, 1), "v100") == pytest.approx(400 * (0.625 - 0.5))
-    assert pressure.cost(anywhere, "g2") == 0  # no pinned demand there
-    assert pressure.cost(t4, "t4") == 0  # the pinned pod itself: nowhere else to go
+    # (on a V100, 0.625 - 0.5); nothing on the G2s, where no pinned demand is
+    assert pressure.costs(anywhere) == pytest.approx({"t4": 1000 * (1.875 - 0.5), "v100": 1000 * (0.625 - 0.5)})
+    assert pressure.costs(PodShape(1000, 400, 1)) == pytest.approx({"t4": 400 * 1.375, "v100": 400 * 0.125})
+    assert pressure.costs(t4) == {}  # the pinned pod itself: nowhere else to go
     # T4 or V100: the mean over those two (1.25): a T4 costs 1000 (0.625), a V100 nothing
-    assert pressure.cost(t4_or_v100, "t4") == pytest.approx(1000 * 0.625) and pressure.cost(t4_or_v100, "v100") == 0
-    assert pressure.cost(PodShape(4000, 0, 0), "t4") == 0  # a CPU-only pod takes no GPU
+    assert pressure.costs(t4_or_v100) == pytest.approx({"t4": 1000 * 0.625})
+    assert pressure.costs(PodShape(4000, 0, 0)) == {}  # a CPU-only pod takes no GPU
     # nothing pinned: no pressure anywhere
     assert model_pressure({"t4": 2000, "g2": 6000}, Workload(((1.0, anywhere),))).rho == {}
 

@@ -254,6 +254,14 @@ class PressureGauge:
             self._scored += 1
             return self.epoch, self._current
 
+    def costs(self, shape: PodShape, workload: Workload, cluster: ClusterView) -> tuple[int, dict[str, float]]:
+        """The reading's epoch and the weighted cost of the pod on each model it pays on (none
+        for a pod without GPUs, which does not count towards the next reading either)."""
+        if not shape.gpu:
+            return 0, {}
+        epoch, pressure = self.read(workload, cluster)
+        return epoch, {model: self.weight * cost for model, cost in pressure.costs(shape).items()}
+
 
 def _free_by_model(cluster: ClusterView) -> dict[str, int]:
     free: dict[str, int] = {}
@@ -295,6 +303,15 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
                    PressureGauge(weight) if weight else None)
 
     def prescore(self, pod: PodView, cluster: ClusterView, nodes: Sequence[NodeInfo]) -> NodeScore | None:
+        return self._scores(pod, cluster, self.pressure)
+
+    def score(self, pod: PodView, node: NodeInfo) -> float:
+        # One node and no cluster: no pressure to read (a reading of an empty cluster would stand
+        # for the pods after it).
+        fn = self._scores(pod, EMPTY_CLUSTER, None)
+        return 0 if fn is None else fn(node)
+
+    def _scores(self, pod: PodView, cluster: ClusterView, gauge: PressureGauge | None) -> NodeScore | None:
         found = pod_gpus(pod, cluster)
         if found is None:
             return None
@@ -302,9 +319,8 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
         frag = self.fragmentation
         frag.observe(shape)
         version = frag.version
-        gauge = self.pressure
-        epoch, pressure = gauge.read(frag.workload, cluster) if gauge is not None and shape.gpu else (0, None)
-        if gauge is None or pressure is None or not pressure.rho:
+        epoch, costs = gauge.costs(shape, frag.workload, cluster) if gauge is not None else (0, {})
+        if not costs:
             def score(info: NodeInfo) -> float:
                 return frag.best(shape, gpu_state(info, cluster, source))[0]
 
@@ -313,14 +329,10 @@ class GpuFragmentation(PreScorePlugin, ScorePlugin, NormalizeScores):
         def pressed(info: NodeInfo) -> float:
             state = gpu_state(info, cluster, source)
             value, gpus = frag.best(shape, state)
-            cost = gauge.weight * pressure.cost(shape, state.model)
+            cost = costs.get(state.model)
             return sigmoid_score(frag.removed(shape, state, gpus) - cost) if cost else value
 
         return Score(pressed, memo_key=(self.name, shape, version, source, epoch))
-
-    def score(self, pod: PodView, node: NodeInfo) -> float:
-        fn = self.prescore(pod, EMPTY_CLUSTER, [node])
-        return 0 if fn is None else fn(node)
 
     def normalize_scores(self, scores: Sequence[float]) -> list[float]:
         return list(scores)
