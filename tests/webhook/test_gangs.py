@@ -27,6 +27,7 @@ from extender.settings import Settings
 from extender.webhook import create_app
 from extender.webhook.gang_holds import WAKE_ANNOTATION
 from extender.webhook.runtime import Runtime, build_runtime
+from tests.fakeapi.client import NOT_READY_TAINT_KEY
 from tests.fakeapi.fixtures import ApiServerHandle
 from tests.scheduler.test_gangs import Gangs, server  # noqa: F401 (the module's server fixture)
 
@@ -75,15 +76,17 @@ def member(gangs: Gangs, name: str, group: str) -> dict[str, Any]:
 
 def wait_known(gangs: Gangs, runtime: Runtime, *names: str) -> None:
     """Nodes, pods and pod groups come on three watches, each in its own time: wait until the
-    webhook's state has every node created so far (Ready: its status is a second write), the
-    members and each member's group."""
+    webhook's state has every node created so far as kube-scheduler will see it at /bind (Ready,
+    its status being a second write, and without the not-ready taint, which the node lifecycle
+    controller removes in a third), the members and each member's group."""
     nodes = [n["metadata"]["name"] for n in gangs.kube.list_nodes()]
     assert runtime.gangs is not None
 
     def known() -> bool:
         records = [runtime.state.pod(f"{gangs.ns}/{n}") for n in names]
         infos = [runtime.state.node_info(node) for node in nodes]
-        return (all(info is not None and info.node.ready for info in infos)
+        return (all(info is not None and info.node.ready
+                    and not any(t.key == NOT_READY_TAINT_KEY for t in info.node.taints) for info in infos)
                 and all(r is not None and runtime.gangs.coordinator.group_of(r.uid) is not None for r in records))
 
     gangs.kube.wait_for(known, timeout=10, message="nodes, members and their groups in the webhook's state")
