@@ -7,6 +7,12 @@ the cost of one replay (seconds, CPU seconds, peak RSS, CPU seconds per 1,000 po
 
 For `recommended`, the "paper" column is FGD's published mean + 0.5: the bar it must reach.
     python -m bench.bench_replay --speed --devices annotation,dra   # the same on DRA devices, and the curves compared
+    python -m bench.bench_replay --waste --traces default,gpushare80 --policies fgd,recommended --seeds 42-43
+
+--waste: where the unallocated GPUs are once the demand has reached the cluster's GPUs (x = 100),
+by the size of the holes they are in, and the offline ceiling: the most any policy could place
+by then, knowing every pod in advance and free to drop any (a linear relaxation of the bin
+packing of the arrived pods into the GPUs; it needs scipy).
 
 It prints numbers, it asserts none (docs/replay.md quotes them). The traces are read from
 --dir (default ../shared/traces/openb beside the checkout); the published means are those of the
@@ -17,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from multiprocessing import get_context
 from pathlib import Path
 
 from extender.cli.replay import parse_seeds
+from extender.model.gpushare import MILLI, PodShape
+from extender.replay.arrivals import arrivals
 from extender.replay.runner import RunResult, run
 from extender.replay.traces import read_trace
 
@@ -108,6 +117,100 @@ def speed(directory: Path, config: Path, devices: list[str]) -> None:
         print(f"the same curve in every device model: {'yes' if same else 'NO'}")
 
 
+def ceiling(shapes: Iterable[PodShape], capacity: int) -> float:
+    """An upper bound on y at x = 100 for any policy, given the pods' shapes in arrival order and
+    the cluster's GPU milli: the pods arrived before x reaches 100.5 packed into the GPUs with
+    every pod's CPU, memory, model and node ignored, whole-GPU pods on whole GPUs (each worth all
+    of its GPU: they go first), the shares by the linear relaxation over the maximal ways to fill
+    one GPU (Gilmore-Gomory), any pod free to be left out."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    gpus = capacity // MILLI
+    arrived = whole = 0
+    shares: dict[int, int] = {}
+    for shape in shapes:
+        if (arrived + shape.gpu) * 100 / capacity >= 100.5:
+            break
+        arrived += shape.gpu
+        if shape.shares:
+            shares[shape.milli] = shares.get(shape.milli, 0) + 1
+        else:
+            whole += shape.count
+    sizes = sorted(shares, reverse=True)
+    patterns = _fillings(sizes)
+    # columns: one per filling (how many GPUs filled that way), one per size (a slot left empty)
+    rows = np.zeros((len(sizes) + 1, len(patterns) + len(sizes)))
+    value = np.zeros(len(patterns) + len(sizes))
+    for k, pattern in enumerate(patterns):
+        for j in pattern:
+            rows[j, k] += 1
+        rows[-1, k] = 1
+        value[k] = -sum(sizes[j] for j in pattern)
+    for j, size in enumerate(sizes):
+        rows[j, len(patterns) + j] = -1
+        value[len(patterns) + j] = size
+    bounds = np.array([shares[size] for size in sizes] + [max(0, gpus - whole)], dtype=float)
+    solved = linprog(value, A_ub=rows, b_ub=bounds, bounds=(0, None), method="highs")
+    if solved.status != 0:
+        raise RuntimeError(f"the ceiling's linear program: {solved.message}")
+    return (min(whole, gpus) * MILLI - solved.fun) * 100 / capacity
+
+
+def _fillings(sizes: list[int]) -> list[list[int]]:
+    """The maximal multisets of the share sizes (indices, largest first) that fit in one GPU."""
+    found: list[list[int]] = []
+
+    def extend(start: int, room: int, taken: list[int]) -> None:
+        grown = False
+        for j in range(start, len(sizes)):
+            if sizes[j] <= room:
+                grown = True
+                extend(j, room - sizes[j], [*taken, j])
+        if not grown and taken:
+            found.append(taken)
+
+    extend(0, MILLI, [])
+    return found
+
+
+def waste(directory: Path, traces: list[str], policies: list[str], seeds: list[int], config: Path,
+          jobs: int) -> None:
+    """Per trace and policy: y at x = 100, the free GPUs then by hole size (mean over the seeds, in
+    % of the cluster's GPUs), and the offline ceiling beside FGD's published mean and the bar."""
+    try:
+        import scipy  # noqa: F401
+        bound = True
+    except ImportError:
+        print("(no scipy: the offline ceiling is left out; pip install scipy)", file=sys.stderr)
+        bound = False
+    for trace_name in traces:
+        trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
+                           pods=str(directory / f"openb_pod_list_{trace_name}.csv"))
+        global _TRACE
+        _TRACE = trace
+        tasks = [(str(config / f"{p}.yaml"), s) for p in policies for s in seeds]
+        done: list[RunResult] = []
+        if tasks:  # --policies '': the ceiling alone
+            with get_context("fork").Pool(jobs) as pool:
+                done = pool.map(_run, tasks)
+        published = PUBLISHED.get(trace_name)
+        fgd = published[0][POLICIES.index("fgd")] if published else float("nan")
+        if bound:
+            top = sum(ceiling((p.shape for p in arrivals(trace, s, 1.3).pods), trace.gpu_capacity)
+                      for s in seeds) / len(seeds)
+            print(f"{trace_name}: offline ceiling {top:.2f}; FGD published {fgd:.2f}, bar {fgd + BEYOND:.2f}")
+        for policy in policies:
+            runs = [r for r in done if r.policy == policy]
+            holes: dict[int, float] = {}
+            for r in runs:
+                for free, count in r.free_gpus_at_100.items():
+                    holes[int(free)] = holes.get(int(free), 0.0) + int(free) * count * 100 / trace.gpu_capacity / len(runs)
+            ranked = sorted(holes.items(), key=lambda item: -item[1])
+            parts = ", ".join(f"{share:.2f} in {free}-milli holes" for free, share in ranked[:4])
+            print(f"  {policy:<12} y@100 {_mean(runs, 100):6.2f}  free {sum(holes.values()):5.2f}: {parts}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     here = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -119,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--speed", action="store_true", help="only the cost of one FGD replay of default")
+    parser.add_argument("--waste", action="store_true",
+                        help="where the free GPUs are at x = 100, and the offline ceiling (needs scipy)")
     parser.add_argument("--devices", default="annotation",
                         help="with --speed: the device models to time, comma-separated (annotation,dra)")
     args = parser.parse_args(argv)
@@ -129,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         speed(args.dir, args.config, args.devices.split(","))
         return 0
     traces = list(PUBLISHED) if args.traces == "all" else args.traces.split(",")
+    if args.waste:
+        policies = [name for name in args.policies.split(",") if name]
+        waste(args.dir, traces, policies, parse_seeds([args.seeds]), args.config, args.jobs)
+        return 0
     reproduce(args.dir, traces, args.policies.split(","), parse_seeds([args.seeds]), args.config,
               args.jobs)
     return 0

@@ -64,13 +64,18 @@ class RunResult:
     per_thousand: tuple[float, ...] = ()  # CPU seconds per 1,000 pods in each quarter of the run
     gpu_milli: int = 0
     failed_shapes: dict[str, int] = field(default_factory=dict)
+    # The GPUs with room left once the demand has reached the cluster's GPUs (x = 100): free milli
+    # -> how many GPUs have exactly that much free (1000: idle). Where the unallocated share of
+    # the bar-chart figure sits: on openb, mostly in the 190 milli beside each 810-milli share.
+    free_gpus_at_100: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "seed": self.seed, "pods": self.pods, "placed": self.placed,
                 "seconds": round(self.seconds, 2), "cpu_seconds": round(self.cpu_seconds, 2),
                 "rss_mb": round(self.rss_mb, 1), "curve": self.curve,
                 "fragmentation": self.fragmentation,
-                "seconds_per_1000_pods": [round(s, 3) for s in self.per_thousand]}
+                "seconds_per_1000_pods": [round(s, 3) for s in self.per_thousand],
+                "free_gpus_at_100": self.free_gpus_at_100}
 
 
 def policy_name(path: str) -> str:
@@ -97,6 +102,18 @@ def _rss_mb() -> float:
 def _shape_label(shape: PodShape) -> str:
     gpu = f"{shape.count}x{shape.milli}m GPU" if shape.count else "no GPU"
     return f"{shape.cpu}m CPU, {gpu}" + (f" ({'|'.join(shape.types)})" if shape.types else "")
+
+
+def free_gpus(state: ClusterState, source: str = ANNOTATION) -> dict[str, int]:
+    """How many GPUs of the cluster have each amount of free milli (those with none left out),
+    largest total first: the free capacity of the curve's y, by the size of the holes it is in."""
+    counts: dict[int, int] = {}
+    for info in state.all_node_infos():
+        for free in gpu_state(info, state, source).free:
+            if free > 0:
+                counts[free] = counts.get(free, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[0] * item[1], -item[0]))
+    return {str(free): gpus for free, gpus in ranked}
 
 
 class _Fragmentation:
@@ -170,7 +187,10 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
     marks = {max(1, total * q // 4): q for q in (1, 2, 3, 4)}
     quarter_times: list[float] = []
     last_cpu, last_index = cpu, 0
+    at_100: dict[str, int] | None = None
     for index, pod in enumerate(order.pods, start=1):
+        if at_100 is None and percent_x(arrived + pod.gpu, capacity) > 100:
+            at_100 = free_gpus(state, source)  # the last event of x = 100 is behind us
         raw = dict(pod.raw)
         metadata = dict(raw["metadata"])
         metadata["uid"] = f"{seed}-{index}"
@@ -212,7 +232,8 @@ def run(trace: Trace, policy_path: str, seed: int, *, tune: float = 1.3, workloa
     _check_use(state, used, capacity, trace, source)
     return RunResult(policy_name(policy_path), seed, total, placed, time.perf_counter() - wall,
                      time.process_time() - cpu, _rss_mb(), curve.points(), frag_curve.points(),
-                     tuple(quarter_times), used, failed)
+                     tuple(quarter_times), used, failed,
+                     free_gpus(state, source) if at_100 is None else at_100)
 
 
 def _counts(shapes: Sequence[PodShape]) -> Mapping[PodShape, float]:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from extender.cli.replay import parse_seeds, replay
+from extender.replay.arrivals import Arrivals
 from extender.replay.runner import run
 from extender.replay.traces import read_trace
 from tests.replay.traces import small_cluster, write_pods
@@ -37,6 +38,32 @@ def test_each_policy_replays_and_its_assignments_add_up(trace_files, name):
     last = max(result.curve, key=int)
     assert abs(result.curve[last] - 100 * result.gpu_milli / trace.gpu_capacity) < 5
     assert sum(result.failed_shapes.values()) == result.pods - result.placed
+
+
+def test_the_free_gpus_are_read_when_the_demand_reaches_the_cluster(tmp_path):
+    # One node of 2 GPUs: two 810-milli shares bring x to 81, a third would bring it to 122 (and
+    # is dropped), then a 110-milli share fits beside one of the first two. The snapshot is the
+    # state at x = 100 (two GPUs with 190 free), not the run's end (one of them down to 80).
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,2,T4\n")
+    pods = write_pods(tmp_path / "pods.csv", ["a,1000,1024,1,810,", "b,1000,1024,1,810,",
+                                              "c,1000,1024,1,810,", "d,1000,1024,1,110,"])
+    trace = read_trace(nodes=str(nodes), pods=str(pods))
+    order = Arrivals(trace.pods, {"n0": "0000-n0"})
+    result = run(trace, "config/replay/fgd.yaml", 42, order=order)
+    assert result.placed == 3 and result.gpu_milli == 1730
+    assert result.free_gpus_at_100 == {"190": 2}
+    assert result.to_json()["free_gpus_at_100"] == {"190": 2}
+
+
+def test_a_run_that_stops_short_of_the_cluster_reports_its_end(tmp_path):
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,2,T4\n")
+    pods = write_pods(tmp_path / "pods.csv", ["a,1000,1024,1,810,", "b,1000,1024,1,320,"])
+    trace = read_trace(nodes=str(nodes), pods=str(pods))
+    result = run(trace, "config/replay/bestfit.yaml", 42, order=Arrivals(trace.pods, {"n0": "0000-n0"}))
+    # x ends at 57: the end state, the 320 on the idle GPU (190 is too little room beside the 810).
+    assert result.free_gpus_at_100 == {"680": 1, "190": 1}
 
 
 def test_fgd_strands_less_than_random_on_a_sharing_trace(tmp_path):
