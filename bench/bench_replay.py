@@ -206,9 +206,11 @@ def waste(directory: Path, traces: list[str], policies: list[str], seeds: list[i
             for r in runs:
                 for free, count in r.free_gpus_at_100.items():
                     holes[int(free)] = holes.get(int(free), 0.0) + int(free) * count * 100 / trace.gpu_capacity / len(runs)
+            idle = holes.pop(MILLI, 0.0)
             ranked = sorted(holes.items(), key=lambda item: -item[1])
             parts = ", ".join(f"{share:.2f} in {free}-milli holes" for free, share in ranked[:4])
-            print(f"  {policy:<12} y@100 {_mean(runs, 100):6.2f}  free {sum(holes.values()):5.2f}: {parts}", flush=True)
+            print(f"  {policy:<12} y@100 {_mean(runs, 100):6.2f}  free {sum(holes.values()) + idle:5.2f}: "
+                  f"{idle:.2f} on idle GPUs, {parts}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
