@@ -82,6 +82,7 @@ def test_both_device_models_place_every_pod_alike(trace_files, tmp_path, name):
             # the fragmentation curve reads every GPU's free share: the GPU chosen inside each node matched too
             assert dra.fragmentation == annotation.fragmentation
             assert dra.gpu_milli == annotation.gpu_milli
+            assert dra.free_gpus_at_100 == annotation.free_gpus_at_100 and annotation.free_gpus_at_100
 
 
 def test_fgd_learning_its_workload_online_learns_the_same_from_claims(tmp_path):
