@@ -30,8 +30,9 @@ from pathlib import Path
 from extender.cli.replay import parse_seeds
 from extender.model.gpushare import MILLI, PodShape
 from extender.replay.arrivals import arrivals
+from extender.replay.curves import percent_x
 from extender.replay.runner import RunResult, run
-from extender.replay.traces import read_trace
+from extender.replay.traces import Trace, read_trace
 
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 BEYOND = 0.5  # recommended.yaml is compared with FGD's published mean plus this
@@ -61,18 +62,10 @@ def _mean(results: list[RunResult], x: int) -> float:
 
 def reproduce(directory: Path, traces: list[str], policies: list[str], seeds: list[int], config: Path,
               jobs: int) -> None:
-    from multiprocessing import get_context
-
     print(f"{'trace':<12} {'policy':<12} {'x=100':>7} {'paper':>7} {'diff':>6}   {'x=130':>7} {'paper':>7} "
           f"{'diff':>6}  seeds", flush=True)
     for trace_name in traces:
-        trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
-                           pods=str(directory / f"openb_pod_list_{trace_name}.csv"))
-        global _TRACE
-        _TRACE = trace  # the forked workers read it from here, not from a pickle per run
-        tasks = [(str(config / f"{p}.yaml"), s) for p in policies for s in seeds]
-        with get_context("fork").Pool(jobs) as pool:
-            done = pool.map(_run, tasks)
+        _, done = _runs(directory, trace_name, policies, seeds, config, jobs)
         for policy in policies:
             runs = [r for r in done if r.policy == policy]
             at100, at130 = _mean(runs, 100), _mean(runs, 130)
@@ -87,6 +80,20 @@ def reproduce(directory: Path, traces: list[str], policies: list[str], seeds: li
 
 
 _TRACE = None
+
+
+def _runs(directory: Path, trace_name: str, policies: list[str], seeds: list[int], config: Path,
+          jobs: int) -> tuple[Trace, list[RunResult]]:
+    """The openb trace `trace_name`, and a run of each policy for each seed on it."""
+    trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
+                       pods=str(directory / f"openb_pod_list_{trace_name}.csv"))
+    global _TRACE
+    _TRACE = trace  # the forked workers read it from here, not from a pickle per run
+    tasks = [(str(config / f"{p}.yaml"), s) for p in policies for s in seeds]
+    if not tasks:
+        return trace, []
+    with get_context("fork").Pool(jobs) as pool:
+        return trace, pool.map(_run, tasks)
 
 
 def _run(task: tuple[str, int]) -> RunResult:
@@ -119,7 +126,7 @@ def speed(directory: Path, config: Path, devices: list[str]) -> None:
 
 def ceiling(shapes: Iterable[PodShape], capacity: int) -> float:
     """An upper bound on y at x = 100 for any policy, given the pods' shapes in arrival order and
-    the cluster's GPU milli: the pods arrived before x reaches 100.5 packed into the GPUs with
+    the cluster's GPU milli: the pods of the curve's events up to x = 100 packed into the GPUs with
     every pod's CPU, memory, model and node ignored, whole-GPU pods on whole GPUs (each worth all
     of its GPU: they go first), the shares by the linear relaxation over the maximal ways to fill
     one GPU (Gilmore-Gomory), any pod free to be left out."""
@@ -130,7 +137,7 @@ def ceiling(shapes: Iterable[PodShape], capacity: int) -> float:
     arrived = whole = 0
     shares: dict[int, int] = {}
     for shape in shapes:
-        if (arrived + shape.gpu) * 100 / capacity >= 100.5:
+        if percent_x(arrived + shape.gpu, capacity) > 100:
             break
         arrived += shape.gpu
         if shape.shares:
@@ -185,15 +192,7 @@ def waste(directory: Path, traces: list[str], policies: list[str], seeds: list[i
         print("(no scipy: the offline ceiling is left out; pip install scipy)", file=sys.stderr)
         bound = False
     for trace_name in traces:
-        trace = read_trace(nodes=str(directory / "openb_node_list_gpu_node.csv"),
-                           pods=str(directory / f"openb_pod_list_{trace_name}.csv"))
-        global _TRACE
-        _TRACE = trace
-        tasks = [(str(config / f"{p}.yaml"), s) for p in policies for s in seeds]
-        done: list[RunResult] = []
-        if tasks:  # --policies '': the ceiling alone
-            with get_context("fork").Pool(jobs) as pool:
-                done = pool.map(_run, tasks)
+        trace, done = _runs(directory, trace_name, policies, seeds, config, jobs)  # --policies '': none
         published = PUBLISHED.get(trace_name)
         fgd = published[0][POLICIES.index("fgd")] if published else float("nan")
         if bound:

@@ -28,5 +28,5 @@ def test_a_gpu_is_better_spent_on_two_470s_than_on_one_810():
 
 
 def test_whole_gpus_go_first_and_the_rest_is_shares():
-    # 3 GPUs: 2 whole GPUs arrive, then an 810 (x = 93.7), then a 470 would pass 100.5 %.
+    # 3 GPUs: 2 whole GPUs arrive, then an 810 (x = 93.7), then a 470 would bring x to 109.
     assert ceiling([WHOLE, WHOLE, SHARE_810, SHARE_470], 3_000) == pytest.approx(281_000 / 3_000)
